@@ -1,0 +1,3 @@
+"""TensorFlow Serving inference container with pre/post-processing, compatible with Amazon SageMaker hosting."""
+
+__version__ = "0.1.0"

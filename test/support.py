@@ -1,0 +1,151 @@
+"""Helpers shared by the test suite: free loopback ports, background processes, reference models."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+VENV_BIN = Path(sys.executable).parent
+TESTDATA = (REPO.parent / "shared" / "testdata" / "tfs-reference-models").resolve()
+if not TESTDATA.is_dir():  # a checkout elsewhere: the models may be vendored next to the tests
+    TESTDATA = REPO / "test" / "data" / "tfs-reference-models"
+
+# Reference SavedModels from the TensorFlow Serving project (see ../shared/testdata).
+HALF_PLUS_TWO = TESTDATA / "saved_model_half_plus_two_cpu"  # TF1, version 123
+HALF_PLUS_THREE = TESTDATA / "saved_model_half_plus_three"  # TF1, version 123, tf.saved_model.load fails on it
+HALF_PLUS_TWO_2_VERSIONS = TESTDATA / "saved_model_half_plus_two_2_versions"  # TF1, versions 123 and 124
+HALF_PLUS_TWO_TF2 = TESTDATA / "saved_model_half_plus_two_tf2_cpu"  # TF2, version 123
+BAD_HALF_PLUS_TWO = TESTDATA / "bad_half_plus_two"  # no saved_model.pb: must fail to load
+
+
+def free_port() -> int:
+    """A TCP port free on the loopback interface right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def free_port_range(size: int) -> tuple[int, int]:
+    """`size` consecutive free loopback ports, as (low, high) inclusive."""
+    for _ in range(200):
+        low = free_port()
+        if low + size - 1 > 65535:
+            continue
+        socks = []
+        try:
+            for port in range(low, low + size):
+                sock = socket.socket()
+                socks.append(sock)
+                sock.bind(("127.0.0.1", port))
+            return low, low + size - 1
+        except OSError:
+            continue
+        finally:
+            for sock in socks:
+                sock.close()
+    raise RuntimeError(f"no {size} consecutive free ports found")
+
+
+def port_is_open(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex((host, port)) == 0
+
+
+def http_status(url: str, timeout: float = 2.0) -> int | None:
+    """The status of GET url, or None when nothing answers."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            return response.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except (OSError, urllib.error.URLError):
+        return None
+
+
+class Background:
+    """A command running in the background, its stdout and stderr going to a log file.
+
+    Use as a context manager; on exit the process gets SIGTERM, then SIGKILL after `stop_timeout`.
+    """
+
+    def __init__(self, args: list[str], env: dict[str, str] | None = None, cwd: str | Path | None = None,
+                 stop_timeout: float = 20.0):
+        self.args = [str(a) for a in args]
+        self.env = {**os.environ, **(env or {})}
+        self.cwd = cwd
+        self.stop_timeout = stop_timeout
+        self.log_path = Path(tempfile.mkstemp(prefix="bg-", suffix=".log")[1])
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> "Background":
+        log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(self.args, env=self.env, cwd=self.cwd, stdout=log, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        log.close()
+        return self
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def wait_until(self, ready, timeout: float = 120.0, what: str = "ready") -> None:
+        """Poll `ready()` until true; fail with the process log if it exits or the time runs out."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if ready():
+                return
+            if not self.alive():
+                raise AssertionError(f"{self.args[0]} exited ({self.proc.returncode}) before {what}:\n{self.log()}")
+            time.sleep(0.1)
+        raise AssertionError(f"{self.args[0]} not {what} after {timeout}s:\n{self.log()}")
+
+    def signal(self, signum: int) -> None:
+        if self.alive():
+            self.proc.send_signal(signum)
+
+    def stop(self) -> int | None:
+        """SIGTERM, wait, then SIGKILL the whole process group; returns the exit code."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(self.stop_timeout)
+            except subprocess.TimeoutExpired:
+                pass
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)  # children left behind, if any
+        except (ProcessLookupError, PermissionError):
+            pass
+        return self.proc.wait()
+
+    def __enter__(self) -> "Background":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def copy_model(source: Path, dest_parent: Path, name: str | None = None, versions: list[str] | None = None) -> Path:
+    """Copy a reference model (optionally only some version folders) to dest_parent/name; returns the copy."""
+    dest = dest_parent / (name or source.name)
+    if versions is None:
+        shutil.copytree(source, dest)
+    else:
+        dest.mkdir(parents=True)
+        for version in versions:
+            shutil.copytree(source / version, dest / version)
+    return dest
