@@ -1,0 +1,35 @@
+"""nginx in front of gunicorn: the config rendered from the template and the settings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from string import Template
+
+from .config import Settings
+
+TEMPLATE = Path(__file__).with_name("nginx.conf.template")
+TEMP_FOLDERS = ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
+
+
+def render(settings: Settings) -> str:
+    return Template(TEMPLATE.read_text()).substitute(
+        runtime_dir=settings.runtime_dir,
+        log_level=settings.nginx_loglevel,
+        bind_port=settings.bind_port,
+        proxy_read_timeout=settings.nginx_proxy_read_timeout_seconds,
+        client_max_body_size=settings.nginx_client_max_body_size,
+    )
+
+
+def write_config(settings: Settings) -> Path:
+    """Render nginx.conf into the runtime folder (with its temp folders); returns its path."""
+    runtime = Path(settings.runtime_dir)
+    for folder in TEMP_FOLDERS:
+        (runtime / "nginx" / folder).mkdir(parents=True, exist_ok=True)
+    path = runtime / "nginx.conf"
+    path.write_text(render(settings))
+    return path
+
+
+def command(config_path: Path) -> list[str]:
+    return ["nginx", "-c", str(config_path), "-e", "stderr"]

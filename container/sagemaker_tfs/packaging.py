@@ -1,0 +1,178 @@
+"""`package-model`: build a model.tar.gz in the layout the container serves, and check one before deploying.
+
+  package-model build EXPORT_DIR [--code CODE_DIR] -o model.tar.gz
+      EXPORT_DIR holds numbered version folders (<export>/1/saved_model.pb), or one folder per model
+      (<export>/<name>/1/saved_model.pb). The archive gets them at its root, next to code/.
+  package-model check model.tar.gz | MODEL_DIR
+      Applies the rules `serve` applies (model_tree.py), plus: code/inference.py compiles and defines
+      handler(data, context) or both input_handler and output_handler; code/requirements.txt parses.
+Both refuse a wrong layout with a message that says what to fix, and exit with status 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import logging
+import shutil
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+from .model_tree import ModelTree, ModelTreeError, find_models
+
+HANDLER_NAMES = {"handler", "input_handler", "output_handler"}
+
+
+class PackagingError(ValueError):
+    """The model or archive is not servable; the message says what to fix."""
+
+
+def handler_contract(script: Path) -> str:
+    """'handler' or 'input_handler/output_handler', from the script's top-level names, without running it."""
+    try:
+        tree = ast.parse(script.read_bytes(), filename=str(script))
+    except SyntaxError as exc:
+        raise PackagingError(f"{script} does not compile: {exc.msg} (line {exc.lineno})") from None
+    names = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update(alias.asname or alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(t.id for t in targets if isinstance(t, ast.Name))
+    if "handler" in names:
+        return "handler"
+    if {"input_handler", "output_handler"} <= names:
+        return "input_handler/output_handler"
+    present = sorted(names & HANDLER_NAMES)
+    raise PackagingError(
+        f"{script} defines {' and '.join(present) if present else 'none of the handler functions'}: define "
+        "handler(data, context), or both input_handler(data, context) and output_handler(response, context)"
+    )
+
+
+def check_requirements(requirements: Path) -> list[str]:
+    """The requirement lines (options, paths and URLs are passed to pip as they are)."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    lines = []
+    for number, raw in enumerate(requirements.read_text().splitlines(), start=1):
+        line = raw.split(" #")[0].strip()
+        if not line or line.startswith("#"):
+            continue
+        if not line.startswith(("-", ".", "/", "git+", "http:", "https:", "file:")):
+            try:
+                Requirement(line)
+            except InvalidRequirement as exc:
+                raise PackagingError(f"{requirements} line {number} is not a requirement: {line!r} ({exc})") from None
+        lines.append(line)
+    return lines
+
+
+def check_model_dir(model_dir: Path) -> list[str]:
+    """Check an unpacked model folder; returns a summary, one line per finding."""
+    try:
+        tree: ModelTree = find_models(model_dir)
+    except ModelTreeError as exc:
+        raise PackagingError(str(exc)) from None
+    summary = [f"model {m.name}: version(s) {', '.join(map(str, m.versions))}" for m in tree.models]
+    code = model_dir / "code"
+    if tree.script:
+        summary.append(f"code/inference.py: {handler_contract(tree.script)}")
+    elif code.is_dir():
+        summary.append("code/: no inference.py, the default handler serves JSON, JSON lines and CSV")
+    requirements = code / "requirements.txt"
+    if requirements.is_file():
+        lines = check_requirements(requirements)
+        if (code / "lib").is_dir():
+            summary.append(f"code/lib: on the path; code/requirements.txt ({len(lines)} lines) will NOT be installed")
+        else:
+            summary.append(f"code/requirements.txt: {len(lines)} requirement(s) installed at start-up")
+    elif (code / "lib").is_dir():
+        summary.append("code/lib: on the path")
+    return summary
+
+
+def _safe_members(archive: tarfile.TarFile) -> list[tarfile.TarInfo]:
+    members = archive.getmembers()
+    for member in members:
+        path = Path(member.name)
+        if path.is_absolute() or ".." in path.parts:
+            raise PackagingError(f"archive member {member.name!r} points outside the model directory")
+        if member.issym() or member.islnk():
+            raise PackagingError(f"archive member {member.name!r} is a link; store the file itself")
+    return members
+
+
+def check(target: Path) -> list[str]:
+    """Check a model.tar.gz or an unpacked model folder."""
+    if target.is_dir():
+        return check_model_dir(target)
+    if not target.is_file():
+        raise PackagingError(f"{target} does not exist")
+    with tempfile.TemporaryDirectory(prefix="model-check-") as tmp:
+        model_dir = Path(tmp) / "model"  # the name SageMaker unpacks to (/opt/ml/model)
+        try:
+            with tarfile.open(target, "r:*") as archive:
+                archive.extractall(model_dir, members=_safe_members(archive), filter="data")
+        except tarfile.TarError as exc:
+            raise PackagingError(f"{target} is not a readable tar archive: {exc}") from None
+        return check_model_dir(model_dir)
+
+
+def build(export_dir: Path, output: Path, code_dir: Path | None = None) -> list[str]:
+    """Write output (model.tar.gz) from an export folder and an optional code folder; returns the check summary."""
+    if not export_dir.is_dir():
+        raise PackagingError(f"export folder {export_dir} does not exist")
+    if code_dir is not None and not code_dir.is_dir():
+        raise PackagingError(f"code folder {code_dir} does not exist")
+    with tempfile.TemporaryDirectory(prefix="model-build-") as tmp:
+        stage = Path(tmp) / "model"
+        shutil.copytree(export_dir, stage, ignore=shutil.ignore_patterns(".*", "__pycache__"))
+        if code_dir is not None:
+            if (stage / "code").exists():
+                raise PackagingError(f"{export_dir} already has a code/ folder; pass it once")
+            shutil.copytree(code_dir, stage / "code", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        summary = check_model_dir(stage)
+        output.parent.mkdir(parents=True, exist_ok=True)
+        partial = output.with_name(output.name + ".partial")
+        with tarfile.open(partial, "w:gz") as archive:
+            for child in sorted(stage.iterdir()):
+                archive.add(child, arcname=child.name)
+        partial.replace(output)
+    return summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="package-model", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True)
+    build_cmd = commands.add_parser("build", help="build model.tar.gz from an export folder and a code folder")
+    build_cmd.add_argument("export_dir", type=Path, help="folder with numbered version folders (or model folders)")
+    build_cmd.add_argument("--code", type=Path, help="folder with inference.py, requirements.txt, lib/")
+    build_cmd.add_argument("-o", "--output", type=Path, default=Path("model.tar.gz"))
+    check_cmd = commands.add_parser("check", help="check a model.tar.gz or a model folder")
+    check_cmd.add_argument("target", type=Path)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="package-model: warning: %(message)s")
+    try:
+        if args.command == "build":
+            summary = build(args.export_dir, args.output, args.code)
+            print(f"wrote {args.output}")
+        else:
+            summary = check(args.target)
+            print(f"{args.target}: OK")
+    except PackagingError as exc:
+        print(f"package-model: error: {exc}", file=sys.stderr)
+        return 1
+    for line in summary:
+        print(f"  {line}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
