@@ -149,3 +149,40 @@ def copy_model(source: Path, dest_parent: Path, name: str | None = None, version
         for version in versions:
             shutil.copytree(source / version, dest / version)
     return dest
+
+
+class Stack(Background):
+    """The full container stack (`serve`: model servers, gunicorn + Falcon app, nginx) on free loopback ports.
+
+    `env` adds SAGEMAKER_* settings. `url` is nginx's base URL; `runtime_dir` holds the stack's files.
+    """
+
+    def __init__(self, model_dir: str | Path, env: dict[str, str] | None = None, instances: int = 1):
+        self.port = free_port()
+        low, high = free_port_range(2 * instances)
+        self.runtime_dir = Path(tempfile.mkdtemp(prefix="stack-"))
+        self.url = f"http://127.0.0.1:{self.port}"
+        settings = {
+            "SAGEMAKER_MODEL_DIR": str(model_dir),
+            "SAGEMAKER_BIND_TO_PORT": str(self.port),
+            "SAGEMAKER_SAFE_PORT_RANGE": f"{low}-{high}",
+            "SAGEMAKER_TFS_INSTANCE_COUNT": str(instances),
+            "SAGEMAKER_RUNTIME_DIR": str(self.runtime_dir),
+        }
+        super().__init__([VENV_BIN / "serve"], env={**settings, **(env or {})}, stop_timeout=60)
+
+    def start(self, wait: bool = True) -> "Stack":
+        super().start()
+        if wait:
+            self.wait_until(self.ready, timeout=180, what="answering /ping with 200")
+        return self
+
+    def ready(self) -> bool:
+        return http_status(self.url + "/ping") == 200
+
+    def pid_of(self, child: str) -> int:
+        """The pid of a supervised child: 'tfs-0', 'gunicorn-supervised', 'nginx-supervised'."""
+        return int((self.runtime_dir / f"{child}.pid").read_text())
+
+    def __enter__(self) -> "Stack":
+        return self.start()

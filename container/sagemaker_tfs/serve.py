@@ -390,9 +390,15 @@ def prepare() -> tuple[Settings, ModelTree]:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["serve"]:  # SageMaker runs `docker run <image> serve`; the entrypoint is serve already
+        args = args[1:]
     if args and args[0] in ("-h", "--help"):
         print(__doc__.strip() + "\n\nConfiguration: SAGEMAKER_* environment variables (see README.md).")
         return 0
+    if args:
+        print(f"serve: error: unexpected arguments {' '.join(args)}; configure with SAGEMAKER_* variables",
+              file=sys.stderr)
+        return 2
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s serve: %(message)s")
     log.info("sagemaker-tfs %s starting", __version__)
