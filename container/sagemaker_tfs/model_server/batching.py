@@ -1,0 +1,340 @@
+"""Server-side batching (`--enable_batching`): concurrent runs of one signature merged into one TensorFlow call.
+
+Semantics of TFS's shared batch scheduler: each request is a task of size = its inputs' dimension 0. Tasks
+with the same servable, input names and output names share a queue; they join the queue's open batch until it
+would exceed max_batch_size, which closes it and opens a new one (a queue holds at most max_enqueued_batches
+batches: beyond that, 503). A batch runs when closed, or when its oldest task has waited batch_timeout_micros,
+on one of num_batch_threads threads; its inputs are concatenated on dimension 0 (padded up to the next
+allowed_batch_sizes entry, and in other dimensions if pad_variable_length_inputs), and its outputs are split
+back per task.
+
+The scheduler's state lives in the asyncio event loop: requests are queued and batches formed there without
+locks; only the TensorFlow run happens on a batch thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import functools
+import logging
+import os
+import time
+from concurrent.futures import Future as ThreadFuture
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from .servable import Servable
+from .status import Code, ServingError, invalid_argument
+
+log = logging.getLogger(__name__)
+
+
+class BatchingConfigError(ValueError):
+    """The batching parameters file cannot be used; the message says why."""
+
+
+@dataclass(frozen=True)
+class BatchingParameters:
+    """TFS's BatchingParameters, with TFS's defaults for fields left out."""
+
+    max_batch_size: int = 1000
+    batch_timeout_micros: int = 0
+    max_enqueued_batches: int = 10
+    num_batch_threads: int = 0  # 0: one per core
+    allowed_batch_sizes: tuple[int, ...] = ()
+    pad_variable_length_inputs: bool = False
+
+    def __post_init__(self):
+        if self.max_batch_size < 1:
+            raise BatchingConfigError("max_batch_size must be positive")
+        if self.max_enqueued_batches < 1:
+            raise BatchingConfigError("max_enqueued_batches must be positive")
+        if self.batch_timeout_micros < 0:
+            raise BatchingConfigError("batch_timeout_micros must not be negative")
+        sizes = self.allowed_batch_sizes
+        if sizes:
+            if any(b <= a for a, b in zip(sizes, sizes[1:])) or sizes[0] < 1:
+                raise BatchingConfigError("allowed_batch_sizes entries must be positive and increasing")
+            if sizes[-1] != self.max_batch_size:
+                raise BatchingConfigError("Last entry in allowed_batch_sizes must match max_batch_size; last entry "
+                                          f"was {sizes[-1]}; expected {self.max_batch_size}")
+
+    @property
+    def threads(self) -> int:
+        if self.num_batch_threads > 0:
+            return self.num_batch_threads
+        try:
+            return max(1, len(os.sched_getaffinity(0)))
+        except AttributeError:
+            return os.cpu_count() or 1
+
+
+def _batching_parameters_message():
+    """The BatchingParameters message (TFS's session_bundle_config.proto, not shipped in tensorflow-serving-api),
+    built from a descriptor so that the file is read by protobuf's own text-format parser."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, wrappers_pb2
+
+    pool = descriptor_pool.DescriptorPool()
+    pool.AddSerializedFile(wrappers_pb2.DESCRIPTOR.serialized_pb)
+    proto = descriptor_pb2.FileDescriptorProto(name="sagemaker_tfs/batching_parameters.proto",
+                                               package="tensorflow.serving", syntax="proto3",
+                                               dependency=["google/protobuf/wrappers.proto"])
+    message = proto.message_type.add(name="BatchingParameters")
+    F = descriptor_pb2.FieldDescriptorProto
+    fields = [  # (name, number, type, wrapper type name, repeated)
+        ("max_batch_size", 1, F.TYPE_MESSAGE, ".google.protobuf.Int64Value", False),
+        ("batch_timeout_micros", 2, F.TYPE_MESSAGE, ".google.protobuf.Int64Value", False),
+        ("max_enqueued_batches", 3, F.TYPE_MESSAGE, ".google.protobuf.Int64Value", False),
+        ("num_batch_threads", 4, F.TYPE_MESSAGE, ".google.protobuf.Int64Value", False),
+        ("thread_pool_name", 5, F.TYPE_MESSAGE, ".google.protobuf.StringValue", False),
+        ("allowed_batch_sizes", 6, F.TYPE_INT64, None, True),
+        ("pad_variable_length_inputs", 7, F.TYPE_BOOL, None, False),
+        # accepted, not acted on (logged): TFS's later additions
+        ("enable_large_batch_splitting", 8, F.TYPE_MESSAGE, ".google.protobuf.BoolValue", False),
+        ("max_execution_batch_size", 9, F.TYPE_MESSAGE, ".google.protobuf.Int64Value", False),
+        ("batch_padding_policy", 10, F.TYPE_MESSAGE, ".google.protobuf.StringValue", False),
+    ]
+    for name, number, kind, type_name, repeated in fields:
+        field = message.field.add(name=name, number=number, type=kind,
+                                  label=F.LABEL_REPEATED if repeated else F.LABEL_OPTIONAL)
+        if type_name:
+            field.type_name = type_name
+    pool.Add(proto)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("tensorflow.serving.BatchingParameters"))
+
+
+def parse_batching_parameters(text: str, source: str = "<batching parameters>") -> BatchingParameters:
+    from google.protobuf import text_format
+
+    message = _batching_parameters_message()()
+    try:
+        text_format.Parse(text, message)
+    except text_format.ParseError as exc:
+        raise BatchingConfigError(f"Invalid protobuf file: '{source}': Error parsing text-format "
+                                  f"tensorflow.serving.BatchingParameters: {exc}") from None
+    for name in ("enable_large_batch_splitting", "max_execution_batch_size", "batch_padding_policy"):
+        if message.HasField(name):
+            log.warning("batching parameter %s is accepted but has no effect in this model server", name)
+    values = {name: getattr(message, name).value
+              for name in ("max_batch_size", "batch_timeout_micros", "max_enqueued_batches", "num_batch_threads")
+              if message.HasField(name)}
+    return BatchingParameters(allowed_batch_sizes=tuple(message.allowed_batch_sizes),
+                              pad_variable_length_inputs=message.pad_variable_length_inputs, **values)
+
+
+def load_batching_parameters(path: str | Path | None) -> BatchingParameters:
+    """The parameters of a --batching_parameters_file (TFS's defaults when there is none)."""
+    if not path:
+        return BatchingParameters()
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise BatchingConfigError(f"cannot read batching parameters file {path}: {exc.strerror}") from None
+    return parse_batching_parameters(text, str(path))
+
+
+# ------------------------------------------------------------------------------------------------ scheduling
+
+class _Task:
+    __slots__ = ("feeds", "size", "future")
+
+    def __init__(self, feeds: dict[str, np.ndarray], size: int, future: asyncio.Future):
+        self.feeds, self.size, self.future = feeds, size, future
+
+
+class _Batch:
+    __slots__ = ("tasks", "size", "started")
+
+    def __init__(self):
+        self.tasks: list[_Task] = []
+        self.size = 0
+        self.started = 0.0
+
+
+class _Queue:
+    def __init__(self, key: tuple, servable: Servable, fetches: tuple[str, ...]):
+        self.key = key
+        self.servable = servable
+        self.fetches = fetches
+        self.batches: collections.deque[_Batch] = collections.deque()  # the last one is open
+        self.timer: asyncio.TimerHandle | None = None
+
+
+def task_size(feeds: dict[str, np.ndarray]) -> int:
+    sizes = set()
+    for array in feeds.values():
+        if array.ndim == 0:
+            raise invalid_argument("Batching Run() input tensors must have at least one dimension")
+        sizes.add(array.shape[0])
+    if len(sizes) != 1:
+        raise invalid_argument("Batching Run() input tensors must have equal 0th-dimension size")
+    return sizes.pop()
+
+
+class BatchScheduler:
+    """Queues runs and executes merged batches. submit() must be called on the loop's thread."""
+
+    def __init__(self, params: BatchingParameters, loop: asyncio.AbstractEventLoop):
+        self.params = params
+        self._loop = loop
+        self._threads = params.threads
+        self._free = self._threads
+        self._pool = ThreadPoolExecutor(self._threads, thread_name_prefix="batch")
+        self._queues: dict[tuple, _Queue] = {}
+        self._timeout = params.batch_timeout_micros / 1e6
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def submit(self, servable: Servable, feeds: dict[str, np.ndarray],
+               fetches: Sequence[str]) -> asyncio.Future:
+        """A future of the fetched outputs of this task's rows; raises the queue's rejections at once."""
+        size = task_size(feeds)
+        params = self.params
+        if size > params.max_batch_size:
+            raise invalid_argument(f"Task size {size} is larger than maximum input batch size "
+                                   f"{params.max_batch_size}")
+        key = (id(servable), tuple(sorted(feeds)), tuple(fetches))
+        queue = self._queues.get(key)
+        if queue is None:
+            queue = self._queues[key] = _Queue(key, servable, tuple(fetches))
+        batches = queue.batches
+        if not batches or batches[-1].size + size > params.max_batch_size:
+            if len(batches) >= params.max_enqueued_batches:
+                raise ServingError(Code.UNAVAILABLE, "The batch scheduling queue to which this task was submitted "
+                                                     f"is full; currently {len(batches)} batches enqueued and "
+                                                     f"max_enqueued_batches is {params.max_enqueued_batches}")
+            batches.append(_Batch())
+        batch = batches[-1]
+        if not batch.tasks:
+            batch.started = time.monotonic()
+        future = self._loop.create_future()
+        batch.tasks.append(_Task(feeds, size, future))
+        batch.size += size
+        self._dispatch()
+        return future
+
+    def submit_threadsafe(self, servable: Servable, feeds: dict[str, np.ndarray],
+                          fetches: Sequence[str]) -> ThreadFuture:
+        """submit() from another thread (gRPC); the returned future raises the task's error."""
+        result: ThreadFuture = ThreadFuture()
+
+        def enqueue() -> None:
+            try:
+                future = self.submit(servable, feeds, fetches)
+            except BaseException as exc:
+                result.set_exception(exc)
+                return
+            future.add_done_callback(lambda f: result.set_exception(f.exception()) if f.exception()
+                                     else result.set_result(f.result()))
+
+        self._loop.call_soon_threadsafe(enqueue)
+        return result
+
+    def _ready_batch(self, queue: _Queue, now: float) -> _Batch | None:
+        batches = queue.batches
+        if len(batches) > 1:
+            return batches.popleft()
+        if batches:
+            open_batch = batches[0]
+            if open_batch.size >= self.params.max_batch_size or now >= open_batch.started + self._timeout:
+                return batches.popleft()
+        return None
+
+    def _dispatch(self) -> None:
+        """Start batches while threads are free (queues in turn); arm a timer for open batches not yet due."""
+        now = time.monotonic()
+        while self._free > 0:
+            started = False
+            for queue in list(self._queues.values()):
+                if self._free == 0:
+                    break
+                batch = self._ready_batch(queue, now)
+                if batch is None:
+                    continue
+                if not queue.batches:
+                    del self._queues[queue.key]  # empty: it must not keep an unloaded servable alive
+                self._free -= 1
+                started = True
+                done = self._loop.run_in_executor(self._pool, _run_batch, queue.servable, queue.fetches,
+                                                  batch.tasks, self.params)
+                done.add_done_callback(functools.partial(self._finished, batch))
+            if not started:
+                break
+        if self._free > 0:
+            for queue in self._queues.values():
+                if queue.batches and queue.timer is None:
+                    due = queue.batches[0].started + self._timeout
+                    queue.timer = self._loop.call_at(self._loop.time() + max(0.0, due - now),
+                                                     self._timer_fired, queue)
+
+    def _timer_fired(self, queue: _Queue) -> None:
+        queue.timer = None
+        self._dispatch()
+
+    def _finished(self, batch: _Batch, done: asyncio.Future) -> None:
+        self._free += 1
+        error = done.exception() if not done.cancelled() else ServingError(Code.CANCELLED, "batch cancelled")
+        results = None if error else done.result()
+        for i, task in enumerate(batch.tasks):
+            if not task.future.done():
+                if error:
+                    task.future.set_exception(error)
+                else:
+                    task.future.set_result(results[i])
+        self._dispatch()
+
+
+def _pad_to(array: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """array padded at the end of each dimension up to shape, with its first element (TFS's rule)."""
+    padded = np.full(shape, array.reshape(-1)[0] if array.size else 0, dtype=array.dtype)
+    padded[tuple(slice(0, n) for n in array.shape)] = array
+    return padded
+
+
+def _merge(name: str, tasks: list[_Task], pad_variable_length: bool) -> np.ndarray:
+    parts = [task.feeds[name] for task in tasks]
+    inner = {part.shape[1:] for part in parts}
+    if len(inner) > 1:
+        if not pad_variable_length:
+            raise ServingError(Code.FAILED_PRECONDITION,
+                               f"Tensors with name '{name}' from different tasks have different shapes and padding "
+                               "is turned off. Set pad_variable_length_inputs to true, or ensure that all tensors "
+                               "with the same name have equal dimensions starting with the first dim.")
+        ranks = {len(shape) for shape in inner}
+        if len(ranks) > 1:
+            raise ServingError(Code.FAILED_PRECONDITION,
+                               f"Tensors with name '{name}' from different tasks have different ranks")
+        target = tuple(max(dims) for dims in zip(*inner))
+        parts = [_pad_to(part, (part.shape[0], *target)) for part in parts]
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+def _run_batch(servable: Servable, fetches: tuple[str, ...], tasks: list[_Task],
+               params: BatchingParameters) -> list[list[np.ndarray]]:
+    """On a batch thread: merge, run once, split back. Returns each task's outputs."""
+    size = sum(task.size for task in tasks)
+    feeds = {name: _merge(name, tasks, params.pad_variable_length_inputs) for name in tasks[0].feeds}
+    padded_size = next((b for b in params.allowed_batch_sizes if b >= size), size)
+    if padded_size > size:  # pad with copies of the last task's first row; dropped from the outputs
+        row = size - tasks[-1].size
+        feeds = {name: np.concatenate([array, np.repeat(array[row:row + 1], padded_size - size, axis=0)])
+                 for name, array in feeds.items()}
+    outputs = servable.run(feeds, fetches)
+    for name, output in zip(fetches, outputs):
+        if output.ndim == 0:
+            raise invalid_argument(f"Batched output tensor {name} has 0 dimensions")
+        if output.shape[0] != padded_size:
+            raise invalid_argument(f"Batched output tensor's 0th dimension does not equal the sum of the 0th "
+                                   f"dimension sizes of the input tensors ({name}: {output.shape[0]} != "
+                                   f"{padded_size})")
+    results, offset = [], 0
+    for task in tasks:
+        results.append([output[offset:offset + task.size] for output in outputs])
+        offset += task.size
+    return results

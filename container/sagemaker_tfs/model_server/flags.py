@@ -1,0 +1,143 @@
+"""The command line of `tensorflow_model_server`, parsed the way TensorFlow's flag parser does.
+
+Every flag is `--name=value` (one dash also works); a boolean flag may be given bare (`--enable_batching`)
+or as `--name=true|false|1|0`. Anything else is an error naming the argument. The defaults are TFS's.
+Flags that only make sense for the real binary are accepted and listed in IGNORED (logged at startup).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+
+
+class FlagError(ValueError):
+    """The command line cannot be used; the message says which argument and why."""
+
+
+def _flag(default, help: str, ignored: bool = False):
+    return field(default=default, metadata={"help": help, "ignored": ignored})
+
+
+@dataclass(frozen=True)
+class Flags:
+    port: int = _flag(8500, "gRPC port (0: no gRPC server)")
+    grpc_socket_path: str = _flag("", "also serve gRPC on this UNIX socket")
+    grpc_max_threads: int = _flag(0, "gRPC worker threads (0: 4 x cores)")
+    rest_api_port: int = _flag(0, "HTTP/REST port (0: no REST server); must differ from --port")
+    rest_api_num_threads: int = _flag(0, "threads running REST requests' TensorFlow calls (0: 4 x cores)")
+    rest_api_timeout_in_ms: int = _flag(30000, "deadline of a REST request's TensorFlow run (0: none)")
+    rest_api_enable_cors_support: bool = _flag(False, "add CORS headers to REST replies")
+    model_config_file: str = _flag("", "text-format ModelServerConfig; overrides --model_name/--model_base_path")
+    model_config_file_poll_wait_seconds: int = _flag(0, "re-read --model_config_file", ignored=True)
+    model_name: str = _flag("default", "name of the one model served without --model_config_file")
+    model_base_path: str = _flag("", "folder of the one model's numbered version folders")
+    enable_batching: bool = _flag(False, "merge concurrent requests into batches")
+    batching_parameters_file: str = _flag("", "text-format BatchingParameters (needs --enable_batching)")
+    enable_per_model_batching_parameters: bool = _flag(False, "per-model batching_params.pbtxt", ignored=True)
+    tensorflow_session_parallelism: int = _flag(0, "threads of each TensorFlow session (0: auto)")
+    tensorflow_intra_op_parallelism: int = _flag(0, "TensorFlow intra-op threads (0: auto)")
+    tensorflow_inter_op_parallelism: int = _flag(0, "TensorFlow inter-op threads (0: auto)")
+    per_process_gpu_memory_fraction: float = _flag(0.0, "fraction of GPU memory for this process (0: default)")
+    file_system_poll_wait_seconds: int = _flag(1, "seconds between scans for new/removed versions (0: once)")
+    max_num_load_retries: int = _flag(5, "retries of a failed model load")
+    load_retry_interval_micros: int = _flag(60_000_000, "wait between load retries")
+    num_load_threads: int = _flag(0, "threads loading models", ignored=True)
+    num_unload_threads: int = _flag(0, "threads unloading models", ignored=True)
+    saved_model_tags: str = _flag("serve", "comma-separated MetaGraph tags to load")
+    enable_model_warmup: bool = _flag(True, "replay assets.extra warmup requests", ignored=True)
+    monitoring_config_file: str = _flag("", "Prometheus monitoring", ignored=True)
+    platform_config_file: str = _flag("", "platform configuration", ignored=True)
+    ssl_config_file: str = _flag("", "TLS for gRPC", ignored=True)
+    allow_version_labels_for_unavailable_models: bool = _flag(False, "labels may name unloaded versions")
+    enable_signature_method_name_check: bool = _flag(False, "check classify/regress method_name", ignored=True)
+    enable_profiler: bool = _flag(True, "TensorFlow profiler service", ignored=True)
+    xla_cpu_compilation_enabled: bool = _flag(False, "XLA on CPU", ignored=True)
+    enable_grpc_healthcheck_service: bool = _flag(False, "gRPC health service", ignored=True)
+
+    @classmethod
+    def names(cls) -> list[str]:
+        return [f.name for f in dataclasses.fields(cls)]
+
+    def ignored_given(self) -> list[str]:
+        """Flags set to a non-default value that this server accepts but does not act on."""
+        return [f.name for f in dataclasses.fields(self)
+                if f.metadata["ignored"] and getattr(self, f.name) != f.default]
+
+
+def usage(prog: str = "tfs-model-server") -> str:
+    lines = [f"usage: {prog} --port=8500 --rest_api_port=8501 "
+             "(--model_config_file=FILE | --model_name=NAME --model_base_path=DIR) [flags]", "Flags:"]
+    for f in dataclasses.fields(Flags):
+        kind = {bool: "bool", int: "int64", float: "float", str: "string"}[type(f.default)]
+        note = " (accepted, no effect)" if f.metadata["ignored"] else ""
+        lines.append(f"  --{f.name}={f.default!r:<10} {kind:<6} {f.metadata['help']}{note}")
+    return "\n".join(lines) + "\n"
+
+
+def _parse_bool(name: str, raw: str) -> bool:
+    lowered = raw.lower()
+    if lowered in ("true", "1"):
+        return True
+    if lowered in ("false", "0"):
+        return False
+    raise FlagError(f"invalid value for boolean flag --{name}: {raw!r} (use true or false)")
+
+
+def parse(argv: list[str]) -> Flags:
+    """The Flags of a command line (without the program name); raises FlagError."""
+    types = {f.name: type(f.default) for f in dataclasses.fields(Flags)}
+    values: dict[str, object] = {}
+    for arg in argv:
+        if not arg.startswith("-") or arg in ("-", "--"):
+            raise FlagError(f"unexpected argument: {arg!r} (flags are --name=value)")
+        name, has_value, raw = arg.lstrip("-").partition("=")
+        kind = types.get(name)
+        if kind is None:
+            raise FlagError(f"unknown flag: {arg.partition('=')[0]}")
+        if kind is bool:
+            values[name] = _parse_bool(name, raw) if has_value else True
+            continue
+        if not has_value:
+            raise FlagError(f"flag --{name} needs a value: --{name}=VALUE")
+        try:
+            values[name] = kind(raw)
+        except ValueError:
+            raise FlagError(f"invalid value for --{name}: {raw!r} (expected {kind.__name__})") from None
+    flags = Flags(**values)
+    _validate(flags)
+    return flags
+
+
+def _validate(flags: Flags) -> None:
+    if not flags.model_config_file and not flags.model_base_path:
+        raise FlagError("either --model_config_file or --model_base_path must be given")
+    if flags.batching_parameters_file and not flags.enable_batching:
+        raise FlagError("--batching_parameters_file given but --enable_batching is false")
+    if flags.rest_api_port and flags.rest_api_port == flags.port:
+        raise FlagError(f"--rest_api_port cannot be the same as --port ({flags.port})")
+    if flags.port == 0 and flags.rest_api_port == 0 and not flags.grpc_socket_path:
+        raise FlagError("no port to serve on: --port and --rest_api_port are both 0")
+    for name in ("port", "rest_api_port"):
+        if not 0 <= getattr(flags, name) <= 65535:
+            raise FlagError(f"--{name} must be a port number between 0 and 65535")
+    if flags.tensorflow_session_parallelism > 0 and (
+            flags.tensorflow_intra_op_parallelism > 0 or flags.tensorflow_inter_op_parallelism > 0):
+        raise FlagError("configure either --tensorflow_session_parallelism or "
+                        "--tensorflow_intra_op_parallelism/--tensorflow_inter_op_parallelism, not both")
+    if not 0.0 <= flags.per_process_gpu_memory_fraction <= 1.0:
+        raise FlagError("--per_process_gpu_memory_fraction must be between 0 and 1")
+    for name in ("max_num_load_retries", "file_system_poll_wait_seconds", "rest_api_timeout_in_ms",
+                 "rest_api_num_threads", "grpc_max_threads", "load_retry_interval_micros"):
+        if getattr(flags, name) < 0:
+            raise FlagError(f"--{name} must not be negative")
+
+
+def default_threads() -> int:
+    """TFS's default for thread-count flags left at 0: four per core."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:
+        cores = os.cpu_count() or 1
+    return 4 * max(1, cores)

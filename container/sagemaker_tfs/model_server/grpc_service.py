@@ -1,0 +1,271 @@
+"""TFS's gRPC API (tensorflow-serving-api's services): PredictionService and ModelService.
+
+Predict, Classify, Regress, MultiInference and GetModelMetadata; GetModelStatus. Errors carry TFS's status
+codes and messages (cut to 1024 characters plus `...TRUNCATED`, as TFS does). Output tensors use the typed
+`*_val` fields, as TFS does by default, so that `response.outputs["y"].float_val` works.
+"""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import ThreadPoolExecutor
+
+import grpc
+import numpy as np
+from tensorflow.core.framework import tensor_pb2, tensor_shape_pb2
+from tensorflow.python.framework import tensor_util
+from tensorflow_serving.apis import (classification_pb2, get_model_metadata_pb2, get_model_status_pb2,
+                                     inference_pb2, model_service_pb2_grpc, predict_pb2,
+                                     prediction_service_pb2_grpc, regression_pb2)
+
+from . import dtypes, signatures
+from .registry import Registry
+from .runner import Runner
+from .servable import Servable
+from .status import Code, ServingError, invalid_argument
+
+log = logging.getLogger(__name__)
+
+_MAX_MESSAGE = 1024
+
+# numpy kind/dtype -> TensorProto field holding the values (TFS's tensor.AsProtoField)
+_VALUE_FIELDS = {
+    dtypes.DT_FLOAT: "float_val", dtypes.DT_DOUBLE: "double_val", dtypes.DT_INT32: "int_val",
+    dtypes.DT_UINT8: "int_val", dtypes.DT_INT16: "int_val", dtypes.DT_INT8: "int_val",
+    dtypes.DT_UINT16: "int_val", dtypes.DT_INT64: "int64_val", dtypes.DT_BOOL: "bool_val",
+    dtypes.DT_STRING: "string_val", dtypes.DT_UINT32: "uint32_val", dtypes.DT_UINT64: "uint64_val",
+}
+
+
+def tensor_proto(array: np.ndarray) -> tensor_pb2.TensorProto:
+    """A numpy array as a TensorProto with typed value fields."""
+    dtype = dtypes.from_numpy(array.dtype)
+    proto = tensor_pb2.TensorProto(dtype=dtype, tensor_shape=tensor_shape_pb2.TensorShapeProto(
+        dim=[tensor_shape_pb2.TensorShapeProto.Dim(size=n) for n in array.shape]))
+    field = _VALUE_FIELDS.get(dtype)
+    if field is None:  # half, complex...: let TensorFlow encode it
+        return tensor_util.make_tensor_proto(array)
+    values = array.reshape(-1)
+    if dtype == dtypes.DT_STRING:
+        proto.string_val.extend(v if isinstance(v, bytes) else str(v).encode("utf-8") for v in values.tolist())
+    else:
+        getattr(proto, field).extend(values.tolist())
+    return proto
+
+
+def _abort(context: grpc.ServicerContext, error: ServingError):
+    message = error.message
+    if len(message) > _MAX_MESSAGE:
+        message = message[:_MAX_MESSAGE] + "...TRUNCATED"
+    context.abort(grpc.StatusCode[error.code.name], message)
+
+
+def _guarded(method):
+    """Turn ServingErrors (and bugs) into gRPC errors with TFS's codes."""
+
+    def wrapper(self, request, context):
+        try:
+            return method(self, request, context)
+        except ServingError as exc:
+            _abort(context, exc)
+        except Exception as exc:  # a bug: still a gRPC status, and a log line with the traceback
+            log.exception("gRPC %s failed", method.__name__)
+            _abort(context, ServingError(Code.INTERNAL, f"{type(exc).__name__}: {exc}"))
+
+    wrapper.__name__ = method.__name__
+    return wrapper
+
+
+def _resolve(registry: Registry, spec, has_spec: bool) -> Servable:
+    if not has_spec:
+        raise invalid_argument("Missing ModelSpec")
+    if not spec.name:
+        raise invalid_argument("ModelSpec has no name specified.")
+    choice = spec.WhichOneof("version_choice")
+    if choice == "version":
+        return registry.resolve(spec.name, version=spec.version.value)
+    if choice == "version_label":
+        return registry.resolve(spec.name, label=spec.version_label)
+    return registry.resolve(spec.name)
+
+
+def _set_spec(target, servable: Servable, signature_name: str | None) -> None:
+    target.name = servable.name
+    target.version.value = servable.version
+    if signature_name is not None:
+        target.signature_name = signature_name
+
+
+def _set_of(names) -> str:
+    return "{" + ",".join(sorted(names)) + "}"
+
+
+def _serialized_examples(request_input) -> list[bytes]:
+    kind = request_input.WhichOneof("kind")
+    if kind == "example_list":
+        return [e.SerializeToString() for e in request_input.example_list.examples]
+    if kind == "example_list_with_context":
+        with_context = request_input.example_list_with_context
+        context = with_context.context.SerializeToString()
+        return [context + e.SerializeToString() for e in with_context.examples]
+    return []
+
+
+class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
+    def __init__(self, registry: Registry, runner: Runner):
+        self.registry = registry
+        self.runner = runner
+
+    @_guarded
+    def Predict(self, request: predict_pb2.PredictRequest, context):
+        servable = _resolve(self.registry, request.model_spec, request.HasField("model_spec"))
+        signature = signatures.predict_signature(servable, request.model_spec.signature_name, rest=False)
+        sent, expected = set(request.inputs), set(signature.inputs)
+        if len(sent) != len(expected):
+            raise invalid_argument(f"input size does not match signature: {len(sent)}!={len(expected)} "
+                                   f"len({_set_of(sent)}) != len({_set_of(expected)}). Sent extra: "
+                                   f"{_set_of(sent - expected)}. Missing but required: {_set_of(expected - sent)}.")
+        for alias, info in signature.inputs.items():
+            if alias not in sent:
+                raise invalid_argument(f"Signature input alias: {alias}(feed name: {info.name}) not found in request "
+                                       f"and no default value provided. Inputs expected to be in the request "
+                                       f"{_set_of(sent)}, or default input alias set: ")
+        aliases = list(request.output_filter) or list(signature.outputs)
+        seen = set()
+        for alias in aliases:
+            if alias not in signature.outputs:
+                raise invalid_argument(f"output tensor alias not found in signature: {alias} Outputs expected to be "
+                                       f"in the set {_set_of(signature.outputs)}.")
+            if alias in seen:
+                raise invalid_argument(f"duplicate output tensor alias: {alias}")
+            seen.add(alias)
+        feeds = {signature.inputs[alias].name: tensor_util.MakeNdarray(proto) for alias, proto in
+                 request.inputs.items()}
+        outputs = self.runner.run_blocking(servable, feeds, [signature.outputs[a].name for a in aliases],
+                                           context.time_remaining())
+        response = predict_pb2.PredictResponse()
+        _set_spec(response.model_spec, servable, signature.key)
+        for alias, array in zip(aliases, outputs):
+            response.outputs[alias].CopyFrom(tensor_proto(array))
+        return response
+
+    def _run_examples(self, servable: Servable, run: signatures.ExampleRun, serialized: list[bytes], context):
+        tensor = signatures.examples_tensor(serialized)
+        return self.runner.run_blocking(servable, {run.input_name: tensor}, run.fetches, context.time_remaining())
+
+    def _classify(self, servable, signature_name, serialized, context, result) -> None:
+        run = signatures.classify_run(servable, signature_name)
+        outputs = self._run_examples(servable, run, serialized, context)
+        labels, scores = signatures.classification(outputs, run, len(serialized))
+        classes = len(labels[0]) if labels is not None else scores.shape[1]
+        for i in range(len(serialized)):
+            classification = result.classifications.add()
+            for c in range(classes):
+                entry = classification.classes.add()
+                if labels is not None:
+                    entry.label = labels[i][c].decode("utf-8", "replace")
+                if scores is not None:
+                    entry.score = float(scores[i, c])
+
+    def _regress(self, servable, signature_name, serialized, context, result) -> None:
+        run = signatures.regress_run(servable, signature_name)
+        outputs = self._run_examples(servable, run, serialized, context)
+        for value in signatures.regression(outputs, len(serialized)).tolist():
+            result.regressions.add(value=value)
+
+    @_guarded
+    def Classify(self, request: classification_pb2.ClassificationRequest, context):
+        servable = _resolve(self.registry, request.model_spec, request.HasField("model_spec"))
+        response = classification_pb2.ClassificationResponse()
+        _set_spec(response.model_spec, servable, signatures.signature_key(request.model_spec.signature_name))
+        self._classify(servable, request.model_spec.signature_name, _serialized_examples(request.input), context,
+                       response.result)
+        return response
+
+    @_guarded
+    def Regress(self, request: regression_pb2.RegressionRequest, context):
+        servable = _resolve(self.registry, request.model_spec, request.HasField("model_spec"))
+        response = regression_pb2.RegressionResponse()
+        _set_spec(response.model_spec, servable, signatures.signature_key(request.model_spec.signature_name))
+        self._regress(servable, request.model_spec.signature_name, _serialized_examples(request.input), context,
+                      response.result)
+        return response
+
+    @_guarded
+    def MultiInference(self, request: inference_pb2.MultiInferenceRequest, context):
+        if not request.tasks:
+            raise invalid_argument("Found no tasks in MultiInferenceRequest.")
+        names, seen = set(), set()
+        for task in request.tasks:
+            if not task.model_spec.name:
+                raise invalid_argument("Found ModelSpec with an empty model name.")
+            names.add(task.model_spec.name)
+            key = signatures.signature_key(task.model_spec.signature_name)
+            if key in seen:
+                raise invalid_argument(f"Duplicate evaluation of signature: {key}")
+            seen.add(key)
+        if len(names) > 1:
+            raise invalid_argument("All ModelSpecs in a MultiInferenceRequest must access the same model name.")
+        servable = _resolve(self.registry, request.tasks[0].model_spec, True)
+        serialized = _serialized_examples(request.input)
+        response = inference_pb2.MultiInferenceResponse()
+        for task in request.tasks:
+            key = signatures.signature_key(task.model_spec.signature_name)
+            if key not in servable.signatures:
+                raise invalid_argument(f"Requested signature not found in model graph: {key}")
+            result = response.results.add()
+            _set_spec(result.model_spec, servable, key)
+            if task.method_name == "tensorflow/serving/classify":
+                self._classify(servable, key, serialized, context, result.classification_result)
+            elif task.method_name == "tensorflow/serving/regress":
+                self._regress(servable, key, serialized, context, result.regression_result)
+            else:
+                raise ServingError(Code.UNIMPLEMENTED, f"Unsupported signature method_name: {task.method_name}")
+        return response
+
+    @_guarded
+    def GetModelMetadata(self, request: get_model_metadata_pb2.GetModelMetadataRequest, context):
+        servable = _resolve(self.registry, request.model_spec, request.HasField("model_spec"))
+        if not request.metadata_field:
+            raise invalid_argument("GetModelMetadataRequest must specify at least one metadata_field")
+        for field in request.metadata_field:
+            if field != "signature_def":
+                raise invalid_argument(f"Metadata field {field} is not supported")
+        response = get_model_metadata_pb2.GetModelMetadataResponse()
+        _set_spec(response.model_spec, servable, None)
+        signature_map = servable.signature_def_map()
+        response.metadata["signature_def"].Pack(signature_map)
+        return response
+
+
+class ModelService(model_service_pb2_grpc.ModelServiceServicer):
+    def __init__(self, registry: Registry):
+        self.registry = registry
+
+    @_guarded
+    def GetModelStatus(self, request: get_model_status_pb2.GetModelStatusRequest, context):
+        if not request.HasField("model_spec"):
+            raise invalid_argument("Missing ModelSpec")
+        spec = request.model_spec
+        version = spec.version.value if spec.HasField("version") else None
+        response = self.registry.status_proto(spec.name, version)
+        return response
+
+
+def start_grpc_server(registry: Registry, runner: Runner, port: int, socket_path: str,
+                      max_threads: int) -> grpc.Server:
+    """Serve both services on 0.0.0.0:port (and a UNIX socket); raises OSError if the port is taken."""
+    server = grpc.server(ThreadPoolExecutor(max_threads, thread_name_prefix="grpc"),
+                         options=[("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1),
+                                  ("grpc.so_reuseport", 0)])  # a second server on the same port must fail
+    prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(PredictionService(registry, runner), server)
+    model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelService(registry), server)
+    try:
+        if port and server.add_insecure_port(f"0.0.0.0:{port}") != port:
+            raise OSError(f"cannot listen for gRPC on port {port}")
+        if socket_path and not server.add_insecure_port(f"unix:{socket_path}"):
+            raise OSError(f"cannot listen for gRPC on unix:{socket_path}")
+    except RuntimeError as exc:  # grpc raises RuntimeError when the bind fails
+        raise OSError(f"cannot listen for gRPC on port {port}: {exc}") from None
+    server.start()
+    return server

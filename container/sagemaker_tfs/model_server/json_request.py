@@ -1,0 +1,398 @@
+"""TFS REST request bodies -> numpy tensors and tf.Examples, with TFS's checks and error texts.
+
+Predict: row format (`instances`, one entry per batch row; rows are values, or objects keyed by input name)
+or columnar (`inputs`, a value for the only input or an object of named inputs; no batch dimension added).
+Dense shapes follow TFS: the shape comes from the first element at each level and every other element must
+match. Numbers convert per the signature's dtype (`1.0` is not an int32, `true` is not a number); strings may
+be `{"b64": "..."}`. Well-formed bulk input converts in one numpy call; only a bad request takes the slow
+element-by-element path that finds the offending value and names it.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from typing import Mapping
+
+import numpy as np
+
+from . import dtypes
+from .json_text import debug, type_name
+from .servable import TensorInfo
+from .status import Code, ServingError, invalid_argument
+
+_NUMERIC_RANGES = {
+    dtypes.DT_INT8: (-(2**7), 2**7 - 1),
+    dtypes.DT_UINT8: (0, 2**8 - 1),
+    dtypes.DT_INT16: (-(2**15), 2**15 - 1),
+    dtypes.DT_INT32: (-(2**31), 2**31 - 1),
+    dtypes.DT_INT64: (-(2**63), 2**63 - 1),
+    dtypes.DT_UINT32: (0, 2**32 - 1),
+    dtypes.DT_UINT64: (0, 2**64 - 1),
+}
+_FLOATS = (dtypes.DT_FLOAT, dtypes.DT_DOUBLE)
+SUPPORTED = (*_FLOATS, *_NUMERIC_RANGES, dtypes.DT_BOOL, dtypes.DT_STRING)
+
+
+# ---------------------------------------------------------------------------------------------- JSON parsing
+
+_RAPIDJSON_MESSAGES = (  # Python's json message prefix -> rapidjson's wording, as TFS reports it
+    ("Expecting property name enclosed in double quotes", "Missing a name for object member."),
+    ("Expecting ':' delimiter", "Missing a colon after a name of object member."),
+    ("Unterminated string", "Missing a closing quotation mark in string."),
+    ("Invalid \\escape", "Invalid escape character in string."),
+    ("Invalid \\uXXXX escape", "Incorrect hex digit after \\u escape in string."),
+    ("Invalid control character", "Invalid encoding in string."),
+)
+
+
+def _comma_message(text: str, pos: int) -> str:
+    """rapidjson says whether a missing comma was in an object or an array: find the open bracket."""
+    stack, in_string, escaped = [], False, False
+    for char in text[:pos]:
+        if in_string:
+            escaped = not escaped and char == "\\"
+            in_string = escaped or char != '"'
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            stack.append(char)
+        elif char in "]}" and stack:
+            stack.pop()
+    if stack and stack[-1] == "[":
+        return "Missing a comma or ']' after an array element."
+    return "Missing a comma or '}' after an object member."
+
+
+def parse_json(body: bytes) -> object:
+    """The JSON document of a request body, rapidjson-style: NaN/Infinity allowed, trailing bytes ignored."""
+    try:
+        return json.loads(body)
+    except ValueError:
+        pass  # find out why, and whether only trailing bytes were the problem (rapidjson stops when done)
+    if not body:
+        raise invalid_argument("JSON Parse error: The document is empty")
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise invalid_argument(f"JSON Parse error: Invalid encoding in string. at offset: {exc.start}") from None
+    start = len(text) - len(text.lstrip(" \t\n\r"))
+    if start == len(text):
+        raise invalid_argument(f"JSON Parse error: The document is empty. at offset: {start}")
+    try:
+        return json.JSONDecoder().raw_decode(text, start)[0]
+    except json.JSONDecodeError as exc:
+        message = "Invalid value."
+        if exc.msg.startswith("Expecting ',' delimiter"):
+            message = _comma_message(text, exc.pos)
+        for python, rapidjson in _RAPIDJSON_MESSAGES:
+            if exc.msg.startswith(python):
+                message = rapidjson
+        offset = len(text[:exc.pos].encode("utf-8"))
+        raise invalid_argument(f"JSON Parse error: {message} at offset: {offset}") from None
+
+
+def request_object(body: bytes) -> dict:
+    doc = parse_json(body)
+    if not isinstance(doc, dict):
+        raise invalid_argument(f"JSON Value: {debug(doc)} Is not object")
+    return doc
+
+
+def signature_name(doc: dict) -> str:
+    """The request's `signature_name` ('' when absent: the default signature)."""
+    name = doc.get("signature_name", "")
+    if not isinstance(name, str):
+        raise invalid_argument(f"JSON Value: {debug(doc)} not formatted correctly. 'signature_name' key must be "
+                               "a string value.")
+    return name
+
+
+# ---------------------------------------------------------------------------------------------- values
+
+def _is_b64(value: object) -> bool:
+    return isinstance(value, dict) and len(value) == 1 and "b64" in value
+
+
+def _type_error(value: object, dtype: int) -> ServingError:
+    return invalid_argument(f"JSON Value: {debug(value)} Type: {type_name(value)} is not of expected type: "
+                            f"{dtypes.name(dtype)}")
+
+
+def _leaf(value: object, dtype: int) -> object:
+    """One JSON scalar as a value of `dtype`, or TFS's error."""
+    if dtype == dtypes.DT_STRING:
+        if isinstance(value, str):
+            return value.encode("utf-8")
+        if isinstance(value, dict):
+            encoded = value.get("b64")
+            if len(value) != 1 or not isinstance(encoded, str):
+                raise invalid_argument(f"JSON Value: {debug(value)} not formatted correctly for base64 data")
+            try:
+                return base64.b64decode(encoded, validate=True)
+            except (binascii.Error, ValueError):
+                raise invalid_argument("Unable to base64 decode") from None
+        raise _type_error(value, dtype)
+    if dtype == dtypes.DT_BOOL:
+        if isinstance(value, bool):
+            return value
+        raise _type_error(value, dtype)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _type_error(value, dtype)
+    if dtype in _FLOATS:
+        try:
+            return float(value)
+        except OverflowError:  # an integer beyond the float range: rapidjson reads it as +-inf
+            return float("inf") if value > 0 else float("-inf")
+    low, high = _NUMERIC_RANGES[dtype]
+    if not isinstance(value, int) or not low <= value <= high:
+        raise _type_error(value, dtype)
+    return value
+
+
+def _shape_of(value: object) -> list[int]:
+    """TFS's dense shape: the length of the first element at each level."""
+    shape = []
+    while isinstance(value, list):
+        shape.append(len(value))
+        if not value:
+            break
+        value = value[0]
+    return shape
+
+
+def _flatten(value: object, shape: list[int], dtype: int, level: int, out: list) -> None:
+    rank = len(shape)
+    if isinstance(value, list):
+        if level >= rank:
+            raise invalid_argument(f"Encountered list at unexpected level: {level} expected < {rank}")
+        if len(value) != shape[level]:
+            raise invalid_argument(f"Encountered list at unexpected size: {len(value)} at level: {level} "
+                                   f"expected size: {shape[level]}")
+        for item in value:
+            _flatten(item, shape, dtype, level + 1, out)
+        return
+    if level != rank:
+        raise invalid_argument(f"JSON Value: {debug(value)} found at incorrect level: {level + 1} in the JSON DOM. "
+                               f"Expected at level: {rank}")
+    out.append(_leaf(value, dtype))
+
+
+def _checked_array(value: object, dtype: int) -> np.ndarray:
+    """Element by element, with TFS's messages: the path of a request that the fast path refused."""
+    shape = _shape_of(value)
+    flat: list = []
+    _flatten(value, shape, dtype, 0, flat)
+    np_dtype = dtypes.to_numpy(dtype)
+    if dtype == dtypes.DT_STRING:
+        array = np.empty(len(flat), dtype=object)
+        array[:] = flat
+        return array.reshape(shape)
+    with np.errstate(over="ignore"):
+        return np.array(flat, dtype=np.float64 if dtype in _FLOATS else None).astype(np_dtype).reshape(shape)
+
+
+def _fast_array(value: object, dtype: int, may_hold_bools: bool) -> np.ndarray | None:
+    """One numpy conversion for well-formed numeric input; None when the checked path must decide."""
+    if dtype == dtypes.DT_STRING:
+        return None
+    try:
+        array = np.array(value)
+    except (ValueError, TypeError, OverflowError):  # ragged, or ints beyond 64 bits
+        return None
+    kind = array.dtype.kind
+    if dtype == dtypes.DT_BOOL:
+        return array if kind == "b" else None
+    if kind not in "iuf" or may_hold_bools:  # numpy reads True as 1: a body with true/false is checked
+        return None
+    np_dtype = dtypes.to_numpy(dtype)
+    if dtype in _FLOATS:
+        with np.errstate(over="ignore"):
+            return array.astype(np_dtype)
+    if kind == "f":
+        return None  # 1.0 is not an integer for TFS
+    if array.size:
+        low, high = _NUMERIC_RANGES[dtype]
+        if array.min() < low or array.max() > high:
+            return None
+    return array.astype(np_dtype)
+
+
+def to_array(value: object, info: TensorInfo, may_hold_bools: bool = True) -> np.ndarray:
+    """A JSON value (scalar or nested lists) as a tensor of the input's dtype; raises TFS's errors."""
+    if info.dtype not in SUPPORTED:
+        raise ServingError(Code.UNIMPLEMENTED,
+                           f"Conversion of JSON Value: {debug(value)} to type: {dtypes.enum_name(info.dtype)}")
+    array = _fast_array(value, info.dtype, may_hold_bools)
+    return array if array is not None else _checked_array(value, info.dtype)
+
+
+# ---------------------------------------------------------------------------------------------- predict
+
+def _shape_text(shape: tuple[int, ...]) -> str:
+    return "[" + ",".join(map(str, shape)) + "]"
+
+
+def predict_inputs(doc: dict, inputs: Mapping[str, TensorInfo],
+                   may_hold_bools: bool = True) -> tuple[dict[str, np.ndarray], bool]:
+    """The tensors of a predict request by input alias, and whether it used the row (`instances`) format.
+
+    may_hold_bools=False (the body has no `true`/`false` token) lets numbers convert without a walk.
+    """
+    has_instances, has_inputs = "instances" in doc, "inputs" in doc
+    if has_instances == has_inputs:
+        if has_instances:
+            raise invalid_argument(f"JSON Value: {debug(doc)} Not formatted correctly expecting only one of "
+                                   "'inputs' or 'instances' keys to exist ")
+        raise invalid_argument("Missing 'inputs' or 'instances' key")
+    if not inputs:
+        raise invalid_argument("Signature has no inputs")
+    if has_instances:
+        return _row_inputs(doc, inputs, may_hold_bools), True
+    return _columnar_inputs(doc["inputs"], inputs, may_hold_bools), False
+
+
+def _columnar_inputs(value: object, inputs: Mapping[str, TensorInfo], may_hold_bools: bool) -> dict:
+    if isinstance(value, dict) and not _is_b64(value):
+        tensors = {}
+        for alias, info in inputs.items():
+            if alias not in value:
+                raise invalid_argument(f"Missing named input: {alias} in 'inputs' object.")
+            tensors[alias] = to_array(value[alias], info, may_hold_bools)
+        return tensors  # other keys are ignored, as in TFS
+    if len(inputs) != 1:
+        raise invalid_argument("inputs is a plain value/list, but expecting an object as multiple input tensors "
+                               "required as per tensorinfo_map")
+    ((alias, info),) = inputs.items()
+    return {alias: to_array(value, info, may_hold_bools)}
+
+
+def _element_error(index: int, alias: str | None, error: ServingError) -> ServingError:
+    key = f" key: {alias}" if alias is not None else ""
+    return ServingError(error.code, f"Failed to process element: {index}{key} of 'instances' list. "
+                                    f"Error: {error.code.name}: {error.message}")
+
+
+def _row_inputs(doc: dict, inputs: Mapping[str, TensorInfo], may_hold_bools: bool) -> dict:
+    rows = doc["instances"]
+    if not isinstance(rows, list):
+        raise invalid_argument(f"JSON Value: {debug(doc)} Expecting 'instances' to be an list/array")
+    if not rows:
+        raise invalid_argument(f"JSON Value: {debug(doc)} No values in 'instances' array")
+    first = rows[0]
+    if isinstance(first, dict) and not _is_b64(first):
+        return _object_rows(rows, inputs, may_hold_bools)
+    if len(inputs) != 1:
+        raise invalid_argument("instances is a plain list, but expecting list of objects as multiple input "
+                               "tensors required as per tensorinfo_map")
+    ((alias, info),) = inputs.items()
+    array = _fast_array(rows, info.dtype, may_hold_bools) if info.dtype in SUPPORTED else None
+    if array is not None:
+        return {alias: array}
+    for index, row in enumerate(rows):
+        if isinstance(row, dict) and not _is_b64(row):
+            raise invalid_argument(f"Expecting value/list but got object at item {index} of input list")
+    return {alias: _stack_rows(rows, alias, info, named=False)}
+
+
+def _object_rows(rows: list, inputs: Mapping[str, TensorInfo], may_hold_bools: bool) -> dict:
+    names = ",".join(sorted(inputs))
+    for index, row in enumerate(rows):
+        if not isinstance(row, dict) or _is_b64(row):
+            raise invalid_argument(f"Expecting object but got list at item {index} of input list")
+        if len(row) != len(inputs) or any(key not in inputs for key in row):
+            for key in row:
+                if key not in inputs:
+                    raise _element_error(index, key, invalid_argument(f"JSON object: does not have named input: "
+                                                                      f"{key}"))
+            raise invalid_argument(f"Failed to process element: {index} of 'instances' list. JSON object: "
+                                   f"{debug(row)} keys must be equal to: {names}")
+    tensors = {}
+    for alias, info in inputs.items():
+        column = [row[alias] for row in rows]
+        array = _fast_array(column, info.dtype, may_hold_bools) if info.dtype in SUPPORTED else None
+        tensors[alias] = array if array is not None else _stack_rows(column, alias, info, named=True)
+    return tensors
+
+
+def _stack_rows(rows: list, alias: str, info: TensorInfo, named: bool) -> np.ndarray:
+    """Rows converted one by one: every row must have the first row's shape (TFS's messages otherwise)."""
+    arrays = []
+    for index, row in enumerate(rows):
+        try:
+            array = to_array(row, info)
+            if arrays and array.shape != arrays[0].shape:
+                if array.size != arrays[0].size:
+                    raise invalid_argument(f"Expecting tensor size: {arrays[0].size} but got: {array.size}")
+                raise invalid_argument(f"Expecting shape {_shape_text(arrays[0].shape)} but got: "
+                                       f"{_shape_text(array.shape)}")
+        except ServingError as exc:
+            raise _element_error(index, alias if named else None, exc) from None
+        arrays.append(array)
+    return np.stack(arrays)
+
+
+# ---------------------------------------------------------------------------------------------- examples
+
+_KINDS = {float: "float", int: "int64", bytes: "bytes"}
+
+
+def _feature_values(feature: str, value: object) -> tuple[type | None, list]:
+    items = value if isinstance(value, list) else [value]
+    kind, values = None, []
+    for item in items:
+        if isinstance(item, bool):
+            item_kind, item = int, int(item)
+        elif isinstance(item, int):
+            if item > 2**63 - 1:
+                raise invalid_argument(f"Feature: {feature} has uint64_t element. Only int64_t is supported.")
+            item_kind = int
+        elif isinstance(item, float):
+            item_kind = float
+        elif isinstance(item, str):
+            item_kind, item = bytes, item.encode("utf-8")
+        elif _is_b64(item) and isinstance(item["b64"], str):
+            item_kind, item = bytes, _leaf(item, dtypes.DT_STRING)
+        else:
+            raise invalid_argument(f"Feature: {feature} has element with unexpected JSON type: {type_name(item)}")
+        if kind is None:
+            kind = item_kind
+        elif item_kind is not kind:
+            raise invalid_argument(f"Unexpected element type in feature: {feature} expecting type: {_KINDS[kind]}")
+        values.append(item)
+    return kind, values
+
+
+def example_bytes(value: object) -> bytes:
+    """A JSON object of features as a serialized tf.Example."""
+    from tensorflow.core.example import example_pb2
+
+    if not isinstance(value, dict):
+        raise invalid_argument(f"Example must be JSON object but got JSON {type_name(value)}")
+    example = example_pb2.Example()
+    for name, raw in value.items():
+        kind, values = _feature_values(name, raw)
+        feature = example.features.feature[name]
+        if kind is float:
+            feature.float_list.value.extend(values)
+        elif kind is int:
+            feature.int64_list.value.extend(values)
+        elif kind is bytes:
+            feature.bytes_list.value.extend(values)
+    return example.SerializeToString()
+
+
+def serialized_examples(doc: dict) -> list[bytes]:
+    """The serialized tf.Examples of a classify/regress request (context merged into each, as in TFS)."""
+    if "examples" not in doc:
+        raise invalid_argument(f"JSON Value: {debug(doc)} When method is classify, key 'examples' is expected and "
+                               "was not found")
+    examples = doc["examples"]
+    if not isinstance(examples, list):
+        raise invalid_argument(f"JSON Value: {debug(doc)} Expecting 'examples' value to be an list/array")
+    if not examples:
+        raise invalid_argument(f"JSON Value: {debug(doc)} 'examples' value is an empty array")
+    # TFS serializes context + example: protobuf merging makes the example's value win for shared features.
+    context = example_bytes(doc["context"]) if "context" in doc else b""
+    return [context + example_bytes(example) for example in examples]

@@ -1,0 +1,140 @@
+"""TFS REST response bodies, byte for byte: predictions / outputs / results, and errors.
+
+Row format (`instances` requests) writes `predictions` with each row on one line; columnar (`inputs`)
+writes `outputs` with every array over several lines; see ../shared/specs/tfs-rest-grpc-api.md §3. Leaves are
+formatted for a whole tensor at once (json_text.float_texts), then grouped into nested arrays bottom-up.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+
+from . import dtypes
+from .json_text import float_texts, string
+from .status import invalid_argument
+
+Layout = Callable[[int], tuple[str, str, str]]  # level -> (open, separator, close)
+
+
+def _indent(depth: int) -> str:
+    return "\n" + "    " * depth
+
+
+def _single_line(level: int) -> tuple[str, str, str]:
+    return "[", ", ", "]"
+
+
+def _multi_line(base_depth: int) -> Layout:
+    def layout(level: int) -> tuple[str, str, str]:
+        depth = base_depth + level
+        return "[" + _indent(depth + 1), "," + _indent(depth + 1), _indent(depth) + "]"
+
+    return layout
+
+
+def error_body(message: str) -> bytes:
+    return ('{\n    "error": ' + string(message) + "\n}").encode("utf-8")
+
+
+def _leaf_texts(alias: str, array: np.ndarray, depth: int) -> list[str]:
+    """The JSON text of every element; depth = containers around a leaf (b64 objects indent by it)."""
+    kind = array.dtype.kind
+    if kind == "f" and array.dtype in (np.float32, np.float64):
+        return float_texts(array)
+    flat = array.reshape(-1).tolist()
+    if kind == "b":
+        return ["true" if v else "false" for v in flat]
+    if kind in "iu":
+        return list(map(str, flat))
+    if kind in "OSU":
+        flat = [v if isinstance(v, bytes) else str(v).encode("utf-8") for v in flat]
+        if alias.endswith("_bytes"):
+            head, tail = "{" + _indent(depth + 1) + '"b64": "', '"' + _indent(depth) + "}"
+            return [head + base64.b64encode(v).decode("ascii") + tail for v in flat]
+        return [string(v.decode("utf-8", "replace")) for v in flat]
+    try:
+        name = dtypes.name(dtypes.from_numpy(array.dtype))
+    except ValueError:
+        name = str(array.dtype)
+    raise invalid_argument(f"Failed to write JSON value for tensor type: {name}")
+
+
+def _group(texts: list[str], shape: Sequence[int], first_level: int, layout: Layout) -> list[str]:
+    """Nest leaf texts into arrays for the levels >= first_level; returns the items of level first_level."""
+    items = texts
+    for level in range(len(shape) - 1, first_level - 1, -1):
+        size = shape[level]
+        if size == 0:
+            items = ["[]"] * int(np.prod(shape[:level], dtype=np.int64))
+            continue
+        open_, sep, close = layout(level)
+        items = [open_ + sep.join(items[i:i + size]) + close for i in range(0, len(items), size)]
+    return items
+
+
+def _nested(alias: str, array: np.ndarray, base_depth: int) -> str:
+    """A whole tensor, multi-line, written at base_depth (columnar format)."""
+    texts = _leaf_texts(alias, array, base_depth + array.ndim)
+    if array.ndim == 0:
+        return texts[0]
+    return _group(texts, array.shape, 0, _multi_line(base_depth))[0]
+
+
+def _rows(alias: str, array: np.ndarray, row_depth: int) -> list[str]:
+    """The one-line text of each row (dim 0) of a tensor whose rows are written at row_depth."""
+    texts = _leaf_texts(alias, array, row_depth + array.ndim - 1)
+    return _group(texts, array.shape, 1, _single_line)
+
+
+def _check_rows(outputs: Mapping[str, np.ndarray]) -> None:
+    batch = None
+    for alias, array in outputs.items():
+        if array.ndim == 0:
+            raise invalid_argument(f"Tensor name: {alias} has no shape information ")
+        if batch is None:
+            batch = array.shape[0]
+        elif array.shape[0] != batch:
+            raise invalid_argument(f"Tensor name: {alias} has inconsistent batch size: {array.shape[0]} "
+                                   f"expecting: {batch}")
+
+
+def predict_body(outputs: Mapping[str, np.ndarray], row_format: bool) -> bytes:
+    """The response to a predict request: `predictions` for `instances`, `outputs` for `inputs`."""
+    aliases = sorted(outputs)
+    if row_format:
+        _check_rows(outputs)
+        if len(aliases) == 1:
+            rows = _rows(aliases[0], outputs[aliases[0]], 2)
+            text = '{\n    "predictions": [' + ", ".join(rows) + ("\n    ]\n}" if rows else "]\n}")
+        else:
+            columns = [_rows(alias, outputs[alias], 3) for alias in aliases]
+            keys = ['            ' + string(alias) + ": " for alias in aliases]
+            objects = ["        {\n" + ",\n".join(key + column[i] for key, column in zip(keys, columns))
+                       + "\n        }" for i in range(len(columns[0]))]
+            text = ('{\n    "predictions": [\n' + ",\n".join(objects) + "\n    ]\n}" if objects
+                    else '{\n    "predictions": []\n}')
+    elif len(aliases) == 1:
+        text = '{\n    "outputs": ' + _nested(aliases[0], outputs[aliases[0]], 1) + "\n}"
+    else:
+        members = [f"        {string(alias)}: " + _nested(alias, outputs[alias], 2) for alias in aliases]
+        text = '{\n    "outputs": {\n' + ",\n".join(members) + "\n    }\n}"
+    return text.encode("utf-8")
+
+
+def regress_body(values: np.ndarray) -> bytes:
+    return ('{\n    "results": [' + ", ".join(float_texts(values.astype(np.float32))) + "]\n}").encode("utf-8")
+
+
+def classify_body(labels: Sequence[Sequence[bytes]] | None, scores: np.ndarray | None, count: int) -> bytes:
+    """`results`: per example, a [label, score] pair per class ("" without labels, 0.0 without scores)."""
+    rows = []
+    for i in range(count):
+        classes = len(labels[i]) if labels is not None else scores.shape[1]
+        label_texts = ([string(v.decode("utf-8", "replace")) for v in labels[i]] if labels is not None
+                       else ['""'] * classes)
+        score_texts = float_texts(scores[i]) if scores is not None else ["0.0"] * classes
+        rows.append("[" + ", ".join(f"[{label}, {score}]" for label, score in zip(label_texts, score_texts)) + "]")
+    return ('{\n    "results": [' + ", ".join(rows) + "\n    ]\n}").encode("utf-8")

@@ -1,0 +1,182 @@
+"""The served models: their versions' states, the loaded servables, and how a request finds one.
+
+One writer (the startup load, then the polling thread) replaces whole dictionaries; request threads only read
+them, so finding a servable takes no lock. A removed version's session closes when its last request drops it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from .model_config import ModelConfig, list_versions
+from .servable import Servable
+from .status import Code, ServingError, invalid_argument, not_found
+
+log = logging.getLogger(__name__)
+
+Loader = Callable[[str, int, Path], Servable]
+
+
+@dataclass(frozen=True)
+class VersionStatus:
+    version: int
+    state: str  # START LOADING AVAILABLE UNLOADING END, as in TFS's ModelVersionStatus
+    error: ServingError | None = None
+
+
+class Model:
+    def __init__(self, config: ModelConfig):
+        self.config = config
+        self.statuses: dict[int, VersionStatus] = {}
+        self.servables: dict[int, Servable] = {}
+        self.latest: Servable | None = None
+        self.attempted: set[int] = set()  # versions loaded or failed while continuously on disk
+        self.missing_logged = False
+
+    def set_status(self, status: VersionStatus) -> None:
+        self.statuses = {**self.statuses, status.version: status}
+
+    def set_servables(self, servables: dict[int, Servable]) -> None:
+        self.servables = servables
+        self.latest = servables[max(servables)] if servables else None
+
+
+class Registry:
+    def __init__(self, configs: list[ModelConfig], loader: Loader, max_load_retries: int = 0,
+                 retry_interval_seconds: float = 60.0):
+        self.models = {config.name: Model(config) for config in configs}
+        self._loader = loader
+        self._retries = max_load_retries
+        self._retry_interval = retry_interval_seconds
+        self._stopping = threading.Event()
+
+    # ---------------------------------------------------------------------------------------- requests
+
+    def resolve(self, name: str, version: int | None = None, label: str | None = None) -> Servable:
+        """The servable a request names (latest version by default); TFS's errors when there is none."""
+        model = self.models.get(name)
+        if label is not None:
+            if model is None or label not in model.config.labels:
+                raise invalid_argument(f"Unrecognized servable version label: {label}")
+            version = model.config.labels[label]
+        if version is None:
+            servable = model.latest if model is not None else None
+            if servable is None:
+                raise not_found(f"Servable not found for request: Latest({name})")
+            return servable
+        servable = model.servables.get(version) if model is not None else None
+        if servable is None:
+            raise not_found(f"Servable not found for request: Specific({name}, {version})")
+        return servable
+
+    def version_statuses(self, name: str, version: int | None = None) -> list[VersionStatus]:
+        """The status of every version of a model (highest first), or of one version."""
+        model = self.models.get(name)
+        statuses = model.statuses if model is not None else {}
+        if not statuses:
+            raise not_found(f"Could not find any versions of model {name}")
+        if version is not None:
+            if version not in statuses:
+                raise not_found(f"Could not find version {version} of model {name}")
+            return [statuses[version]]
+        return [statuses[v] for v in sorted(statuses, reverse=True)]
+
+    def status_proto(self, name: str, version: int | None = None):
+        """version_statuses as TFS's GetModelStatusResponse (REST prints it as JSON)."""
+        from tensorflow_serving.apis import get_model_status_pb2
+
+        response = get_model_status_pb2.GetModelStatusResponse()
+        for status in self.version_statuses(name, version):
+            entry = response.model_version_status.add(version=status.version, state=status.state)
+            entry.status.SetInParent()  # TFS always reports the status, OK included
+            if status.error is not None:
+                entry.status.error_code = int(status.error.code)
+                entry.status.error_message = status.error.message
+        return response
+
+    # ---------------------------------------------------------------------------------------- loading
+
+    def stop(self) -> None:
+        self._stopping.set()
+
+    @property
+    def stopped(self) -> bool:
+        return self._stopping.is_set()
+
+    def refresh(self) -> None:
+        """Bring every model in line with its folder: load new aspired versions, then unload dropped ones."""
+        for model in self.models.values():
+            if not self._stopping.is_set():
+                self._refresh(model)
+
+    def _refresh(self, model: Model) -> None:
+        config = model.config
+        try:
+            on_disk = list_versions(config.base_path)
+        except OSError as exc:
+            if not model.missing_logged:
+                log.error("Could not find base path %s for servable %s with error %s", config.base_path,
+                          config.name, exc.strerror or exc)
+                model.missing_logged = True
+            return
+        aspired = config.policy.select(list(on_disk))
+        if not aspired and not model.missing_logged:
+            log.warning("No versions of servable %s found under base path %s. Did you forget to name your leaf "
+                        "directory as a number (eg. '/1/')?", config.name, config.base_path)
+            model.missing_logged = True
+        model.attempted &= set(aspired)
+        for version in sorted(set(aspired) - model.attempted):
+            model.attempted.add(version)
+            self._load(model, version, on_disk[version])
+        dropped = [v for v in model.servables if v not in aspired]
+        for version in dropped:
+            log.info("Unloading servable version {name: %s version: %d}", config.name, version)
+            model.set_status(VersionStatus(version, "UNLOADING"))
+            model.set_servables({v: s for v, s in model.servables.items() if v != version})
+            model.set_status(VersionStatus(version, "END"))
+
+    def _load(self, model: Model, version: int, path: Path) -> None:
+        name = model.config.name
+        model.set_status(VersionStatus(version, "LOADING"))
+        for attempt in range(self._retries + 1):
+            try:
+                servable = self._loader(name, version, path)
+            except ServingError as exc:
+                error = exc
+            except Exception as exc:  # an unexpected loader failure still only fails this version
+                log.exception("Loading servable {name: %s version: %d} raised", name, version)
+                error = ServingError(Code.UNKNOWN, f"{type(exc).__name__}: {exc}")
+            else:
+                model.set_servables({**model.servables, version: servable})
+                model.set_status(VersionStatus(version, "AVAILABLE"))
+                log.info("Successfully loaded servable version {name: %s version: %d} from %s", name, version,
+                         path)
+                return
+            if attempt < self._retries:
+                log.warning("Loading servable {name: %s version: %d} failed (attempt %d of %d), retrying in %g s: "
+                            "%s", name, version, attempt + 1, self._retries + 1, self._retry_interval, error.message)
+                if self._stopping.wait(self._retry_interval):
+                    break
+        model.set_status(VersionStatus(version, "END", error))
+        log.error("Loading servable {name: %s version: %d} failed: %s: %s", name, version, error.code.name,
+                  error.message)
+
+    def poll_forever(self, interval_seconds: float) -> None:
+        """Re-scan the model folders every interval until stop(); run in a daemon thread."""
+        while not self._stopping.wait(interval_seconds):
+            try:
+                self.refresh()
+            except Exception:  # keep polling: a transient file-system error must not stop version updates
+                log.exception("scanning model folders failed")
+
+    def summary(self) -> list[str]:
+        lines = []
+        for name, model in self.models.items():
+            states = ", ".join(f"{s.version} {s.state}" + (f" ({s.error.message})" if s.error else "")
+                               for s in (model.statuses[v] for v in sorted(model.statuses, reverse=True)))
+            lines.append(f"{name}: {states or 'no versions'}")
+        return lines

@@ -1,0 +1,231 @@
+"""One loaded model version: a SavedModel in a TensorFlow graph and session, run by tensor name as TFS does.
+
+Every SavedModel (TF1 graphs and TF2 exports alike) is loaded with the TF1 loader into its own `tf.Graph`
+and `tf.Session`; `tf.saved_model.load` cannot load some real TF1 models. A signature is run by feeding and
+fetching its tensors by name through the C session API. Like TFS (and unlike `Session.run` in Python), the
+feeds' shapes are not checked against the placeholders' static shapes: `x:0` of shape [-1, 1] accepts [3].
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from . import dtypes
+from .status import Code, ServingError, from_tensorflow
+
+log = logging.getLogger(__name__)
+
+PREDICT_METHOD = "tensorflow/serving/predict"
+CLASSIFY_METHOD = "tensorflow/serving/classify"
+REGRESS_METHOD = "tensorflow/serving/regress"
+
+
+def quiet_tensorflow_logs() -> None:
+    """TensorFlow's C++ logs at errors only unless the user chose a level; before TensorFlow is imported."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+def import_tensorflow():
+    quiet_tensorflow_logs()
+    import tensorflow as tf
+
+    return tf
+
+
+@dataclass(frozen=True)
+class SessionOptions:
+    intra_op_parallelism: int = 0
+    inter_op_parallelism: int = 0
+    per_process_gpu_memory_fraction: float = 0.0
+    tags: tuple[str, ...] = ("serve",)
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    alias: str
+    name: str  # the graph tensor, e.g. "x:0"
+    dtype: int  # DataType number
+    shape: tuple[int, ...] | None  # None: unknown rank (or not recorded)
+
+    @property
+    def np_dtype(self) -> np.dtype | None:
+        return dtypes.to_numpy(self.dtype)
+
+
+@dataclass(frozen=True)
+class Signature:
+    key: str
+    method_name: str
+    inputs: Mapping[str, TensorInfo]
+    outputs: Mapping[str, TensorInfo]
+    proto: object  # tensorflow.core.protobuf.meta_graph_pb2.SignatureDef
+
+
+def _tensor_info(alias: str, info) -> TensorInfo:
+    shape = None
+    if info.HasField("tensor_shape") and not info.tensor_shape.unknown_rank:
+        shape = tuple(d.size for d in info.tensor_shape.dim)
+    return TensorInfo(alias, info.name, info.dtype, shape)
+
+
+# A run expected to take less than this executes on the calling thread (RunOptions.inter_op_thread_pool = -1):
+# for such small graphs, handing the work to TensorFlow's inter-op pool and waiting costs more than the work
+# (half_plus_three: ~7 us a call on the caller's thread, ~50 us through the pool). Long runs, the ones a
+# deadline is for, keep using the pool.
+CALLER_THREAD_SECONDS = 0.0005
+
+
+class RunOptions:
+    """Serialized tf.RunOptions with a deadline (0: none), shared by every run that uses them: one for runs on
+    TensorFlow's inter-op pool, one for runs on the caller's thread."""
+
+    def __init__(self, timeout_ms: int = 0):
+        from tensorflow.core.protobuf import config_pb2
+        from tensorflow.python.client import pywrap_tf_session
+
+        self._api = pywrap_tf_session
+        self.timeout_ms = timeout_ms
+        self.pooled = pywrap_tf_session.TF_NewBufferFromString(
+            config_pb2.RunOptions(timeout_in_ms=timeout_ms).SerializeToString())
+        self.caller_thread = pywrap_tf_session.TF_NewBufferFromString(
+            config_pb2.RunOptions(timeout_in_ms=timeout_ms, inter_op_thread_pool=-1).SerializeToString())
+
+    def __del__(self):
+        for name in ("pooled", "caller_thread"):
+            buffer = getattr(self, name, None)
+            if buffer is not None:
+                setattr(self, name, None)
+                self._api.TF_DeleteBuffer(buffer)
+
+
+class Servable:
+    """A loaded SavedModel version. `run` is thread-safe; the session closes when the last user drops it."""
+
+    def __init__(self, name: str, version: int, path: Path, session, signatures: dict[str, Signature]):
+        from tensorflow.python.client import pywrap_tf_session
+
+        self.name = name
+        self.version = version
+        self.path = path
+        self.signatures = signatures
+        self._session = session
+        self._c_session = session._session  # noqa: SLF001 - the C session the fast path runs on
+        self._session_run = pywrap_tf_session.TF_SessionRun_wrapper
+        self._graph = session.graph
+        self._outputs: dict[str, object] = {}
+        self._seconds: dict[tuple[str, ...], float] = {}
+        self._no_deadline = RunOptions()
+        for signature in signatures.values():  # resolve names once, off the request path
+            for info in (*signature.inputs.values(), *signature.outputs.values()):
+                try:
+                    self._endpoint(info.name)
+                except ServingError:  # e.g. __saved_model_init_op names an operation: only fails if run
+                    pass
+
+    def _endpoint(self, tensor_name: str):
+        endpoint = self._outputs.get(tensor_name)
+        if endpoint is None:
+            try:
+                tensor = self._graph.get_tensor_by_name(tensor_name)
+            except (KeyError, ValueError) as exc:
+                raise ServingError(Code.INVALID_ARGUMENT, f"Tensor {tensor_name} not found in graph: {exc}")
+            endpoint = tensor._as_tf_output()  # noqa: SLF001
+            self._outputs = {**self._outputs, tensor_name: endpoint}  # copy-on-write: readers take no lock
+        return endpoint
+
+    def run(self, feeds: Mapping[str, np.ndarray], fetches: Sequence[str],
+            options: RunOptions | None = None) -> list[np.ndarray]:
+        """Feed tensors by name, return the fetched tensors (numpy arrays) in order.
+
+        Raises ServingError with TensorFlow's code and message (e.g. a dtype mismatch is INVALID_ARGUMENT
+        `Expects arg[0] to be float but string is provided`).
+        """
+        endpoint = self._endpoint
+        feed_map = {endpoint(name): value for name, value in feeds.items()}
+        fetch_list = [endpoint(name) for name in fetches]
+        key = tuple(fetches)
+        previous = self._seconds.get(key)
+        options = options or self._no_deadline
+        small = previous is not None and previous < CALLER_THREAD_SECONDS  # see is_small
+        start = time.perf_counter()
+        try:
+            return self._session_run(self._c_session, options.caller_thread if small else options.pooled, feed_map,
+                                     fetch_list, [], None)
+        except Exception as exc:  # TensorFlow OpErrors carry the status code
+            raise from_tensorflow(exc) from None
+        finally:
+            elapsed = time.perf_counter() - start
+            # A rising minimum: waiting for the GIL only ever lengthens a run, so the fastest recent run tells
+            # the model's own cost; a lasting slowdown still shows (+10% per run). Races lose only a sample.
+            self._seconds[key] = elapsed if previous is None else min(elapsed, previous * 1.1)
+
+    def is_small(self, fetches: Sequence[str]) -> bool:
+        """Whether running these fetches lately took under CALLER_THREAD_SECONDS (False before a first run)."""
+        seconds = self._seconds.get(tuple(fetches))
+        return seconds is not None and seconds < CALLER_THREAD_SECONDS
+
+    def signature_def_map(self):
+        """The SignatureDefMap of TFS's metadata API (every signature of the MetaGraph)."""
+        from tensorflow_serving.apis import get_model_metadata_pb2
+
+        signature_map = get_model_metadata_pb2.SignatureDefMap()
+        for key, signature in self.signatures.items():
+            signature_map.signature_def[key].CopyFrom(signature.proto)
+        return signature_map
+
+    def close(self) -> None:
+        self._session.close()
+
+    def __repr__(self) -> str:
+        return f"Servable({self.name!r}, {self.version})"
+
+
+def session_config(options: SessionOptions):
+    tf = import_tensorflow()
+    config = tf.compat.v1.ConfigProto(allow_soft_placement=True,
+                                      intra_op_parallelism_threads=options.intra_op_parallelism,
+                                      inter_op_parallelism_threads=options.inter_op_parallelism)
+    if options.per_process_gpu_memory_fraction:
+        config.gpu_options.per_process_gpu_memory_fraction = options.per_process_gpu_memory_fraction
+    return config
+
+
+def load(name: str, version: int, path: Path, options: SessionOptions = SessionOptions()) -> Servable:
+    """Load one SavedModel version; raises ServingError saying why it cannot be served."""
+    if not (path / "saved_model.pb").is_file() and not (path / "saved_model.pbtxt").is_file():
+        raise ServingError(Code.NOT_FOUND, f"Could not find SavedModel .pb or .pbtxt at supplied export "
+                                           f"directory path: {path}")
+    tf = import_tensorflow()
+    from tensorflow.python.saved_model import loader_impl
+    from tensorflow.python.util import deprecation
+
+    graph = tf.Graph()
+    session = tf.compat.v1.Session(graph=graph, config=session_config(options))
+    try:
+        with deprecation.silence():
+            meta_graph = loader_impl.load(session, list(options.tags), str(path))
+    except Exception as exc:  # a broken or incompatible SavedModel: its status must say why
+        session.close()
+        if hasattr(exc, "error_code"):
+            raise from_tensorflow(exc) from None
+        raise ServingError(Code.UNKNOWN, f"Failed to load SavedModel {path}: {exc}") from None
+    session._extend_graph()  # noqa: SLF001 - the C session must know every op before the first fast run
+    graph.finalize()  # nothing adds ops after loading
+    signatures = {
+        key: Signature(key, sig.method_name,
+                       {a: _tensor_info(a, i) for a, i in sig.inputs.items()},
+                       {a: _tensor_info(a, i) for a, i in sig.outputs.items()}, sig)
+        for key, sig in meta_graph.signature_def.items()
+    }
+    try:
+        return Servable(name, version, path, session, signatures)
+    except ServingError:
+        session.close()
+        raise

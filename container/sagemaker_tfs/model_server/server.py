@@ -1,0 +1,119 @@
+"""Start-up and shutdown of the model server: load every model, then open the ports, then serve until SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import signal
+import threading
+
+from . import servable
+from .batching import BatchingConfigError, BatchScheduler, load_batching_parameters
+from .flags import Flags, default_threads
+from .model_config import ModelConfig, ModelConfigError, load_config_file
+from .registry import Registry
+
+log = logging.getLogger("sagemaker_tfs.model_server")
+
+
+class StartupError(RuntimeError):
+    """The server cannot start; the message says why."""
+
+
+def model_configs(flags: Flags) -> list[ModelConfig]:
+    if flags.model_config_file:
+        return load_config_file(flags.model_config_file)
+    return [ModelConfig(flags.model_name, flags.model_base_path)]
+
+
+def session_options(flags: Flags) -> servable.SessionOptions:
+    intra, inter = flags.tensorflow_intra_op_parallelism, flags.tensorflow_inter_op_parallelism
+    if flags.tensorflow_session_parallelism > 0:
+        intra = inter = flags.tensorflow_session_parallelism
+    tags = tuple(t.strip() for t in flags.saved_model_tags.split(",") if t.strip())
+    return servable.SessionOptions(intra, inter, flags.per_process_gpu_memory_fraction, tags)
+
+
+def run(flags: Flags) -> int:
+    """Serve until SIGTERM/SIGINT; returns the exit status."""
+    try:
+        configs = model_configs(flags)
+        batching = load_batching_parameters(flags.batching_parameters_file) if flags.enable_batching else None
+    except (ModelConfigError, BatchingConfigError) as exc:
+        log.error("Failed to start server. Error: %s", exc)
+        return 1
+    for name in flags.ignored_given():
+        log.warning("--%s is accepted for compatibility and has no effect in this model server", name)
+    servable.import_tensorflow()
+    registry = Registry(configs, functools.partial(servable.load, options=session_options(flags)),
+                        flags.max_num_load_retries, flags.load_retry_interval_micros / 1e6)
+    previous = signal.signal(signal.SIGTERM, lambda *_: registry.stop())  # a stop during loading ends the retries
+    registry.refresh()  # every configured model gets its load attempt before any port opens (as in TFS)
+    signal.signal(signal.SIGTERM, previous)
+    if registry.stopped:
+        log.info("stopping: signal received while loading models")
+        return 0
+    for line in registry.summary():
+        log.info("model %s", line)
+    try:
+        import uvloop
+
+        runner = uvloop.run
+    except ImportError:  # uvloop is a dependency; plain asyncio still works
+        runner = asyncio.run
+    try:
+        return runner(_serve(flags, registry, batching))
+    except StartupError as exc:
+        log.error("Failed to start server. Error: %s", exc)
+        return 1
+    finally:
+        registry.stop()
+
+
+async def _serve(flags: Flags, registry: Registry, batching) -> int:
+    from .grpc_service import start_grpc_server
+    from .rest import RestApi, start_rest_server
+    from .runner import Runner
+
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    scheduler = BatchScheduler(batching, loop) if batching is not None else None
+    if scheduler is not None:
+        log.info("batching: %s", batching)
+    threads = flags.rest_api_num_threads or default_threads()
+    runner = Runner(loop, scheduler, threads, flags.rest_api_timeout_in_ms)
+    grpc_server = rest_server = None
+    try:
+        if flags.port or flags.grpc_socket_path:
+            try:
+                grpc_server = start_grpc_server(registry, runner, flags.port, flags.grpc_socket_path,
+                                                flags.grpc_max_threads or default_threads())
+            except OSError as exc:
+                raise StartupError(str(exc)) from None
+            log.info("Running gRPC ModelServer at 0.0.0.0:%d ...", flags.port)
+        if flags.rest_api_port:
+            try:
+                rest_server = await start_rest_server(RestApi(registry, runner, flags.rest_api_enable_cors_support),
+                                                      flags.rest_api_port)
+            except OSError as exc:
+                raise StartupError(f"cannot listen for HTTP/REST on port {flags.rest_api_port}: "
+                                   f"{exc.strerror or exc}") from None
+            log.info("Exporting HTTP/REST API at:localhost:%d ...", flags.rest_api_port)
+        if flags.file_system_poll_wait_seconds > 0:
+            threading.Thread(target=registry.poll_forever, args=(flags.file_system_poll_wait_seconds,),
+                             name="version-poll", daemon=True).start()
+        await stop.wait()
+        log.info("stopping: signal received")
+        return 0
+    finally:
+        registry.stop()
+        if rest_server is not None:
+            rest_server.close()
+        if grpc_server is not None:
+            grpc_server.stop(grace=2).wait()
+        runner.close()
+        if scheduler is not None:
+            scheduler.close()

@@ -1,0 +1,169 @@
+"""Unit tests of the model server's pure parts: flags, model config, batching parameters, JSON rules."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sagemaker_tfs.model_server import flags, json_request, json_response, json_text
+from sagemaker_tfs.model_server.batching import (BatchingConfigError, BatchingParameters, _merge, _Task,
+                                                 parse_batching_parameters)
+from sagemaker_tfs.model_server.model_config import (ModelConfigError, VersionPolicy, list_versions,
+                                                     parse_config_text, parse_version)
+from sagemaker_tfs.model_server.servable import TensorInfo
+from sagemaker_tfs.model_server.status import ServingError
+
+CONTAINER_COMMAND = ["--port=9000", "--rest_api_port=9001", "--model_config_file=/x/models.config",
+                     "--max_num_load_retries=0", "--file_system_poll_wait_seconds=0", "--enable_batching=true",
+                     "--batching_parameters_file=/x/b.txt", "--tensorflow_intra_op_parallelism=2",
+                     "--tensorflow_inter_op_parallelism=3", "--per_process_gpu_memory_fraction=0.4",
+                     "--rest_api_timeout_in_ms=60000"]
+
+
+def test_the_container_command_line_parses_with_tfs_meanings():
+    parsed = flags.parse(CONTAINER_COMMAND)
+    assert (parsed.port, parsed.rest_api_port, parsed.model_config_file) == (9000, 9001, "/x/models.config")
+    assert (parsed.max_num_load_retries, parsed.file_system_poll_wait_seconds) == (0, 0)
+    assert parsed.enable_batching and parsed.batching_parameters_file == "/x/b.txt"
+    assert (parsed.tensorflow_intra_op_parallelism, parsed.tensorflow_inter_op_parallelism) == (2, 3)
+    assert (parsed.per_process_gpu_memory_fraction, parsed.rest_api_timeout_in_ms) == (0.4, 60000)
+
+
+def test_flag_defaults_are_tfs_defaults():
+    parsed = flags.parse(["--model_base_path=/m"])
+    assert (parsed.port, parsed.rest_api_port, parsed.model_name) == (8500, 0, "default")
+    assert (parsed.file_system_poll_wait_seconds, parsed.max_num_load_retries) == (1, 5)
+    assert parsed.rest_api_timeout_in_ms == 30000 and not parsed.enable_batching
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--model_base_path=/m", "--nope=1"], "unknown flag: --nope"),
+    (["--model_base_path=/m", "stray"], "unexpected argument: 'stray'"),
+    (["--model_base_path=/m", "--enable_batching=maybe"], "invalid value for boolean flag --enable_batching"),
+    (["--model_base_path=/m", "--port=1", "--rest_api_port=1"], "--rest_api_port cannot be the same as --port"),
+    (["--model_base_path=/m", "--tensorflow_session_parallelism=2", "--tensorflow_intra_op_parallelism=2"],
+     "configure either --tensorflow_session_parallelism"),
+])
+def test_flag_errors(argv, message):
+    with pytest.raises(flags.FlagError, match=message.replace("(", r"\(")):
+        flags.parse(argv)
+
+
+def test_model_config_parses_policies_and_labels():
+    configs = parse_config_text("""model_config_list {
+      config { name: "a" base_path: "/a" model_platform: "tensorflow"
+               model_version_policy { specific { versions: 1 versions: 3 } } version_labels { key: "s" value: 1 } }
+      config { name: "b" base_path: "/b" model_platform: "tensorflow" model_version_policy { all {} } }
+      config { name: "c" base_path: "/c" model_platform: "tensorflow" model_version_policy { latest { num_versions: 2 } } }
+      config { name: "d" base_path: "/d" model_platform: "tensorflow" }
+    }""")
+    assert [c.policy.select([1, 2, 3]) for c in configs] == [[3, 1], [3, 2, 1], [3, 2], [3]]
+    assert configs[0].labels == {"s": 1}
+
+
+@pytest.mark.parametrize("text, message", [
+    ('model_config_list { config { name: "a" base_path: "/a" } }', "neither ModelServerConfig::model_type"),
+    ('model_config_list { config { name: "a" base_path: "/a" model_platform: "pytorch" } }',
+     "PlatformConfigMap has no entry for platform pytorch"),
+    ('model_config_list { config { name: "a" ', "Error parsing text-format tensorflow.serving.ModelServerConfig"),
+    ('model_config_list { config { name: "a" base_path: "/a" model_platform: "tensorflow" } '
+     'config { name: "a" base_path: "/b" model_platform: "tensorflow" } }', "configured more than once: a"),
+])
+def test_model_config_errors(text, message):
+    with pytest.raises(ModelConfigError, match=message):
+        parse_config_text(text)
+
+
+def test_version_folders(tmp_path):
+    for name in ("00000123", "7", ".hidden", "code", "1.5", "-2", "v3", "0001", "1"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "9").write_text("a file is not a version")
+    found = list_versions(tmp_path)
+    assert sorted(found) == [1, 7, 123]
+    assert found[1].name == "1"  # "0001" and "1" are both 1: the lexicographically later name wins, as in TFS
+    assert parse_version("00000123") == 123 and parse_version("2" * 30) is None
+    assert VersionPolicy().select(list(found)) == [123]
+
+
+def test_batching_parameters_file():
+    params = parse_batching_parameters("max_batch_size { value: 8 }\nbatch_timeout_micros { value: 500 }\n"
+                                       "num_batch_threads { value: 3 }\nmax_enqueued_batches { value: 7 }\n"
+                                       "allowed_batch_sizes: 4\nallowed_batch_sizes: 8\npad_variable_length_inputs: true")
+    assert params == BatchingParameters(8, 500, 7, 3, (4, 8), True)
+    assert parse_batching_parameters("") == BatchingParameters(1000, 0, 10, 0, (), False)
+    with pytest.raises(BatchingConfigError, match="Last entry in allowed_batch_sizes must match max_batch_size; last "
+                                                  "entry was 4; expected 8"):
+        parse_batching_parameters("max_batch_size { value: 8 }\nallowed_batch_sizes: 4")
+    with pytest.raises(BatchingConfigError, match="Error parsing text-format tensorflow.serving.BatchingParameters"):
+        parse_batching_parameters("max_batch_size: 8")
+
+
+def test_variable_length_inputs_are_padded_with_the_first_element():
+    tasks = [_Task({"x": np.array([[1, 2, 3]])}, 1, None), _Task({"x": np.array([[5], [6]])}, 2, None)]
+    assert _merge("x", tasks, True).tolist() == [[1, 2, 3], [5, 5, 5], [6, 5, 5]]
+    with pytest.raises(ServingError, match="have different shapes and padding is turned off"):
+        _merge("x", tasks, False)
+
+
+@pytest.mark.parametrize("value, text", [
+    (3.0, "3.0"), (0.1, "0.1"), (42.0, "42.0"), (-0.0, "-0.0"), (1e-05, "1e-05"), (9e6, "9e+06"),
+    (100000.0, "100000.0"), (1234567.0, "1234567.0"), (123456.7, "123456.703"), (3.14159265, "3.14159274"),
+    (1.43577434e9, "1.43577434e+09"), (1e20, "1e+20"), (float("nan"), "NaN"), (float("-inf"), "-Infinity"),
+])
+def test_float32_text_is_tfs_text(value, text):
+    assert json_text.float_text(value) == text
+
+
+def test_double_text_uses_17_digits_when_needed():
+    assert json_text.float_texts(np.array([0.1, 1 / 3], np.float64)) == ["0.1", "0.33333333333333331"]
+
+
+def test_debug_text_of_request_values_is_rapidjson_pretty_with_one_line_arrays():
+    assert json_text.debug({"instances": [1.0, 1e3], "s": "a\x01"}) == (
+        '{\n    "instances": [1.0, 1000.0],\n    "s": "a\\u0001"\n}')
+    assert json_text.debug(list(range(1000))).startswith("[0, 1, 2") and len(json_text.debug(list(range(1000)))) == 256
+
+
+FLOAT = TensorInfo("x", "x:0", 1, (-1,))
+INT32 = TensorInfo("i", "i:0", 3, (-1,))
+STRING = TensorInfo("s", "s:0", 7, (-1,))
+
+
+@pytest.mark.parametrize("value, info, expected", [
+    ([[1, 2], [3, 4]], FLOAT, np.array([[1, 2], [3, 4]], np.float32)),
+    ([1, 2147483647], INT32, np.array([1, 2147483647], np.int32)),
+    (["a", {"b64": "AAE="}], STRING, np.array([b"a", b"\x00\x01"], object)),
+    (1e300, FLOAT, np.array(np.inf, np.float32)),
+])
+def test_json_values_convert_to_the_signature_dtype(value, info, expected):
+    for may_hold_bools in (True, False):  # the checked path and the vectorised one agree
+        array = json_request.to_array(value, info, may_hold_bools)
+        assert array.dtype == expected.dtype and array.tolist() == expected.tolist()
+
+
+@pytest.mark.parametrize("value, info, message", [
+    ([1.0], INT32, "JSON Value: 1.0 Type: Number is not of expected type: int32"),
+    ([2147483648], INT32, "JSON Value: 2147483648 Type: Number is not of expected type: int32"),
+    ([[1], [2, 3]], FLOAT, "Encountered list at unexpected size: 2 at level: 1 expected size: 1"),
+    ([[1], 2], FLOAT, "JSON Value: 2 found at incorrect level: 2 in the JSON DOM. Expected at level: 2"),
+    ([1, [2]], FLOAT, "Encountered list at unexpected level: 1 expected < 1"),
+    ([None], FLOAT, "JSON Value: null Type: Null is not of expected type: float"),
+])
+def test_json_value_errors(value, info, message):
+    with pytest.raises(ServingError, match=message.replace("[", r"\[").replace("(", r"\(")):
+        json_request.to_array(value, info, may_hold_bools=False)
+
+
+def test_columnar_response_nests_every_dimension_over_lines():
+    body = json_response.predict_body({"y": np.array([[1, 2]], np.int64), "z": np.zeros((0, 2), np.float32)},
+                                      row_format=False)
+    assert body == (b'{\n    "outputs": {\n        "y": [\n            [\n                1,\n                2\n'
+                    b'            ]\n        ],\n        "z": []\n    }\n}')
+
+
+def test_row_response_checks_the_batch_dimension():
+    with pytest.raises(ServingError, match="Tensor name: b has inconsistent batch size: 1 expecting: 2"):
+        json_response.predict_body({"a": np.zeros(2), "b": np.zeros(1)}, row_format=True)
+    with pytest.raises(ServingError, match="Tensor name: a has no shape information "):
+        json_response.predict_body({"a": np.float32(1.0).reshape(())}, row_format=True)
+    assert json_response.predict_body({"a": np.zeros((0, 2), np.float32)}, True) == b'{\n    "predictions": []\n}'
