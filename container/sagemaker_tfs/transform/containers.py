@@ -1,0 +1,264 @@
+"""The model side of a local job: InstanceCount stacks of our container started from a model, or running endpoints.
+
+A model is a folder (`<dir>/<version>/saved_model.pb` or `<dir>/<name>/<version>/...`, optional `code/`), a
+`model.tar.gz` (local or s3://), unpacked into the job's work folder, or the http(s):// URL of a running container.
+Each stack is the `serve` command on free loopback ports, with its own runtime folder and log file, and the
+environment SageMaker gives a transform container: the job's Environment, SAGEMAKER_BATCH=true, and
+SAGEMAKER_BATCH_STRATEGY / SAGEMAKER_MAX_PAYLOAD_IN_MB / SAGEMAKER_MAX_CONCURRENT_TRANSFORMS only for the fields
+the job sets. A stack is ready when GET /ping answers 200 (2 s per ping, as SageMaker). One that exits first, or is
+not ready within the startup timeout, fails the job with its last log lines; all stacks are stopped (SIGTERM, which
+drains, then SIGKILL) when the job ends, whatever happens.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tarfile
+import tempfile
+import threading
+import time
+import urllib.parse
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+PING_TIMEOUT_SECONDS = 2.0
+STOP_TIMEOUT_SECONDS = 60.0
+
+
+class ContainerError(RuntimeError):
+    """The model could not be found, unpacked or started; the message says why.
+
+    `kind` prefixes the job's FailureReason: ClientError for a model that cannot be read, AlgorithmError for a
+    container that does not start."""
+
+    def __init__(self, message: str, kind: str = "AlgorithmError"):
+        super().__init__(message)
+        self.kind = kind
+
+
+def is_endpoint(model: str) -> bool:
+    return model.startswith(("http://", "https://"))
+
+
+def http_get(url: str, timeout: float) -> tuple[int, bytes] | None:
+    """(status, body) of GET url, or None when nothing answers in time."""
+    parts = urllib.parse.urlsplit(url)
+    connection_class = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+    connection = connection_class(parts.hostname, parts.port, timeout=timeout)
+    try:
+        connection.request("GET", parts.path or "/")
+        response = connection.getresponse()
+        return response.status, response.read()
+    except (OSError, http.client.HTTPException):
+        return None
+    finally:
+        connection.close()
+
+
+def execution_parameters(url: str) -> dict[str, Any] | None:
+    """The container's answer to GET /execution-parameters, or None (the route is optional)."""
+    answer = http_get(url.rstrip("/") + "/execution-parameters", timeout=5.0)
+    if answer is None or answer[0] != 200:
+        return None
+    try:
+        value = json.loads(answer[1])
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def prepare_model(model: str, workdir: Path, read_bytes) -> Path:
+    """An unpacked model folder for `model` (a folder, or a tar.gz read with `read_bytes` when on S3)."""
+    if model.startswith("s3://"):
+        archive = workdir / "model.tar.gz"
+        try:
+            archive.write_bytes(read_bytes(model))
+        except OSError as exc:
+            raise ContainerError(f"Unable to download the model {model}: {exc}", "ClientError") from None
+        return _unpack(archive, workdir / "model", model)
+    path = Path(model)
+    if path.is_dir():
+        return path.resolve()
+    if path.is_file():
+        return _unpack(path, workdir / "model", model)
+    raise ContainerError(f"Model {model} does not exist: give a model folder, a model.tar.gz or an endpoint URL",
+                         "ClientError")
+
+
+def _unpack(archive: Path, target: Path, name: str) -> Path:
+    try:
+        with tarfile.open(archive, "r:*") as tar:
+            tar.extractall(target, filter="data")  # refuses absolute paths and links leaving the folder
+    except (tarfile.TarError, OSError) as exc:
+        raise ContainerError(f"Unable to unpack the model {name}: {exc}", "ClientError") from None
+    return target
+
+
+def serve_command() -> str:
+    beside = Path(sys.executable).parent / "serve"
+    found = str(beside) if beside.exists() else shutil.which("serve")
+    if not found:
+        raise ContainerError("The `serve` command was not found: install the sagemaker-tfs package")
+    return found
+
+
+def container_environment(job_env: Mapping[str, str], strategy: str | None, max_payload: int | None,
+                          max_concurrent: int | None) -> dict[str, str]:
+    """What SageMaker adds to a transform container's environment (before the stack's own settings)."""
+    env = dict(job_env)
+    env["SAGEMAKER_BATCH"] = "true"
+    if strategy is not None:
+        env["SAGEMAKER_BATCH_STRATEGY"] = "MULTI_RECORD" if strategy == "MultiRecord" else "SINGLE_RECORD"
+    if max_payload is not None:
+        env["SAGEMAKER_MAX_PAYLOAD_IN_MB"] = str(max_payload)
+    if max_concurrent is not None:
+        env["SAGEMAKER_MAX_CONCURRENT_TRANSFORMS"] = str(max_concurrent)
+    return env
+
+
+def _free_ports(count: int, taken: set[int]) -> list[int]:
+    """`count` consecutive loopback ports free now and not in `taken` (which gets them)."""
+    for _ in range(200):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            low = probe.getsockname()[1]
+        ports = list(range(low, low + count))
+        if ports[-1] > 65535 or taken.intersection(ports):
+            continue
+        sockets = []
+        try:
+            for port in ports:
+                sock = socket.socket()
+                sockets.append(sock)
+                sock.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        finally:
+            for sock in sockets:
+                sock.close()
+        taken.update(ports)
+        return ports
+    raise ContainerError(f"No {count} consecutive free ports found on 127.0.0.1")
+
+
+@dataclass
+class Container:
+    """One running stack of our container."""
+
+    index: int
+    url: str
+    process: subprocess.Popen
+    log_path: Path
+    runtime_dir: Path
+
+    def log_tail(self, lines: int = 15) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+        kept = [line for line in text.splitlines() if line.strip()][-lines:]
+        return "\n".join(f"    {line}" for line in kept)
+
+    def wait_ready(self, deadline: float, abort: threading.Event) -> None:
+        while time.monotonic() < deadline and not abort.is_set():
+            answer = http_get(self.url + "/ping", PING_TIMEOUT_SECONDS)
+            if answer is not None and answer[0] == 200:
+                return
+            status = self.process.poll()
+            if status is not None:
+                raise ContainerError(f"Model container {self.index} exited with status {status} before answering "
+                                     f"/ping (log: {self.log_path}):\n{self.log_tail()}")
+            time.sleep(0.2)
+        if abort.is_set():
+            return
+        raise ContainerError(f"Model container {self.index} failed to respond to ping within the startup timeout "
+                             f"(log: {self.log_path}):\n{self.log_tail()}")
+
+    def terminate(self) -> None:
+        if self.process.poll() is None:
+            try:
+                os.killpg(self.process.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+
+    def wait_stopped(self) -> None:
+        try:
+            self.process.wait(STOP_TIMEOUT_SECONDS)
+        except subprocess.TimeoutExpired:
+            pass
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)  # anything left in its process group
+        except (ProcessLookupError, PermissionError):
+            pass
+        self.process.wait()
+        shutil.rmtree(self.runtime_dir, ignore_errors=True)
+
+
+def start_containers(model_dir: Path, count: int, env: Mapping[str, str], workdir: Path,
+                     startup_timeout: float) -> list[Container]:
+    """`count` ready stacks serving model_dir; on any failure they are all stopped and ContainerError raised."""
+    command = serve_command()
+    workdir.mkdir(parents=True, exist_ok=True)
+    containers: list[Container] = []
+    taken: set[int] = set()
+    try:
+        for index in range(count):
+            port = _free_ports(1, taken)[0]
+            low, high = _free_ports(2, taken)  # one model server: its gRPC and REST ports
+            log_path = workdir / f"container-{index}.log"
+            # nginx workers (not root) connect to sockets in the runtime folder: it must be reachable by them,
+            # which a work folder under a private temporary folder is not
+            runtime_dir = Path(tempfile.mkdtemp(prefix=f"transform-stack-{index}-"))
+            runtime_dir.chmod(0o755)
+            settings = {
+                "SAGEMAKER_MODEL_DIR": str(model_dir),
+                "SAGEMAKER_BIND_TO_PORT": str(port),
+                "SAGEMAKER_SAFE_PORT_RANGE": f"{low}-{high}",
+                "SAGEMAKER_RUNTIME_DIR": str(runtime_dir),
+            }
+            try:
+                with open(log_path, "wb") as log:
+                    process = subprocess.Popen([command], env={**os.environ, **env, **settings}, stdout=log,
+                                               stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                               start_new_session=True)
+            except OSError:
+                shutil.rmtree(runtime_dir, ignore_errors=True)
+                raise
+            containers.append(Container(index, f"http://127.0.0.1:{port}", process, log_path, runtime_dir))
+        deadline = time.monotonic() + startup_timeout
+        errors: list[ContainerError] = []
+        abort = threading.Event()  # one failed: stop waiting for the others
+
+        def wait(container: Container) -> None:
+            try:
+                container.wait_ready(deadline, abort)
+            except ContainerError as exc:
+                errors.append(exc)
+                abort.set()
+
+        waiters = [threading.Thread(target=wait, args=(c,), daemon=True) for c in containers]
+        for waiter in waiters:
+            waiter.start()
+        for waiter in waiters:
+            waiter.join()
+        if errors:
+            raise errors[0]
+        return containers
+    except BaseException:
+        stop_containers(containers)
+        raise
+
+
+def stop_containers(containers: list[Container]) -> None:
+    for container in containers:
+        container.terminate()
+    for container in containers:
+        container.wait_stopped()
