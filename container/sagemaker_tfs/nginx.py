@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import pwd
 from pathlib import Path
 from string import Template
 
@@ -11,8 +13,17 @@ TEMPLATE = Path(__file__).with_name("nginx.conf.template")
 TEMP_FOLDERS = ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
 
 
+def _user_directive() -> str:
+    # Started by root, nginx would run its workers as `nobody`, who can neither reach gunicorn's socket nor
+    # write the temp folders in the runtime folder (0700 when made by mkdtemp): they run as serve's user.
+    if os.geteuid() != 0:
+        return ""
+    return f"user {pwd.getpwuid(0).pw_name};\n"
+
+
 def render(settings: Settings) -> str:
     return Template(TEMPLATE.read_text()).substitute(
+        user_directive=_user_directive(),
         runtime_dir=settings.runtime_dir,
         log_level=settings.nginx_loglevel,
         bind_port=settings.bind_port,

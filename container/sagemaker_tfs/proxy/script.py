@@ -1,0 +1,90 @@
+"""Finding `<model_dir>/code/inference.py`, importing it, and telling which handler contract it uses."""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from .. import codecs
+
+log = logging.getLogger("sagemaker_tfs.proxy")
+
+# The original container's message, kept so that searches for it find the explanation.
+HANDLERS_NOT_IMPLEMENTED = "Handlers are not implemented correctly in user script."
+
+
+class ScriptError(RuntimeError):
+    """code/inference.py cannot be used; the message says why."""
+
+
+@dataclass(frozen=True)
+class Handlers:
+    """The entry points of the chosen contract: `handler` alone, or `input_handler` + `output_handler`."""
+
+    contract: str  # "handler", "input_handler + output_handler" or "default"
+    script: Path | None
+    handler: Callable | None = None
+    input_handler: Callable | None = None
+    output_handler: Callable | None = None
+
+
+DEFAULT = Handlers("default", None, input_handler=codecs.default_input_handler,
+                   output_handler=codecs.default_output_handler)
+
+
+def load(model_dir: str | Path) -> Handlers:
+    """Import code/inference.py (with code/ and code/lib on sys.path) and pick its contract: `handler` wins,
+    else the `input_handler` + `output_handler` pair; no script means the default handler (codecs)."""
+    code = Path(model_dir) / "code"
+    path = code / "inference.py"
+    if not path.is_file():
+        log.info("no handler script at %s: the default handler serves /invocations (JSON, JSON lines and CSV, "
+                 "see sagemaker_tfs.codecs)", path)
+        return DEFAULT
+    for folder in (code / "lib", code):  # code/ first, then code/lib, like PYTHONPATH=code:code/lib
+        if folder.is_dir() and str(folder) not in sys.path:
+            sys.path.insert(0, str(folder))
+    module = _import(path)
+    handlers = contract(module, path)
+    log.info("handler script %s: %s", path, _signature(handlers))
+    return handlers
+
+
+def _import(path: Path):
+    spec = importlib.util.spec_from_file_location("inference", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["inference"] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException as exc:
+        sys.modules.pop("inference", None)
+        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            raise
+        raise ScriptError(f"{path} failed to import: {type(exc).__name__}: {exc}") from exc
+    return module
+
+
+def contract(module, path: Path) -> Handlers:
+    """The contract a script module implements (presence of names, as the original), or ScriptError."""
+    names = [name for name in ("handler", "input_handler", "output_handler") if hasattr(module, name)]
+    for name in names:
+        if not callable(getattr(module, name)):
+            raise ScriptError(f"{HANDLERS_NOT_IMPLEMENTED} {path}: {name} is not a function")
+    if "handler" in names:
+        return Handlers("handler", path, handler=module.handler)
+    if names == ["input_handler", "output_handler"]:
+        return Handlers("input_handler + output_handler", path, input_handler=module.input_handler,
+                        output_handler=module.output_handler)
+    found = f"defines only {names[0]}" if names else "defines none of them"
+    raise ScriptError(f"{HANDLERS_NOT_IMPLEMENTED} {path} {found}: define handler(data, context), or both "
+                      "input_handler(data, context) and output_handler(response, context)")
+
+
+def _signature(handlers: Handlers) -> str:
+    if handlers.contract == "handler":
+        return "handler(data, context) answers each request"
+    return "input_handler(data, context) -> model server -> output_handler(response, context)"

@@ -1,0 +1,28 @@
+"""Fixtures of the proxy tests: one real model server for the session, apps started per module or test."""
+
+from __future__ import annotations
+
+import pytest
+
+from proxy_harness import App, ModelServer
+
+
+@pytest.fixture(scope="session")
+def model_server(tmp_path_factory) -> ModelServer:
+    with ModelServer(tmp_path_factory.mktemp("model-server")) as server:  # started and serving
+        yield server
+
+
+@pytest.fixture
+def start_app(model_server):
+    """start_app(model_dir, **App options) -> a started App, stopped after the test."""
+    apps: list[App] = []
+
+    def start(model_dir, wait_for: int | None = 200, server=model_server, **options) -> App:
+        app = App(model_dir, server, **options)
+        apps.append(app)
+        return app.start(wait_for=wait_for)
+
+    yield start
+    for app in apps:
+        app.stop()

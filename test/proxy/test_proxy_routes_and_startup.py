@@ -1,0 +1,96 @@
+"""/ping, /execution-parameters, unknown paths, and start-up failures of the app under gunicorn."""
+
+from __future__ import annotations
+
+import pytest
+
+from proxy_harness import App, write_model_dir
+
+
+@pytest.fixture(scope="module")
+def app(model_server, tmp_path_factory) -> App:
+    with App(write_model_dir(tmp_path_factory.mktemp("routes")), model_server) as app:
+        yield app
+
+
+def test_ping_is_200_with_an_empty_body_when_the_default_model_is_available(app):
+    answer = app.call("GET", "/ping")
+    assert (answer.status, answer.body) == (200, b"")
+
+
+def test_ping_is_503_when_the_default_model_is_not_served(start_app, tmp_path):
+    app = start_app(write_model_dir(tmp_path), wait_for=503, env={"TFS_DEFAULT_MODEL_NAME": "missing"})
+    answer = app.call("GET", "/ping")
+    assert (answer.status, answer.content_type) == (503, "application/json")
+    assert answer.json() == {"error": f"not ready: the model server at 127.0.0.1:{app.env['TFS_REST_PORTS']} "
+                                      "answered 404 for model missing: Could not find any versions of model missing"}
+
+
+def test_execution_parameters_default_to_the_workers_concurrency(app):
+    answer = app.call("GET", "/execution-parameters")
+    assert (answer.status, answer.content_type) == (200, "application/json")
+    assert answer.json() == {"MaxConcurrentTransforms": 1, "BatchStrategy": "MULTI_RECORD", "MaxPayloadInMB": 6}
+
+
+def test_execution_parameters_from_batch_transform_settings(start_app, tmp_path):
+    app = start_app(write_model_dir(tmp_path), workers=2, threads=3, worker_class="gthread", env={
+        "SAGEMAKER_BATCH_STRATEGY": "SINGLE_RECORD", "SAGEMAKER_MAX_PAYLOAD_IN_MB": "20"})
+    assert app.call("GET", "/execution-parameters").json() == \
+        {"MaxConcurrentTransforms": 6, "BatchStrategy": "SINGLE_RECORD", "MaxPayloadInMB": 20}
+
+
+@pytest.mark.parametrize("method, path", [("GET", "/"), ("POST", "/predict"), ("GET", "/invocations/x")])
+def test_unknown_paths_are_404(app, method, path):
+    answer = app.call(method, path)
+    assert (answer.status, answer.content_type, answer.body) == (404, "application/json", b'{"error": "Not Found"}')
+
+
+def test_another_method_on_a_known_path_is_405(app):
+    answer = app.call("GET", "/invocations")
+    assert (answer.status, answer.body) == (405, b'{"error": "Method Not Allowed"}')
+    assert "POST" in answer.headers["allow"]
+
+
+def test_no_script_is_logged_with_where_it_was_looked_for(app):
+    assert f"no handler script at {app.env['SAGEMAKER_MODEL_DIR']}/code/inference.py: the default handler" in app.log()
+
+
+def failed_start(start_app, model_dir, env=None) -> str:
+    """The log of an app that must not start: gunicorn exits (status 3, a worker failed to boot)."""
+    app = start_app(model_dir, wait_for=None, env=env)
+    assert app.proc.wait(timeout=60) != 0
+    return app.log()
+
+
+@pytest.mark.parametrize("script, message", [
+    ("def input_handler(data, context):\n    return data.read()\n",
+     "Handlers are not implemented correctly in user script. {path} defines only input_handler: define "
+     "handler(data, context), or both input_handler(data, context) and output_handler(response, context)"),
+    ("def output_handler(response, context):\n    return response.content, None\n",
+     "Handlers are not implemented correctly in user script. {path} defines only output_handler"),
+    ("import json\n", "Handlers are not implemented correctly in user script. {path} defines none of them"),
+    ("handler = 5\n", "Handlers are not implemented correctly in user script. {path}: handler is not a function"),
+    ("raise RuntimeError('no GPU here')\n", "{path} failed to import: RuntimeError: no GPU here"),
+    ("import not_installed_anywhere\n",
+     "{path} failed to import: ModuleNotFoundError: No module named 'not_installed_anywhere'"),
+])
+def test_a_script_that_cannot_serve_stops_the_app_with_one_message(start_app, tmp_path, script, message):
+    model_dir = write_model_dir(tmp_path, script)
+    log = failed_start(start_app, model_dir)
+    assert message.format(path=model_dir / "code" / "inference.py") in log
+
+
+def test_settings_problems_stop_the_app(start_app, tmp_path):
+    log = failed_start(start_app, write_model_dir(tmp_path), env={"SAGEMAKER_BATCH_STRATEGY": "Sometimes"})
+    assert "SAGEMAKER_BATCH_STRATEGY='Sometimes' is not valid: must be MULTI_RECORD or SINGLE_RECORD" in log
+
+
+def test_without_serve_s_variables_the_app_says_which_are_missing(start_app, tmp_path):
+    app = App(write_model_dir(tmp_path), None)
+    app.env.pop("TFS_DEFAULT_MODEL_NAME")
+    app.start(wait_for=None)
+    try:
+        assert app.proc.wait(timeout=60) != 0
+        assert "TFS_REST_PORTS, TFS_GRPC_PORTS, TFS_DEFAULT_MODEL_NAME not set: the app is started by `serve`" in app.log()
+    finally:
+        app.stop()
