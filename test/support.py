@@ -62,6 +62,14 @@ def port_is_open(port: int, host: str = "127.0.0.1") -> bool:
         return sock.connect_ex((host, port)) == 0
 
 
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
 def http_status(url: str, timeout: float = 2.0) -> int | None:
     """The status of GET url, or None when nothing answers."""
     try:
@@ -71,6 +79,15 @@ def http_status(url: str, timeout: float = 2.0) -> int | None:
         return exc.code
     except (OSError, urllib.error.URLError):
         return None
+
+
+def wait_for(condition, timeout: float = 30.0, what: str = "the condition") -> None:
+    """Poll `condition()` until true; fail after `timeout` seconds (a guard against hangs, not a timing check)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not {what} after {timeout}s")
+        time.sleep(0.1)
 
 
 class Background:
@@ -89,7 +106,7 @@ class Background:
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> "Background":
-        log = open(self.log_path, "wb")
+        log = open(self.log_path, "ab")  # O_APPEND: children that reopen /dev/stdout (nginx) must not overwrite
         self.proc = subprocess.Popen(self.args, env=self.env, cwd=self.cwd, stdout=log, stderr=subprocess.STDOUT,
                                      start_new_session=True)
         log.close()
@@ -185,4 +202,4 @@ class Stack(Background):
         return int((self.runtime_dir / f"{child}.pid").read_text())
 
     def __enter__(self) -> "Stack":
-        return self.start()
+        return self if self.proc is not None else self.start()  # `with Stack(...).start(wait=False)` starts once

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable, Mapping, TypeVar
 
 T = TypeVar("T")
@@ -99,6 +100,12 @@ class Settings:
 
     model_dir: str = "/opt/ml/model"
     runtime_dir: str = ""
+
+    @property
+    def app_startup_error_file(self) -> Path:
+        """Where a gunicorn worker that cannot start the app writes why, for `serve` to report it in one line
+        (gunicorn's own output buries it under its HaltServer tracebacks)."""
+        return Path(self.runtime_dir) / "app-startup-error.txt"
     bind_port: int = 8080
     safe_port_range: tuple[int, int] | None = None
     tfs_instance_count: int = 1

@@ -276,6 +276,7 @@ class Stack:
 
         self._wait_for_models(deadline)
 
+        s.app_startup_error_file.unlink(missing_ok=True)
         self.gunicorn = Child("gunicorn", gunicorn_command(s), self.env, self.runtime / "gunicorn-supervised.pid")
         log.info("starting gunicorn: %d worker(s) x %d thread(s), %s workers", s.gunicorn_workers,
                  s.gunicorn_threads, s.gunicorn_worker_class)
@@ -298,6 +299,8 @@ class Stack:
             if self.stopping.is_set():
                 raise StartupError("stopped by a signal during start-up")
             code = child.exited()
+            if code is not None and child is self.gunicorn and self.settings.app_startup_error_file.is_file():
+                raise StartupError(self.settings.app_startup_error_file.read_text().strip())
             if code is not None:
                 raise StartupError(f"{child.name} exited with status {code} while waiting for {what}:\n"
                                    + child.last_lines())

@@ -163,7 +163,11 @@ def create_app(env: Mapping[str, str] | None = None) -> falcon.App:
     config = ProxyConfig.from_env(env)
     settings = config.settings
     _configure_logging(settings.gunicorn_loglevel)
-    handlers = script.load(config.model_dir)
+    try:
+        handlers = script.load(config.model_dir)
+    except script.ScriptError as exc:
+        settings.app_startup_error_file.write_text(f"{exc}\n")
+        raise
     timeout = float(settings.gunicorn_timeout_seconds)
     client = ModelServerClient(timeout)
 

@@ -1,0 +1,152 @@
+"""The life of a stack: readiness, a crashed child recovering, SIGTERM draining in-flight requests, start-up
+failures that stop `serve` at once with one message, and two stacks side by side."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+
+import pytest
+
+import support
+from stack_support import call, invoke, model_dir, pretty_predictions
+
+SLOW = """
+    import os
+    import time
+    from pathlib import Path
+
+    def handler(data, context):
+        body = data.read()
+        Path(os.environ["STARTED_DIR"], body.decode()).touch()  # the test sees the request in flight
+        time.sleep(2)
+        return b"done " + body, "text/plain"
+"""
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    return model_dir(tmp_path_factory.mktemp("half_plus_three"))
+
+
+def test_nginx_opens_only_when_the_model_is_available(model):
+    stack = support.Stack(model).start(wait=False)
+    try:
+        statuses = []
+        support.wait_for(lambda: statuses.append(support.http_status(stack.url + "/ping")) or statuses[-1] == 200,
+                         timeout=180, what="ready")
+        assert set(statuses[:-1]) <= {None}  # the port was closed until then: never a 502 or a half-ready 200
+        assert "every model is AVAILABLE on 1 model server(s)" in stack.log()
+        assert invoke(stack, "[1.0]").text == pretty_predictions("3.5")
+    finally:
+        stack.stop()
+
+
+@pytest.mark.parametrize("child, message", [
+    ("tfs-0", "model server 0 (pid {pid}) exited with status -9; restarting it (restart #1)"),
+    ("gunicorn-supervised", "gunicorn (pid {pid}) exited with status -9; restarting it (restart #1)"),
+])
+def test_a_killed_child_is_restarted_and_ping_is_503_until_it_serves_again(model, child, message):
+    with support.Stack(model) as stack:
+        pid = stack.pid_of(child)
+        os.kill(pid, signal.SIGKILL)
+        statuses = []
+        support.wait_for(lambda: statuses.append(call(stack.url + "/ping")) or statuses[-1].status == 503,
+                         timeout=30, what="/ping 503 after the kill")
+        assert statuses[-1].json()["error"]  # a JSON reason, from the app or nginx
+        stack.wait_until(stack.ready, timeout=180, what="serving again")
+        assert message.format(pid=pid) in stack.log()
+        assert stack.pid_of(child) != pid
+        assert invoke(stack, "[1.0, 2.0]").text == pretty_predictions("3.5, 4.0")
+
+
+def test_sigterm_lets_requests_in_flight_complete_then_exits_0(tmp_path):
+    started = tmp_path / "started"
+    started.mkdir()
+    folder = model_dir(tmp_path, SLOW)
+    env = {"SAGEMAKER_GUNICORN_THREADS": "4", "STARTED_DIR": str(started)}
+    stack = support.Stack(folder, env=env).start()
+    try:
+        children = [stack.pid_of(name) for name in ("tfs-0", "gunicorn-supervised", "nginx-supervised")]
+        answers = {}
+
+        def send(name: str) -> None:
+            answers[name] = invoke(stack, name, "text/plain")
+
+        names = [f"request-{i}" for i in range(6)]
+        threads = [threading.Thread(target=send, args=(name,)) for name in names]
+        for thread in threads:
+            thread.start()
+        support.wait_for(lambda: len(list(started.iterdir())) == len(names), what="all requests in the handler")
+        stack.signal(signal.SIGTERM)
+        for thread in threads:
+            thread.join(60)
+        assert {name: (a.status, a.text) for name, a in answers.items()} == {
+            name: (200, f"done {name}") for name in names}
+        assert stack.proc.wait(60) == 0
+        assert not any(support.pid_alive(pid) for pid in children)
+        assert "received SIGTERM: draining and stopping" in stack.log()
+    finally:
+        stack.stop()
+
+
+def serve_fails(model_dir, **env) -> str:
+    """Run serve until it exits (it must, by itself, with status 1); its output."""
+    stack = support.Stack(model_dir, env=env)
+    result = subprocess.run([str(support.VENV_BIN / "serve")], env=stack.env, capture_output=True, text=True,
+                            timeout=180)
+    assert result.returncode == 1, result.stderr
+    return result.stderr
+
+
+def cannot_start(output: str) -> str:
+    lines = [line for line in output.splitlines() if " ERROR serve: cannot start: " in line]
+    assert len(lines) == 1, output
+    return lines[0].split(" ERROR serve: cannot start: ", 1)[1]
+
+
+def test_no_model_stops_serve_with_one_message(tmp_path):
+    assert cannot_start(serve_fails(tmp_path)) == (
+        f"no SavedModel found in {tmp_path}: expected <model_dir>/<version>/saved_model.pb or <model_dir>/<model "
+        "name>/<version>/saved_model.pb, where <version> is a number such as 1")
+
+
+def test_a_version_folder_without_saved_model_stops_serve(tmp_path):
+    (tmp_path / "1" / "variables").mkdir(parents=True)
+    assert cannot_start(serve_fails(tmp_path)) == (
+        f"version folder {tmp_path}/1 has no saved_model.pb (it holds variables); a version folder must contain a "
+        "SavedModel as written by tf.saved_model.save")
+
+
+def test_an_invalid_variable_stops_serve_naming_it(model):
+    assert cannot_start(serve_fails(model, SAGEMAKER_TFS_ENABLE_BATCHING="yes")) == (
+        "SAGEMAKER_TFS_ENABLE_BATCHING='yes' is not valid: must be 'true' or 'false'")
+
+
+def test_requirements_that_cannot_install_stop_serve_with_pip_s_error(tmp_path):
+    folder = model_dir(tmp_path, "def handler(data, context):\n    return data.read()\n",
+                       {"requirements.txt": "--no-index\nno-such-package-anywhere==1.0\n"})
+    output = serve_fails(folder)
+    assert cannot_start(output) == f"pip could not install {folder}/code/requirements.txt (exit 1):"
+    assert "    ERROR: No matching distribution found for no-such-package-anywhere==1.0" in output
+
+
+@pytest.mark.parametrize("script, message", [
+    ('raise ImportError("this script needs the foo package")\n',
+     "{path} failed to import: ImportError: this script needs the foo package"),
+    ("def input_handler(data, context):\n    return data.read()\n",
+     "Handlers are not implemented correctly in user script. {path} defines only input_handler: define "
+     "handler(data, context), or both input_handler(data, context) and output_handler(response, context)"),
+])
+def test_a_script_that_cannot_serve_stops_serve_with_its_reason(tmp_path, script, message):
+    folder = model_dir(tmp_path, script)
+    assert cannot_start(serve_fails(folder)) == message.format(path=folder / "code" / "inference.py")
+
+
+def test_two_stacks_side_by_side(model):
+    with support.Stack(model) as first, support.Stack(model) as second:
+        assert first.port != second.port and first.runtime_dir != second.runtime_dir
+        for stack in (first, second):
+            assert invoke(stack, "[5.0]").text == pretty_predictions("5.5")
