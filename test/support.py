@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import http.client
+import json
 import os
 import shutil
 import signal
@@ -9,9 +11,11 @@ import socket
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 import urllib.error
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -79,6 +83,47 @@ def http_status(url: str, timeout: float = 2.0) -> int | None:
         return exc.code
     except (OSError, urllib.error.URLError):
         return None
+
+
+@dataclass
+class Answer:
+    """An HTTP answer: status, headers (lower-case names), body."""
+
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self):
+        return json.loads(self.body)
+
+    @property
+    def text(self) -> str:
+        return self.body.decode()
+
+    @property
+    def content_type(self) -> str | None:
+        return self.headers.get("content-type")
+
+
+def http_call(port: int, method: str, path: str, body: bytes | str | None = None,
+              headers: dict[str, str] | None = None, timeout: float = 120) -> Answer:
+    """One HTTP request to 127.0.0.1:port on a fresh connection."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        connection.request(method, path, body, headers or {})
+        response = connection.getresponse()
+        return Answer(response.status, {k.lower(): v for k, v in response.getheaders()}, response.read())
+    finally:
+        connection.close()
+
+
+def write_code(model_dir: Path, script: str | None = None, files: dict[str, str] | None = None) -> Path:
+    """model_dir/code/inference.py holding `script` and code/<path> holding each of `files` (all dedented)."""
+    for path, text in {**({"inference.py": script} if script is not None else {}), **(files or {})}.items():
+        target = model_dir / "code" / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(textwrap.dedent(text))
+    return model_dir
 
 
 def wait_for(condition, timeout: float = 30.0, what: str = "the condition") -> None:

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import http.client
-import json
 import textwrap
-from dataclasses import dataclass
 from pathlib import Path
 
 import support
@@ -41,31 +38,13 @@ class ModelServer(support.Background):
         return self
 
 
-@dataclass
-class Answer:
-    status: int
-    headers: dict[str, str]  # lower-case names
-    body: bytes
-
-    def json(self):
-        return json.loads(self.body)
-
-    @property
-    def content_type(self) -> str | None:
-        return self.headers.get("content-type")
+Answer = support.Answer
 
 
 def write_model_dir(folder: Path, script: str | None = None, files: dict[str, str] | None = None) -> Path:
     """A model directory whose code/ holds `script` as inference.py (dedented) and `files` (relative paths)."""
-    code = folder / "code"
-    code.mkdir(parents=True, exist_ok=True)
-    if script is not None:
-        (code / "inference.py").write_text(textwrap.dedent(script))
-    for name, text in (files or {}).items():
-        path = code / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text))
-    return folder
+    (folder / "code").mkdir(parents=True, exist_ok=True)
+    return support.write_code(folder, script, files)
 
 
 class App(support.Background):
@@ -96,13 +75,7 @@ class App(support.Background):
 
     def call(self, method: str, path: str, body: bytes | str | None = None,
              headers: dict[str, str] | None = None) -> Answer:
-        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
-        try:
-            connection.request(method, path, body, headers or {})
-            response = connection.getresponse()
-            return Answer(response.status, {k.lower(): v for k, v in response.getheaders()}, response.read())
-        finally:
-            connection.close()
+        return support.http_call(self.port, method, path, body, headers, timeout=60)
 
     def invoke(self, body: bytes | str, content_type: str | None = "application/json", accept: str | None = None,
                **headers: str) -> Answer:

@@ -1,0 +1,203 @@
+#!/usr/bin/env python3
+"""Benchmark of the serving stack: requests/s, p50 and p99 at concurrency 1, 8 and 32, in one run.
+
+Targets, each measured through the real `serve` (nginx -> gunicorn -> Falcon app -> model server, default settings):
+  direct        the model server's REST :predict, without the proxy
+  no script     POST /invocations, default handler
+  pair          POST /invocations, pass-through input_handler/output_handler
+  handler       POST /invocations, a handler() that posts to context.rest_uri with a requests.Session
+Backends:
+  model server  the real one (the embedded tfs-model-server, or tensorflow_model_server when on PATH) running
+                half_plus_three
+  stand-in      a near-zero-cost TFS: nginx answering a canned TFS status and predict body, installed as
+                `tensorflow_model_server` on serve's PATH, so serve starts it exactly as it would the real binary;
+                it isolates the proxy's own cost
+Headlines: pair vs the stand-in at concurrency 8 (target >= 2,500 req/s on 2 cores), and the p50 the proxy adds at
+concurrency 1 (pair through nginx minus the stand-in called directly; target < 1 ms).
+
+  .venv/bin/python scripts/benchmark_proxy.py [--duration 5] [--json results.json]
+
+Needs nginx and wrk (scripts/install.sh installs both). Timings on a shared machine are noisy: compare figures
+of one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import urllib.request
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "test"))
+import support  # noqa: E402  (free ports, Stack: serve on free ports)
+
+MODEL = "half_plus_three"
+VERSION = 123
+REQUEST_BODY = '{"instances": [1.0, 2.0, 5.0]}'
+CONCURRENCY = (1, 8, 32)
+SCRIPTS = {
+    "no script": None,
+    "pair": '''\
+def input_handler(data, context):
+    return data.read()
+
+
+def output_handler(response, context):
+    return response.content, "application/json"
+''',
+    "handler": '''\
+import requests
+
+session = requests.Session()  # keep-alive to the model server, per worker
+
+
+def handler(data, context):
+    response = session.post(context.rest_uri, data=data.read(), timeout=context.timeout)
+    return response.content, "application/json"
+''',
+}
+
+STANDIN_STATUS = json.dumps({"model_version_status": [{"version": str(VERSION), "state": "AVAILABLE", "status": {
+    "error_code": "OK", "error_message": ""}}]}, indent=1)
+STANDIN_PREDICTIONS = '{\n    "predictions": [3.5, 4.0, 5.5\n    ]\n}'
+STANDIN_BINARY = '''\
+#!/bin/sh
+# A near-zero-cost stand-in for tensorflow_model_server: nginx answering canned bodies on --rest_api_port.
+for arg; do case "$arg" in --rest_api_port=*) port="${arg#*=}";; esac; done
+conf="$STANDIN_DIR/standin-$port.conf"
+mkdir -p "$STANDIN_DIR/temp-$port"
+sed -e "s/@PORT@/$port/g" -e "s|@TEMP@|$STANDIN_DIR/temp-$port|g" "$STANDIN_DIR/standin.conf.in" > "$conf"
+exec nginx -c "$conf" -e stderr
+'''
+
+
+def standin_template() -> str:
+    def quoted(text: str) -> str:
+        return "'" + text.replace("\\", "\\\\").replace("'", "\\'").replace("\n", "\\n") + "'"
+
+    temp = " ".join(f"{kind}_temp_path @TEMP@;" for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
+    return f"""daemon off;
+worker_processes 1;
+pid @TEMP@/nginx.pid;
+error_log stderr error;
+events {{ worker_connections 4096; }}
+http {{
+    access_log off;
+    {temp}
+    keepalive_requests 1000000;
+    keepalive_timeout 75s;
+    server {{
+        listen 127.0.0.1:@PORT@;
+        default_type application/json;
+        location ~ ^/v1/models/[^/:]+$ {{ return 200 {quoted(STANDIN_STATUS)}; }}
+        location / {{ return 200 {quoted(STANDIN_PREDICTIONS)}; }}
+    }}
+}}
+"""
+
+
+_UNIT = {"us": 1e-3, "ms": 1.0, "s": 1e3}
+
+
+def wrk(url: str, lua: Path, connections: int, duration: int) -> dict:
+    out = subprocess.run(["wrk", f"-t{min(2, connections)}", f"-c{connections}", f"-d{duration}s", "--latency",
+                          "-s", str(lua), url], capture_output=True, text=True, check=True).stdout
+    result = {"requests_per_s": round(float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)))}
+    for pct, value, unit in re.findall(r"^\s+(50|99)%\s+([\d.]+)(us|ms|s)\s*$", out, re.M):
+        result[f"p{pct}_ms"] = round(float(value) * _UNIT[unit], 3)
+    errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    result["non_2xx"] = int(errors.group(1)) if errors else 0
+    return result
+
+
+def model_folder(root: Path, script: str | None) -> Path:
+    folder = root / "model"
+    if folder.exists():
+        shutil.rmtree(folder)
+    shutil.copytree(support.HALF_PLUS_THREE / f"{VERSION:08d}", folder / MODEL / str(VERSION))
+    if script:
+        (folder / "code").mkdir()
+        (folder / "code" / "inference.py").write_text(script)
+    return folder
+
+
+def check_answer(url: str) -> None:
+    request = urllib.request.Request(url, REQUEST_BODY.encode(), {"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        body = json.loads(response.read())
+    if body != {"predictions": [3.5, 4.0, 5.5]}:
+        raise SystemExit(f"{url} answered {body}")
+
+
+def run_backend(name: str, env: dict[str, str], root: Path, lua: Path, duration: int, table: list) -> None:
+    for target, script in SCRIPTS.items():
+        stack = support.Stack(model_folder(root, script), env={**env, "SAGEMAKER_GUNICORN_LOGLEVEL": "warning"})
+        with stack:
+            low = int(stack.env["SAGEMAKER_SAFE_PORT_RANGE"].split("-")[0])
+            urls = {target: f"{stack.url}/invocations"}
+            if target == "no script":  # the model server directly, once per backend
+                urls = {"direct": f"http://127.0.0.1:{low + 1}/v1/models/{MODEL}:predict", **urls}
+            for label, url in urls.items():
+                check_answer(url)
+                for connections in CONCURRENCY:
+                    row = {"backend": name, "target": label, "concurrency": connections,
+                           **wrk(url, lua, connections, duration)}
+                    table.append(row)
+                    print(f"{name:12} {label:10} c{connections:<3} {row['requests_per_s']:7} req/s  "
+                          f"p50 {row['p50_ms']:7.3f} ms  p99 {row['p99_ms']:7.3f} ms"
+                          + (f"  ({row['non_2xx']} not 2xx)" if row["non_2xx"] else ""), flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--duration", type=int, default=5, help="seconds per measurement")
+    parser.add_argument("--json", type=Path, help="write the results here")
+    args = parser.parse_args(argv)
+    for tool in ("nginx", "wrk"):
+        if not shutil.which(tool):
+            raise SystemExit(f"{tool} is not installed (scripts/install.sh installs it)")
+    root = Path(tempfile.mkdtemp(prefix="benchmark-proxy-"))
+    lua = root / "post.lua"
+    lua.write_text(f"wrk.method = 'POST'\nwrk.body = '{REQUEST_BODY}'\nwrk.headers['Content-Type'] = 'application/json'\n")
+    standin = root / "standin"
+    (standin / "bin").mkdir(parents=True)
+    (standin / "standin.conf.in").write_text(standin_template())
+    binary = standin / "bin" / "tensorflow_model_server"
+    binary.write_text(STANDIN_BINARY)
+    binary.chmod(0o755)
+    print(f"{os.cpu_count()} cores; gunicorn and batching settings: serve's defaults; body {REQUEST_BODY}", flush=True)
+    table: list[dict] = []
+    try:
+        run_backend("stand-in", {"PATH": f"{standin / 'bin'}:{os.environ['PATH']}", "STANDIN_DIR": str(standin)},
+                    root, lua, args.duration, table)
+        run_backend("model server", {}, root, lua, args.duration, table)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+    def figure(backend: str, target: str, connections: int, key: str) -> float:
+        return next(r[key] for r in table if (r["backend"], r["target"], r["concurrency"]) == (backend, target,
+                                                                                              connections))
+
+    pair_c8 = figure("stand-in", "pair", 8, "requests_per_s")
+    added = figure("stand-in", "pair", 1, "p50_ms") - figure("stand-in", "direct", 1, "p50_ms")
+    print(f"\npair vs the stand-in at c8: {pair_c8} req/s (target >= 2500); p50 added by the proxy at c1: "
+          f"{added:.3f} ms (target < 1 ms)")
+    for target in ("no script", "pair", "handler"):
+        ratio = figure("model server", target, 8, "requests_per_s") / figure("model server", "direct", 8,
+                                                                             "requests_per_s")
+        print(f"model server, c8: {target} reaches {ratio:.0%} of the model server's direct rate")
+    if args.json:
+        args.json.write_text(json.dumps({"rows": table, "pair_standin_c8": pair_c8, "added_p50_c1_ms": added},
+                                        indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
