@@ -26,9 +26,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-MODEL = REPO.parent / "shared" / "testdata" / "tfs-reference-models" / "saved_model_half_plus_three"
-if not MODEL.is_dir():
-    MODEL = REPO / "test" / "data" / "tfs-reference-models" / "saved_model_half_plus_three"
+MODEL = REPO / "test" / "data" / "tfs-reference-models" / "saved_model_half_plus_three"
 BODY = '{"instances": [1.0, 2.0, 5.0]}'
 BATCHING = ("max_batch_size { value: 64 }\nbatch_timeout_micros { value: 0 }\n"
             "max_enqueued_batches { value: 1000 }\nnum_batch_threads { value: 1 }\n")

@@ -26,9 +26,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-MODEL = (REPO.parent / "shared" / "testdata" / "tfs-reference-models" / "saved_model_half_plus_three")
-if not MODEL.is_dir():
-    MODEL = REPO / "test" / "data" / "tfs-reference-models" / "saved_model_half_plus_three"
+MODEL = REPO / "test" / "data" / "tfs-reference-models" / "saved_model_half_plus_three"
 
 from sagemaker_tfs.transform import transform  # noqa: E402
 from sagemaker_tfs.transform.containers import container_environment, start_containers, stop_containers  # noqa: E402

@@ -20,11 +20,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent
-TESTDATA = (REPO.parent / "shared" / "testdata" / "tfs-reference-models").resolve()
-if not TESTDATA.is_dir():  # a checkout elsewhere: the models may be vendored next to the tests
-    TESTDATA = REPO / "test" / "data" / "tfs-reference-models"
+TESTDATA = REPO / "test" / "data" / "tfs-reference-models"  # from the TensorFlow Serving project (README there)
 
-# Reference SavedModels from the TensorFlow Serving project (see ../shared/testdata).
+# Reference SavedModels from the TensorFlow Serving project (a copy of its test data, see test/data/README.md).
 HALF_PLUS_TWO = TESTDATA / "saved_model_half_plus_two_cpu"  # TF1, version 123
 HALF_PLUS_THREE = TESTDATA / "saved_model_half_plus_three"  # TF1, version 123, tf.saved_model.load fails on it
 HALF_PLUS_TWO_2_VERSIONS = TESTDATA / "saved_model_half_plus_two_2_versions"  # TF1, versions 123 and 124
