@@ -37,6 +37,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "test"))
 import support  # noqa: E402  (free ports, Stack: serve on free ports)
+from sagemaker_tfs.config import Settings  # noqa: E402
 
 MODEL = "half_plus_three"
 VERSION = 123
@@ -114,6 +115,8 @@ def wrk(url: str, lua: Path, connections: int, duration: int) -> dict:
         result[f"p{pct}_ms"] = round(float(value) * _UNIT[unit], 3)
     errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     result["non_2xx"] = int(errors.group(1)) if errors else 0
+    socket_errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
+    result["socket_errors"] = sum(map(int, socket_errors.groups())) if socket_errors else 0
     return result
 
 
@@ -138,21 +141,31 @@ def check_answer(url: str) -> None:
 
 def run_backend(name: str, env: dict[str, str], root: Path, lua: Path, duration: int, table: list) -> None:
     for target, script in SCRIPTS.items():
-        stack = support.Stack(model_folder(root, script), env={**env, "SAGEMAKER_GUNICORN_LOGLEVEL": "warning"})
-        with stack:
-            low = int(stack.env["SAGEMAKER_SAFE_PORT_RANGE"].split("-")[0])
-            urls = {target: f"{stack.url}/invocations"}
-            if target == "no script":  # the model server directly, once per backend
-                urls = {"direct": f"http://127.0.0.1:{low + 1}/v1/models/{MODEL}:predict", **urls}
-            for label, url in urls.items():
-                check_answer(url)
-                for connections in CONCURRENCY:
-                    row = {"backend": name, "target": label, "concurrency": connections,
-                           **wrk(url, lua, connections, duration)}
-                    table.append(row)
-                    print(f"{name:12} {label:10} c{connections:<3} {row['requests_per_s']:7} req/s  "
-                          f"p50 {row['p50_ms']:7.3f} ms  p99 {row['p99_ms']:7.3f} ms"
-                          + (f"  ({row['non_2xx']} not 2xx)" if row["non_2xx"] else ""), flush=True)
+        stack = support.Stack(model_folder(root, script), env=env)
+        try:
+            measure(stack, name, target, lua, duration, table)
+        finally:  # the stack's log holds nginx's access log: megabytes per stack
+            stack.log_path.unlink(missing_ok=True)
+            shutil.rmtree(stack.runtime_dir, ignore_errors=True)
+
+
+def measure(stack: support.Stack, name: str, target: str, lua: Path, duration: int, table: list) -> None:
+    """The rows of one stack: its target at each concurrency (and the model server directly, once per backend)."""
+    with stack:
+        low = int(stack.env["SAGEMAKER_SAFE_PORT_RANGE"].split("-")[0])
+        urls = {target: f"{stack.url}/invocations"}
+        if target == "no script":  # the model server directly, once per backend
+            urls = {"direct": f"http://127.0.0.1:{low + 1}/v1/models/{MODEL}:predict", **urls}
+        for label, url in urls.items():
+            check_answer(url)
+            for connections in CONCURRENCY:
+                row = {"backend": name, "target": label, "concurrency": connections,
+                       **wrk(url, lua, connections, duration)}
+                table.append(row)
+                print(f"{name:12} {label:10} c{connections:<3} {row['requests_per_s']:7} req/s  "
+                      f"p50 {row['p50_ms']:7.3f} ms  p99 {row['p99_ms']:7.3f} ms"
+                      + (f"  ({row['non_2xx']} not 2xx)" if row["non_2xx"] else "")
+                      + (f"  ({row['socket_errors']} socket errors)" if row["socket_errors"] else ""), flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -172,7 +185,9 @@ def main(argv: list[str] | None = None) -> int:
     binary = standin / "bin" / "tensorflow_model_server"
     binary.write_text(STANDIN_BINARY)
     binary.chmod(0o755)
-    print(f"{os.cpu_count()} cores; gunicorn and batching settings: serve's defaults; body {REQUEST_BODY}", flush=True)
+    settings = Settings.from_env()  # what serve will use: its defaults unless SAGEMAKER_* variables are set here
+    print(f"{os.cpu_count()} cores; gunicorn: {settings.gunicorn_workers} {settings.gunicorn_worker_class} worker(s) "
+          f"x {settings.gunicorn_threads} thread(s); body {REQUEST_BODY}; wrk {args.duration} s per row", flush=True)
     table: list[dict] = []
     try:
         run_backend("stand-in", {"PATH": f"{standin / 'bin'}:{os.environ['PATH']}", "STANDIN_DIR": str(standin)},
@@ -192,9 +207,12 @@ def main(argv: list[str] | None = None) -> int:
     for target in ("no script", "pair", "handler"):
         ratio = figure("model server", target, 8, "requests_per_s") / figure("model server", "direct", 8,
                                                                              "requests_per_s")
-        print(f"model server, c8: {target} reaches {ratio:.0%} of the model server's direct rate")
+        over = figure("model server", target, 1, "p50_ms") - figure("model server", "direct", 1, "p50_ms")
+        print(f"model server: {target} reaches {ratio:.0%} of the direct rate at c8 and adds {over:.3f} ms "
+              "to the p50 at c1")
     if args.json:
-        args.json.write_text(json.dumps({"rows": table, "pair_standin_c8": pair_c8, "added_p50_c1_ms": added},
+        args.json.write_text(json.dumps({"cores": os.cpu_count(), "duration_s": args.duration, "body": REQUEST_BODY,
+                                         "rows": table, "pair_standin_c8": pair_c8, "added_p50_c1_ms": added},
                                         indent=2) + "\n")
     return 0
 
