@@ -105,13 +105,36 @@ def test_variable_length_inputs_are_padded_with_the_first_element():
         _merge("x", tasks, False)
 
 
-@pytest.mark.parametrize("value, text", [
+FLOAT32_TEXTS = [
     (3.0, "3.0"), (0.1, "0.1"), (42.0, "42.0"), (-0.0, "-0.0"), (1e-05, "1e-05"), (9e6, "9e+06"),
     (100000.0, "100000.0"), (1234567.0, "1234567.0"), (123456.7, "123456.703"), (3.14159265, "3.14159274"),
     (1.43577434e9, "1.43577434e+09"), (1e20, "1e+20"), (float("nan"), "NaN"), (float("-inf"), "-Infinity"),
-])
+]
+
+
+@pytest.mark.parametrize("value, text", FLOAT32_TEXTS)
 def test_float32_text_is_tfs_text(value, text):
     assert json_text.float_text(value) == text
+
+
+def test_float32_texts_of_a_large_array_take_the_vectorised_path_to_the_same_texts():
+    values = np.array([value for value, _ in FLOAT32_TEXTS] * 2, np.float32)
+    assert values.size > json_text.SMALL
+    assert json_text.float_texts(values) == [text for _, text in FLOAT32_TEXTS] * 2
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_small_and_vectorised_float_paths_agree(dtype):
+    rng = np.random.default_rng(7)
+    info = np.finfo(dtype)
+    with np.errstate(over="ignore"):
+        values = np.concatenate([
+            np.array([info.max, -info.max, info.tiny, info.smallest_subnormal, np.inf, np.nan, -0.0, 1 / 3]),
+            rng.standard_normal(3000) * 10.0 ** rng.integers(-40, 40, 3000),
+            rng.integers(-10**7, 10**7, 3000), rng.integers(-1000, 1000, 3000) / 8]).astype(dtype)
+    vectorised = json_text.float_texts(values)
+    small = [text for i in range(0, values.size, 4) for text in json_text.float_texts(values[i:i + 4])]
+    assert small == vectorised
 
 
 def test_double_text_uses_17_digits_when_needed():
@@ -133,8 +156,9 @@ STRING = TensorInfo("s", "s:0", 7, (-1,))
     ([[1, 2], [3, 4]], FLOAT, np.array([[1, 2], [3, 4]], np.float32)),
     ([1, 2147483647], INT32, np.array([1, 2147483647], np.int32)),
     (["a", {"b64": "AAE="}], STRING, np.array([b"a", b"\x00\x01"], object)),
-    (1e300, FLOAT, np.array(np.inf, np.float32)),
+    (1e300, FLOAT, np.array(np.inf, np.float32)),  # numpy warns; the server mutes that warning
 ])
+@pytest.mark.filterwarnings("ignore:overflow encountered in cast")
 def test_json_values_convert_to_the_signature_dtype(value, info, expected):
     for may_hold_bools in (True, False):  # the checked path and the vectorised one agree
         array = json_request.to_array(value, info, may_hold_bools)

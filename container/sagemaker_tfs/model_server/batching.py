@@ -9,7 +9,9 @@ allowed_batch_sizes entry, and in other dimensions if pad_variable_length_inputs
 back per task.
 
 The scheduler's state lives in the asyncio event loop: requests are queued and batches formed there without
-locks; only the TensorFlow run happens on a batch thread.
+locks. A batch runs on a batch thread; but for a model whose runs lately took under half a millisecond
+(Servable.is_small), it runs on the loop itself, at the end of the loop iteration that made it due, with every
+task queued by then: handing so short a run to a thread, and the GIL back and forth, costs more than the run.
 """
 
 from __future__ import annotations
@@ -163,9 +165,14 @@ class _Queue:
         self.fetches = fetches
         self.batches: collections.deque[_Batch] = collections.deque()  # the last one is open
         self.timer: asyncio.TimerHandle | None = None
+        self.inline_due = False  # a _run_inline call is scheduled on the loop
 
 
 def task_size(feeds: dict[str, np.ndarray]) -> int:
+    if len(feeds) == 1:
+        (array,) = feeds.values()
+        if array.ndim:
+            return array.shape[0]
     sizes = set()
     for array in feeds.values():
         if array.ndim == 0:
@@ -199,7 +206,7 @@ class BatchScheduler:
         if size > params.max_batch_size:
             raise invalid_argument(f"Task size {size} is larger than maximum input batch size "
                                    f"{params.max_batch_size}")
-        key = (id(servable), tuple(sorted(feeds)), tuple(fetches))
+        key = (id(servable), tuple(feeds) if len(feeds) == 1 else tuple(sorted(feeds)), tuple(fetches))
         queue = self._queues.get(key)
         if queue is None:
             queue = self._queues[key] = _Queue(key, servable, tuple(fetches))
@@ -216,7 +223,8 @@ class BatchScheduler:
         future = self._loop.create_future()
         batch.tasks.append(_Task(feeds, size, future))
         batch.size += size
-        self._dispatch()
+        if not queue.inline_due and (self._free > 0 or servable.is_small(queue.fetches)):
+            self._dispatch()  # else a run due on the loop, or the next finished batch, dispatches
         return future
 
     def submit_threadsafe(self, servable: Servable, feeds: dict[str, np.ndarray],
@@ -236,27 +244,30 @@ class BatchScheduler:
         self._loop.call_soon_threadsafe(enqueue)
         return result
 
-    def _ready_batch(self, queue: _Queue, now: float) -> _Batch | None:
+    def _due(self, queue: _Queue, now: float) -> bool:
+        """Whether the queue's first batch may run: closed, full, or its oldest task waited batch_timeout."""
         batches = queue.batches
         if len(batches) > 1:
-            return batches.popleft()
-        if batches:
-            open_batch = batches[0]
-            if open_batch.size >= self.params.max_batch_size or now >= open_batch.started + self._timeout:
-                return batches.popleft()
-        return None
+            return True
+        return bool(batches) and (batches[0].size >= self.params.max_batch_size
+                                  or now >= batches[0].started + self._timeout)
 
     def _dispatch(self) -> None:
-        """Start batches while threads are free (queues in turn); arm a timer for open batches not yet due."""
+        """Start due batches: a small model's on the loop (soon, with the tasks queued by then), others on free
+        threads (queues in turn); arm a timer for open batches not yet due."""
         now = time.monotonic()
+        for queue in list(self._queues.values()):
+            if not queue.inline_due and self._due(queue, now) and queue.servable.is_small(queue.fetches):
+                queue.inline_due = True
+                self._loop.call_soon(self._run_inline, queue)
         while self._free > 0:
             started = False
             for queue in list(self._queues.values()):
                 if self._free == 0:
                     break
-                batch = self._ready_batch(queue, now)
-                if batch is None:
+                if queue.inline_due or not self._due(queue, now):
                     continue
+                batch = queue.batches.popleft()
                 if not queue.batches:
                     del self._queues[queue.key]  # empty: it must not keep an unloaded servable alive
                 self._free -= 1
@@ -266,28 +277,45 @@ class BatchScheduler:
                 done.add_done_callback(functools.partial(self._finished, batch))
             if not started:
                 break
-        if self._free > 0:
-            for queue in self._queues.values():
-                if queue.batches and queue.timer is None:
-                    due = queue.batches[0].started + self._timeout
-                    queue.timer = self._loop.call_at(self._loop.time() + max(0.0, due - now),
-                                                     self._timer_fired, queue)
+        for queue in self._queues.values():
+            if queue.batches and queue.timer is None and not queue.inline_due and not self._due(queue, now):
+                due = queue.batches[0].started + self._timeout
+                queue.timer = self._loop.call_at(self._loop.time() + max(0.0, due - now), self._timer_fired, queue)
 
     def _timer_fired(self, queue: _Queue) -> None:
         queue.timer = None
         self._dispatch()
 
+    def _run_inline(self, queue: _Queue) -> None:
+        """Run a small model's due batches on the loop's thread: for a run of a few microseconds, a hand-off to a
+        batch thread (and the GIL back) costs more than the run (Runner's rule for unbatched runs)."""
+        queue.inline_due = False
+        now = time.monotonic()
+        while self._due(queue, now) and queue.servable.is_small(queue.fetches):
+            batch = queue.batches.popleft()
+            try:
+                results, error = _run_batch(queue.servable, queue.fetches, batch.tasks, self.params), None
+            except Exception as exc:  # the batch's error is each of its tasks' error
+                results, error = None, exc
+            self._complete(batch, results, error)
+        if not queue.batches and self._queues.get(queue.key) is queue:
+            del self._queues[queue.key]
+        self._dispatch()  # what remains: an open batch not yet due, or a model no longer small
+
     def _finished(self, batch: _Batch, done: asyncio.Future) -> None:
         self._free += 1
         error = done.exception() if not done.cancelled() else ServingError(Code.CANCELLED, "batch cancelled")
-        results = None if error else done.result()
+        self._complete(batch, None if error else done.result(), error)
+        self._dispatch()
+
+    @staticmethod
+    def _complete(batch: _Batch, results: list | None, error: BaseException | None) -> None:
         for i, task in enumerate(batch.tasks):
             if not task.future.done():
                 if error:
                     task.future.set_exception(error)
                 else:
                     task.future.set_result(results[i])
-        self._dispatch()
 
 
 def _pad_to(array: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
@@ -333,8 +361,28 @@ def _run_batch(servable: Servable, fetches: tuple[str, ...], tasks: list[_Task],
             raise invalid_argument(f"Batched output tensor's 0th dimension does not equal the sum of the 0th "
                                    f"dimension sizes of the input tensors ({name}: {output.shape[0]} != "
                                    f"{padded_size})")
+    memos = [{} for _ in outputs]
     results, offset = [], 0
     for task in tasks:
-        results.append([output[offset:offset + task.size] for output in outputs])
+        results.append([BatchRows.of(output, offset, offset + task.size, memo) for output, memo in zip(outputs, memos)])
         offset += task.size
     return results
+
+
+class BatchRows(np.ndarray):
+    """A task's rows [start, stop) of a batched output tensor: a numpy view that also knows the whole tensor and a
+    memo its batch's tasks share, so that work on whole tensors (writing its rows as JSON text) is done once per
+    batch instead of once per request. Arrays derived from it (slices, reshapes) are plain views without the link."""
+
+    whole: np.ndarray | None = None
+    start = stop = 0
+    memo: dict | None = None
+
+    @classmethod
+    def of(cls, whole: np.ndarray, start: int, stop: int, memo: dict) -> "BatchRows":
+        rows = whole[start:stop].view(cls)
+        rows.whole, rows.start, rows.stop, rows.memo = whole, start, stop, memo
+        return rows
+
+    def __array_finalize__(self, obj) -> None:
+        self.whole = None

@@ -2,7 +2,8 @@
 
 Row format (`instances` requests) writes `predictions` with each row on one line; columnar (`inputs`)
 writes `outputs` with every array over several lines; see ../shared/specs/tfs-rest-grpc-api.md §3. Leaves are
-formatted for a whole tensor at once (json_text.float_texts), then grouped into nested arrays bottom-up.
+formatted for a whole tensor at once (json_text.float_texts), then grouped into nested arrays bottom-up. The rows
+of a batched task (batching.BatchRows) are cut from its batch's rows, written once for the whole batch.
 """
 
 from __future__ import annotations
@@ -85,6 +86,13 @@ def _nested(alias: str, array: np.ndarray, base_depth: int) -> str:
 
 def _rows(alias: str, array: np.ndarray, row_depth: int) -> list[str]:
     """The one-line text of each row (dim 0) of a tensor whose rows are written at row_depth."""
+    whole = getattr(array, "whole", None)
+    if whole is not None:  # a task's rows of a batched tensor (batching.BatchRows): cut from the whole's rows
+        key = ("rows", alias, row_depth)
+        rows = array.memo.get(key)
+        if rows is None:
+            rows = array.memo[key] = _rows(alias, whole, row_depth)
+        return rows[array.start:array.stop]
     texts = _leaf_texts(alias, array, row_depth + array.ndim - 1)
     return _group(texts, array.shape, 1, _single_line)
 

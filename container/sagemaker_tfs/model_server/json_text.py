@@ -12,6 +12,7 @@ import decimal
 import json
 import math
 import re
+import struct
 
 import numpy as np
 
@@ -26,14 +27,16 @@ def float_texts(values: np.ndarray) -> list[str]:
     if not is_double and flat.dtype != np.float32:
         flat = flat.astype(np.float32)
     numbers = flat.tolist()
+    if len(numbers) <= SMALL:
+        return [_float_text(v, is_double) for v in numbers]
     texts = ["%g" % v for v in numbers]
     if not texts:
         return texts
-    # Vectorised round-trip check: which `%g` texts do not read back as the same value?
-    with np.errstate(over="ignore", invalid="ignore"):
-        back = np.array(texts, dtype=np.float64)
-        if not is_double:
-            back = back.astype(np.float32)
+    # Vectorised round-trip check: which `%g` texts do not read back as the same value? (No overflow: `%g` of a
+    # finite float32 never exceeds FLT_MAX, and inf/nan texts read back as themselves.)
+    back = np.array(texts, dtype=np.float64)
+    if not is_double:
+        back = back.astype(np.float32)
     finite = np.isfinite(flat)
     precise = "%.17g" if is_double else "%.9g"
     for i in np.flatnonzero((back != flat) & finite).tolist():
@@ -42,6 +45,22 @@ def float_texts(values: np.ndarray) -> list[str]:
         texts[i] = _NON_FINITE[texts[i]]
     return [t if ("." in t or "e" in t or not finite_t) else t + ".0"
             for t, finite_t in zip(texts, finite.tolist())]
+
+
+# Up to this many values, a loop in Python is faster than the vectorised path's fixed cost of numpy calls.
+SMALL = 16
+_FLOAT32 = struct.Struct("f")
+
+
+def _float_text(value: float, is_double: bool) -> str:
+    """The text of one value (a Python float holding a float32 unless is_double): the rule of _float_texts."""
+    text = "%g" % value
+    if value - value != 0:  # NaN and infinities
+        return _NON_FINITE[text]
+    back = float(text) if is_double else _FLOAT32.unpack(_FLOAT32.pack(float(text)))[0]
+    if back != value:
+        text = ("%.17g" if is_double else "%.9g") % value
+    return text if ("." in text or "e" in text) else text + ".0"
 
 
 def float_text(value: float, is_double: bool = False) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import gzip
 import logging
 import re
@@ -57,36 +58,43 @@ def _html_error(status: int) -> Response:
     return Response(status, body.encode("ascii"), b"text/html")
 
 
-def _finish(source: asyncio.Future, finish: Callable[[object], bytes]) -> Response:
-    try:
-        return Response(200, finish(source.result()))
-    except ServingError as exc:
-        return _error(exc)
-    except Exception as exc:  # a bug must still answer the client
-        log.exception("request failed")
-        return _error(ServingError(Code.INTERNAL, f"{type(exc).__name__}: {exc}"))
+class Pending:
+    """A response still being computed: the outputs' future and how to make the body of them. The connection
+    formats it when the future is done (in its done callback: no second future or task per request)."""
+    __slots__ = ("future", "finish")
+
+    def __init__(self, future: asyncio.Future, finish: Callable[[object], bytes]):
+        self.future, self.finish = future, finish
+
+    def response(self) -> Response:
+        try:
+            return Response(200, self.finish(self.future.result()))
+        except ServingError as exc:
+            return _error(exc)
+        except asyncio.CancelledError:  # the server is stopping
+            return _error(ServingError(Code.CANCELLED, "request cancelled"))
+        except Exception as exc:  # a bug must still answer the client
+            log.exception("request failed")
+            return _error(ServingError(Code.INTERNAL, f"{type(exc).__name__}: {exc}"))
 
 
-def _then(future: asyncio.Future, finish: Callable[[object], bytes]) -> Response | asyncio.Future:
-    """The response made of the outputs by finish(): now if they are ready (an inline run), else a future of it
-    (no task needed: formatting runs in the outputs' done callback)."""
-    if future.done():
-        return _finish(future, finish)
-    result = future.get_loop().create_future()
-    future.add_done_callback(lambda source: result.set_result(_finish(source, finish)))
-    return result
+def _then(future: asyncio.Future, finish: Callable[[object], bytes]) -> Response | Pending:
+    """The response made of the outputs by finish(): now if they are ready (an inline run), else a Pending."""
+    pending = Pending(future, finish)
+    return pending.response() if future.done() else pending
 
 
 class RestApi:
-    """Maps a request (method, raw path, headers, body) to a Response or a future of one."""
+    """Maps a request (method, raw path, headers, body) to a Response, or a Pending one."""
 
     def __init__(self, registry: Registry, runner: Runner, cors: bool = False):
         self.registry = registry
         self.runner = runner
-        self.cors = cors
+        self.cors_headers = (b"Access-Control-Allow-Origin: *\r\nAccess-Control-Allow-Methods: POST, GET\r\n"
+                             b"Access-Control-Allow-Headers: Content-Type\r\n") if cors else b""
         self._routes: dict[tuple[str, str], tuple] = {}
 
-    def handle(self, method: str, path: str, body: bytes) -> Response | asyncio.Future:
+    def handle(self, method: str, path: str, body: bytes) -> Response | Pending:
         try:
             route = self._routes.get((method, path))
             if route is None:
@@ -145,7 +153,7 @@ class RestApi:
 
     # ---------------------------------------------------------------------------------------- handlers
 
-    def _predict(self, route: tuple, body: bytes) -> Response | asyncio.Future:
+    def _predict(self, route: tuple, body: bytes) -> Response | Pending:
         _, name, version, label = route
         doc = json_request.request_object(body)
         signature_name = json_request.signature_name(doc)
@@ -154,12 +162,11 @@ class RestApi:
         may_hold_bools = b"true" in body or b"false" in body
         tensors, row_format = json_request.predict_inputs(doc, signature.inputs, may_hold_bools)
         feeds = {signature.inputs[alias].name: array for alias, array in tensors.items()}
-        aliases = list(signature.outputs)
-        fetches = [signature.outputs[alias].name for alias in aliases]
-        outputs = self.runner.run_in_loop(servable, feeds, fetches)
+        outputs = self.runner.run_in_loop(servable, feeds, signature.fetches)
+        aliases = signature.output_aliases
         return _then(outputs, lambda result: json_response.predict_body(dict(zip(aliases, result)), row_format))
 
-    def _classify_regress(self, route: tuple, body: bytes) -> Response | asyncio.Future:
+    def _classify_regress(self, route: tuple, body: bytes) -> Response | Pending:
         method, name, version, label = route
         doc = json_request.request_object(body)
         signature_name = json_request.signature_name(doc)
@@ -199,6 +206,13 @@ def _proto_json(message) -> str:
 
 # -------------------------------------------------------------------------------------------- HTTP protocol
 
+@functools.lru_cache(maxsize=64)
+def _status_lines(status: int, content_type: bytes) -> bytes:
+    """The start of a response head: its status line and Content-Type."""
+    reason = _REASONS.get(status, "Unknown")
+    return b"HTTP/1.1 %d %s\r\nContent-Type: %s\r\n" % (status, reason.encode("ascii"), content_type)
+
+
 class HttpProtocol(asyncio.Protocol):
     """One HTTP/1.1 connection: parse with httptools, answer in order, keep alive unless told otherwise."""
 
@@ -208,7 +222,7 @@ class HttpProtocol(asyncio.Protocol):
         self.api = api
         self.transport: asyncio.Transport | None = None
         self.parser = httptools.HttpRequestParser(self)
-        self.pending: collections.deque = collections.deque()  # [response or future, keep_alive, head_only]
+        self.pending: collections.deque = collections.deque()  # [Response or Pending, keep_alive, head_only]
         self.paused = False
         self._reset()
 
@@ -285,20 +299,20 @@ class HttpProtocol(asyncio.Protocol):
             return
         entry = [response, keep_alive, head_only]
         self.pending.append(entry)
-        if isinstance(response, asyncio.Future):
-            response.add_done_callback(lambda _: self._flush())
+        if isinstance(response, Pending):
+            response.future.add_done_callback(self._flush)
         if len(self.pending) >= self.MAX_PENDING and not self.paused and self.transport is not None:
             self.paused = True
             self.transport.pause_reading()
         self._flush()
 
-    def _flush(self) -> None:
+    def _flush(self, _done: asyncio.Future | None = None) -> None:
         while self.pending:
             response, keep_alive, head_only = self.pending[0]
-            if isinstance(response, asyncio.Future):
-                if not response.done():
+            if isinstance(response, Pending):
+                if not response.future.done():
                     break
-                response = response.result()
+                response = response.response()
             self.pending.popleft()
             self._write(response, keep_alive, head_only)
         if self.paused and len(self.pending) < self.MAX_PENDING // 2 and self.transport is not None:
@@ -314,11 +328,9 @@ class HttpProtocol(asyncio.Protocol):
         if transport is None:
             return
         body = response.body
-        cors = (b"Access-Control-Allow-Origin: *\r\nAccess-Control-Allow-Methods: POST, GET\r\n"
-                b"Access-Control-Allow-Headers: Content-Type\r\n") if self.api.cors else b""
-        head = b"HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %d\r\n%s%s\r\n" % (
-            response.status, _REASONS.get(response.status, "Unknown").encode("ascii"), response.content_type,
-            len(body), cors, b"" if keep_alive else b"Connection: close\r\n")
+        head = b"%sContent-Length: %d\r\n%s%s\r\n" % (
+            _status_lines(response.status, response.content_type), len(body), self.api.cors_headers,
+            b"" if keep_alive else b"Connection: close\r\n")
         if head_only or not body:
             transport.write(head)
         elif len(body) < 65536:

@@ -6,7 +6,7 @@ inline on the loop, since a thread hand-off costs more than such a run (measured
 concurrency 8: ~50% more requests/s than through the pool). Any other run, and the first run of a signature
 (its cost is unknown), goes to a thread pool of --rest_api_num_threads, so that a slow model never stalls the
 loop (status requests, other models); TensorFlow releases the GIL while it runs, so the loop keeps parsing and
-formatting other requests meanwhile."""
+formatting other requests meanwhile. The batch scheduler applies the same rule to batches."""
 
 from __future__ import annotations
 

@@ -8,6 +8,7 @@ feeds' shapes are not checked against the placeholders' static shapes: `x:0` of 
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import time
@@ -66,6 +67,15 @@ class Signature:
     inputs: Mapping[str, TensorInfo]
     outputs: Mapping[str, TensorInfo]
     proto: object  # tensorflow.core.protobuf.meta_graph_pb2.SignatureDef
+
+    @functools.cached_property
+    def output_aliases(self) -> tuple[str, ...]:
+        return tuple(self.outputs)
+
+    @functools.cached_property
+    def fetches(self) -> tuple[str, ...]:
+        """The graph tensors of the outputs, in output_aliases' order."""
+        return tuple(self.outputs[alias].name for alias in self.outputs)
 
 
 def _tensor_info(alias: str, info) -> TensorInfo:

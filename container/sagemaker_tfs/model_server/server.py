@@ -7,6 +7,7 @@ import functools
 import logging
 import signal
 import threading
+import warnings
 
 from . import servable
 from .batching import BatchingConfigError, BatchScheduler, load_batching_parameters
@@ -45,6 +46,8 @@ def run(flags: Flags) -> int:
         return 1
     for name in flags.ignored_given():
         log.warning("--%s is accepted for compatibility and has no effect in this model server", name)
+    # Request values beyond a float32's range become +-inf as in TFS; numpy would also warn, once per process.
+    warnings.filterwarnings("ignore", "overflow encountered in cast", RuntimeWarning)
     servable.import_tensorflow()
     registry = Registry(configs, functools.partial(servable.load, options=session_options(flags)),
                         flags.max_num_load_retries, flags.load_retry_interval_micros / 1e6)
