@@ -173,23 +173,21 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
         for value in signatures.regression(outputs, len(serialized)).tolist():
             result.regressions.add(value=value)
 
-    @_guarded
-    def Classify(self, request: classification_pb2.ClassificationRequest, context):
+    def _examples_response(self, request, response, fill, context):
+        """Classify or Regress: resolve the model, fill the response's result from its examples by fill()."""
         servable = _resolve(self.registry, request.model_spec, request.HasField("model_spec"))
-        response = classification_pb2.ClassificationResponse()
         _set_spec(response.model_spec, servable, signatures.signature_key(request.model_spec.signature_name))
-        self._classify(servable, request.model_spec.signature_name, _serialized_examples(request.input), context,
-                       response.result)
+        fill(servable, request.model_spec.signature_name, _serialized_examples(request.input), context,
+             response.result)
         return response
 
     @_guarded
+    def Classify(self, request: classification_pb2.ClassificationRequest, context):
+        return self._examples_response(request, classification_pb2.ClassificationResponse(), self._classify, context)
+
+    @_guarded
     def Regress(self, request: regression_pb2.RegressionRequest, context):
-        servable = _resolve(self.registry, request.model_spec, request.HasField("model_spec"))
-        response = regression_pb2.RegressionResponse()
-        _set_spec(response.model_spec, servable, signatures.signature_key(request.model_spec.signature_name))
-        self._regress(servable, request.model_spec.signature_name, _serialized_examples(request.input), context,
-                      response.result)
-        return response
+        return self._examples_response(request, regression_pb2.RegressionResponse(), self._regress, context)
 
     @_guarded
     def MultiInference(self, request: inference_pb2.MultiInferenceRequest, context):
