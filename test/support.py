@@ -246,3 +246,27 @@ class Stack(Background):
 
     def __enter__(self) -> "Stack":
         return self if self.proc is not None else self.start()  # `with Stack(...).start(wait=False)` starts once
+
+
+def listening_addresses(port: int) -> set[str]:
+    """The local addresses with a TCP socket listening on `port` (from /proc/net/tcp and tcp6), e.g.
+    {"127.0.0.1"} or {"0.0.0.0"} (IPv4-mapped IPv6 addresses as IPv4); empty when nothing listens."""
+    found = set()
+    for table, width in (("/proc/net/tcp", 8), ("/proc/net/tcp6", 32)):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            address, _, port_hex = fields[1].partition(":")
+            if fields[3] != "0A" or int(port_hex, 16) != port:  # 0A: LISTEN
+                continue
+            raw = bytes.fromhex(address)
+            if width == 8:
+                found.add(socket.inet_ntop(socket.AF_INET, raw[::-1]))
+            else:  # four little-endian 32-bit words
+                words = b"".join(raw[i:i + 4][::-1] for i in range(0, 16, 4))
+                text = socket.inet_ntop(socket.AF_INET6, words)
+                found.add(text.removeprefix("::ffff:"))  # an IPv4 address on a dual-stack socket
+    return found

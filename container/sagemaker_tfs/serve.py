@@ -109,7 +109,10 @@ def gpu_count() -> int:
 
 def model_server_base_command() -> list[str]:
     real = shutil.which("tensorflow_model_server")
-    return [real] if real else [sys.executable, "-m", "sagemaker_tfs.model_server"]
+    if real:  # TFS always listens on every interface: inside a container that is the container's own network
+        return [real]
+    # Outside a container the embedded server must not be reachable past nginx: loopback only.
+    return [sys.executable, "-m", "sagemaker_tfs.model_server", "--listen_address=127.0.0.1"]
 
 
 def model_server_commands(settings: Settings, config_file: Path, batching_file: Path | None,
