@@ -214,10 +214,12 @@ def copy_model(source: Path, dest_parent: Path, name: str | None = None, version
 class Stack(Background):
     """The full container stack (`serve`: model servers, gunicorn + Falcon app, nginx) on free loopback ports.
 
-    `env` adds SAGEMAKER_* settings. `url` is nginx's base URL; `runtime_dir` holds the stack's files.
+    `env` adds SAGEMAKER_* settings. `url` is nginx's base URL; `runtime_dir` holds the stack's files. `serve` is
+    the command (another environment's, for the serving image's test).
     """
 
-    def __init__(self, model_dir: str | Path, env: dict[str, str] | None = None, instances: int = 1):
+    def __init__(self, model_dir: str | Path, env: dict[str, str] | None = None, instances: int = 1,
+                 serve: Path = VENV_BIN / "serve"):
         self.port = free_port()
         low, high = free_port_range(2 * instances)
         self.runtime_dir = Path(tempfile.mkdtemp(prefix="stack-"))
@@ -229,7 +231,7 @@ class Stack(Background):
             "SAGEMAKER_TFS_INSTANCE_COUNT": str(instances),
             "SAGEMAKER_RUNTIME_DIR": str(self.runtime_dir),
         }
-        super().__init__([VENV_BIN / "serve"], env={**settings, **(env or {})}, stop_timeout=60)
+        super().__init__([serve], env={**settings, **(env or {})}, stop_timeout=60)
 
     def start(self, wait: bool = True) -> "Stack":
         super().start()

@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from . import __version__, model_tree, nginx
+from . import __version__, extras, model_tree, nginx
 from .config import ConfigError, Settings
 from .model_tree import ModelTree, ModelTreeError
 
@@ -108,9 +108,16 @@ def gpu_count() -> int:
 
 
 def model_server_base_command() -> list[str]:
+    """TensorFlow Serving when on PATH, else the embedded model server; neither (the serving image's Python
+    environment run elsewhere) is a StartupError."""
     real = shutil.which("tensorflow_model_server")
     if real:  # TFS always listens on every interface: inside a container that is the container's own network
         return [real]
+    missing = extras.missing("model-server")
+    if missing:
+        raise StartupError(f"no model server: tensorflow_model_server is not on PATH and the embedded model server "
+                           f"is not installed (missing {', '.join(missing)}); install TensorFlow Serving, or the "
+                           "model-server extra (pip install '.[model-server]', as scripts/install.sh does)")
     # Outside a container the embedded server must not be reachable past nginx: loopback only.
     return [sys.executable, "-m", "sagemaker_tfs.model_server", "--listen_address=127.0.0.1"]
 
@@ -388,6 +395,7 @@ def prepare() -> tuple[Settings, ModelTree]:
             importlib.util.find_spec(settings.gunicorn_worker_class) is None:
         raise ConfigError(f"SAGEMAKER_GUNICORN_WORKER_CLASS={settings.gunicorn_worker_class} needs the "
                           f"{settings.gunicorn_worker_class} package, which is not installed; use sync or gthread")
+    model_server_base_command()  # fails now, not after the model tree is read, when there is no model server
     if not shutil.which("nginx"):
         raise StartupError("nginx is not installed (apt-get install nginx, or run scripts/install.sh)")
     tree = model_tree.find_models(settings.model_dir, settings.tfs_default_model_name)
