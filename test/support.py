@@ -18,6 +18,8 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from sagemaker_tfs.config import Settings
+
 REPO = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent
 TESTDATA = REPO / "test" / "data" / "tfs-reference-models"  # from the TensorFlow Serving project (README there)
@@ -224,13 +226,8 @@ class Stack(Background):
         low, high = free_port_range(2 * instances)
         self.runtime_dir = Path(tempfile.mkdtemp(prefix="stack-"))
         self.url = f"http://127.0.0.1:{self.port}"
-        settings = {
-            "SAGEMAKER_MODEL_DIR": str(model_dir),
-            "SAGEMAKER_BIND_TO_PORT": str(self.port),
-            "SAGEMAKER_SAFE_PORT_RANGE": f"{low}-{high}",
-            "SAGEMAKER_TFS_INSTANCE_COUNT": str(instances),
-            "SAGEMAKER_RUNTIME_DIR": str(self.runtime_dir),
-        }
+        settings = Settings.env_of(model_dir=str(model_dir), bind_port=self.port, safe_port_range=(low, high),
+                                   tfs_instance_count=instances, runtime_dir=str(self.runtime_dir))
         super().__init__([serve], env={**settings, **(env or {})}, stop_timeout=60)
 
     def start(self, wait: bool = True) -> "Stack":

@@ -246,14 +246,7 @@ class Stack:
         self.gunicorn: Child | None = None
         self.nginx: Child | None = None
         self.stopping = threading.Event()
-        self.env = dict(os.environ)
-        self.env.setdefault("OMP_NUM_THREADS", "1")  # as the original: no oversubscription by BLAS threads
-        self.env["SAGEMAKER_MODEL_DIR"] = str(tree.model_dir.resolve())
-        self.env["SAGEMAKER_RUNTIME_DIR"] = str(self.runtime)
-        ports = settings.ports()
-        self.env["TFS_GRPC_PORTS"] = ",".join(str(grpc) for grpc, _ in ports)
-        self.env["TFS_REST_PORTS"] = ",".join(str(rest) for _, rest in ports)
-        self.env["TFS_DEFAULT_MODEL_NAME"] = tree.default_model
+        self.env = settings.to_env(os.environ)  # the children's settings: what serve resolved, read back as is
 
     # ---- start-up ----
 
@@ -388,6 +381,7 @@ def _lock_runtime_dir(runtime: Path):
 
 
 def prepare() -> tuple[Settings, ModelTree]:
+    """The settings, resolved for the children (Settings.resolved), and the validated model tree."""
     settings = Settings.from_env()
     if settings.multi_model:
         raise ConfigError("SAGEMAKER_MULTI_MODEL=true: multi-model endpoints are not supported by this container yet")
@@ -399,7 +393,7 @@ def prepare() -> tuple[Settings, ModelTree]:
     if not shutil.which("nginx"):
         raise StartupError("nginx is not installed (apt-get install nginx, or run scripts/install.sh)")
     tree = model_tree.find_models(settings.model_dir, settings.tfs_default_model_name)
-    return settings, tree
+    return settings.resolved(str(tree.model_dir.resolve()), tree.default_model), tree
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,6 +6,7 @@ import textwrap
 from pathlib import Path
 
 import support
+from sagemaker_tfs.config import Settings
 
 DEFAULT_MODEL = "half_plus_three"  # y = 0.5 x + 3
 OTHER_MODEL = "half_plus_two"  # versions 123 and 124, both y = 0.5 x + 2
@@ -49,17 +50,17 @@ def write_model_dir(folder: Path, script: str | None = None, files: dict[str, st
 
 class App(support.Background):
     """gunicorn running `sagemaker_tfs.proxy.app:create_app()` on a free loopback port, as `serve` would set
-    it up: TFS_REST_PORTS/TFS_GRPC_PORTS name the model server instances (default: the one given)."""
+    it up (Settings.env_of: the model server instances, by default the one given, and the default model)."""
 
     def __init__(self, model_dir: Path, model_server: ModelServer | None, env: dict[str, str] | None = None,
                  workers: int = 1, threads: int = 1, worker_class: str = "sync"):
         self.port = support.free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        settings = {"SAGEMAKER_MODEL_DIR": str(model_dir), "TFS_DEFAULT_MODEL_NAME": DEFAULT_MODEL,
-                    "SAGEMAKER_GUNICORN_WORKERS": str(workers), "SAGEMAKER_GUNICORN_THREADS": str(threads)}
+        settings = Settings.env_of(model_dir=str(model_dir), default_model=DEFAULT_MODEL, gunicorn_workers=workers,
+                                   gunicorn_threads=threads)
         if model_server is not None:
-            settings["TFS_REST_PORTS"] = str(model_server.rest_port)
-            settings["TFS_GRPC_PORTS"] = str(model_server.grpc_port)
+            settings.update(Settings.env_of(model_server_rest_ports=(model_server.rest_port,),
+                                            model_server_grpc_ports=(model_server.grpc_port,)))
         super().__init__([support.VENV_BIN / "gunicorn", "sagemaker_tfs.proxy.app:create_app()",
                           "--bind", f"127.0.0.1:{self.port}", "--workers", str(workers), "--threads", str(threads),
                           "--worker-class", worker_class, "--graceful-timeout", "5", "--no-control-socket"],

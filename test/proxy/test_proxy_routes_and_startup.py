@@ -26,17 +26,31 @@ def test_ping_is_503_when_the_default_model_is_not_served(start_app, tmp_path):
                                       "answered 404 for model missing: Could not find any versions of model missing"}
 
 
-def test_execution_parameters_default_to_the_workers_concurrency(app):
+def test_execution_parameters_report_nothing_when_nothing_is_set(app):
+    """SageMaker then uses the job's values, else its defaults (1, MULTI_RECORD, 6 MB)."""
     answer = app.call("GET", "/execution-parameters")
-    assert (answer.status, answer.content_type) == (200, "application/json")
-    assert answer.json() == {"MaxConcurrentTransforms": 1, "BatchStrategy": "MULTI_RECORD", "MaxPayloadInMB": 6}
+    assert (answer.status, answer.content_type, answer.body) == (200, "application/json", b"{}")
 
 
-def test_execution_parameters_from_batch_transform_settings(start_app, tmp_path):
+def test_execution_parameters_report_the_batch_transform_settings_that_are_set(start_app, tmp_path):
     app = start_app(write_model_dir(tmp_path), workers=2, threads=3, worker_class="gthread", env={
         "SAGEMAKER_BATCH_STRATEGY": "SINGLE_RECORD", "SAGEMAKER_MAX_PAYLOAD_IN_MB": "20"})
-    assert app.call("GET", "/execution-parameters").json() == \
-        {"MaxConcurrentTransforms": 6, "BatchStrategy": "SINGLE_RECORD", "MaxPayloadInMB": 20}
+    assert app.call("GET", "/execution-parameters").json() == {"BatchStrategy": "SINGLE_RECORD", "MaxPayloadInMB": 20}
+
+
+@pytest.mark.parametrize("concurrency, payload, expected", [
+    ("8", "20", {"MaxConcurrentTransforms": 5, "MaxPayloadInMB": 20}),
+    ("50", None, {"MaxConcurrentTransforms": 16}),  # SageMaker's default payload, 6 MB
+])
+def test_execution_parameters_never_exceed_100_mb_in_flight(start_app, tmp_path, concurrency, payload, expected):
+    env = {"SAGEMAKER_MAX_CONCURRENT_TRANSFORMS": concurrency}
+    if payload is not None:
+        env["SAGEMAKER_MAX_PAYLOAD_IN_MB"] = payload
+    app = start_app(write_model_dir(tmp_path), env=env)
+    assert app.call("GET", "/execution-parameters").json() == expected
+    assert (f"/execution-parameters reports MaxConcurrentTransforms={expected['MaxConcurrentTransforms']}, not "
+            f"SAGEMAKER_MAX_CONCURRENT_TRANSFORMS={concurrency}: SageMaker refuses more than 100 MB in flight"
+            ) in app.log()
 
 
 @pytest.mark.parametrize("method, path", [("GET", "/"), ("POST", "/predict"), ("GET", "/invocations/x")])

@@ -10,10 +10,12 @@ import pytest
 import requests
 
 from sagemaker_tfs import HandlerError
+from sagemaker_tfs.config import Settings
 from sagemaker_tfs.proxy import answers
+from sagemaker_tfs.proxy.app import model_servers
 from sagemaker_tfs.proxy.answers import BadReturnValue
 from sagemaker_tfs.proxy.context import model_path, tfs_attributes
-from sagemaker_tfs.proxy.model_servers import ModelServer, ModelServerClient, ModelServerError, parse_ports, \
+from sagemaker_tfs.proxy.model_servers import ModelServer, ModelServerClient, ModelServerError, \
     request_body
 
 
@@ -110,14 +112,10 @@ def test_request_body_refuses_what_requests_cannot_send():
         request_body([1, 2])
 
 
-def test_parse_ports():
-    servers = parse_ports("8501,8503", "9000,9002")
-    assert [(s.rest_port, s.grpc_port, s.address) for s in servers] == \
+def test_the_model_servers_are_those_serve_hands_over():
+    settings = Settings.from_env({"TFS_REST_PORTS": "8501,8503", "TFS_GRPC_PORTS": "9000,9002"})
+    assert [(s.rest_port, s.grpc_port, s.address) for s in model_servers(settings)] == \
         [(8501, "9000", "127.0.0.1:8501"), (8503, "9002", "127.0.0.1:8503")]
-    with pytest.raises(ValueError, match="must list as many ports"):
-        parse_ports("1,2", "3")
-    with pytest.raises(ValueError, match="TFS_REST_PORTS='x' is not a comma-separated list of ports"):
-        parse_ports("x", "3")
 
 
 class FakeHttpServer:

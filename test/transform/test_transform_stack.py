@@ -316,15 +316,34 @@ def test_s3_input_and_output(stacks, s3_endpoint, tmp_path):
         "s3://transform-job/output/a.csv.out", "s3://transform-job/output/deeper/b.csv.out"]
 
 
-def test_unset_fields_come_from_the_containers_execution_parameters(stacks, tmp_path):
+def test_fields_nobody_sets_take_sagemakers_defaults(stacks, tmp_path):
     data = tmp_path / "in"
     data.mkdir()
     (data / "a.csv").write_text("1\n")
     description = run(stacks["plain"], data, tmp_path / "out", content_type="text/csv")
-    answer = description["LocalRun"]["ExecutionParameters"]
-    assert answer is not None and answer["BatchStrategy"] == "MULTI_RECORD"
+    assert description["LocalRun"]["ExecutionParameters"] == {}  # the container reports only what is set
     assert (description["MaxConcurrentTransforms"], description["MaxPayloadInMB"], description["BatchStrategy"]) == \
-        (answer["MaxConcurrentTransforms"], answer["MaxPayloadInMB"], "MultiRecord")
+        (1, 6, "MultiRecord")
+
+
+def test_unset_fields_come_from_the_containers_execution_parameters(tmp_path):
+    """The model's environment sets the container's Batch Transform defaults; the job leaves them unset."""
+    data = tmp_path / "in"
+    data.mkdir()
+    (data / "a.csv").write_text("1\n2\n3\n")
+    env = {"SAGEMAKER_BATCH_STRATEGY": "SINGLE_RECORD", "SAGEMAKER_MAX_CONCURRENT_TRANSFORMS": "40",
+           "SAGEMAKER_GUNICORN_WORKERS": "1"}
+    description = transform(str(model_folder(tmp_path, None)), data=str(data), output_path=str(tmp_path / "out"),
+                            work_dir=str(tmp_path / "work"), content_type="text/csv", accept="text/csv",
+                            split_type="Line", assemble_with="None", env=env)
+    assert description["TransformJobStatus"] == "Completed", description["LocalRun"]
+    # 40 x 6 MB (SageMaker's default payload) would exceed its 100 MB: the container reports 16
+    assert description["LocalRun"]["ExecutionParameters"] == {"MaxConcurrentTransforms": 16,
+                                                              "BatchStrategy": "SINGLE_RECORD"}
+    assert (description["MaxConcurrentTransforms"], description["MaxPayloadInMB"], description["BatchStrategy"]) == \
+        (16, 6, "SingleRecord")
+    assert description["LocalRun"]["Summary"]["Requests"] == 3  # one per record
+    assert [float(x) for x in (tmp_path / "out" / "a.csv.out").read_text().split()] == [3.5, 4.0, 4.5]
 
 
 def test_instance_count_2_from_a_model_archive(stacks, tmp_path):

@@ -51,23 +51,6 @@ class ModelServer:
         return f"ModelServer(rest={self.rest_port}, grpc={self.grpc_port})"
 
 
-def parse_ports(rest_ports: str, grpc_ports: str) -> list[ModelServer]:
-    """The instances from TFS_REST_PORTS and TFS_GRPC_PORTS (comma-separated, same order)."""
-    def ports(name: str, text: str) -> list[int]:
-        try:
-            values = [int(part) for part in text.split(",")]
-        except ValueError:
-            values = []
-        if not values or not all(0 < port < 65536 for port in values):
-            raise ValueError(f"{name}={text!r} is not a comma-separated list of ports")
-        return values
-
-    rest, grpc = ports("TFS_REST_PORTS", rest_ports), ports("TFS_GRPC_PORTS", grpc_ports)
-    if len(rest) != len(grpc):
-        raise ValueError(f"TFS_REST_PORTS={rest_ports!r} and TFS_GRPC_PORTS={grpc_ports!r} must list as many ports")
-    return [ModelServer(r, g) for r, g in zip(rest, grpc)]
-
-
 def request_body(data: Any) -> tuple[Any, dict[str, str]]:
     """(body, extra headers) for what a handler gives to send, with the semantics of `requests.post(data=...)`:
     bytes and str (UTF-8) as they are, a dict or a list of pairs form-encoded, a file-like object read."""

@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from ..config import Settings
+
 PING_TIMEOUT_SECONDS = 2.0
 STOP_TIMEOUT_SECONDS = 60.0
 
@@ -113,15 +115,9 @@ def serve_command() -> str:
 def container_environment(job_env: Mapping[str, str], strategy: str | None, max_payload: int | None,
                           max_concurrent: int | None) -> dict[str, str]:
     """What SageMaker adds to a transform container's environment (before the stack's own settings)."""
-    env = dict(job_env)
-    env["SAGEMAKER_BATCH"] = "true"
-    if strategy is not None:
-        env["SAGEMAKER_BATCH_STRATEGY"] = "MULTI_RECORD" if strategy == "MultiRecord" else "SINGLE_RECORD"
-    if max_payload is not None:
-        env["SAGEMAKER_MAX_PAYLOAD_IN_MB"] = str(max_payload)
-    if max_concurrent is not None:
-        env["SAGEMAKER_MAX_CONCURRENT_TRANSFORMS"] = str(max_concurrent)
-    return env
+    batch_strategy = None if strategy is None else "MULTI_RECORD" if strategy == "MultiRecord" else "SINGLE_RECORD"
+    return {**job_env, **Settings.env_of(batch=True, batch_strategy=batch_strategy, max_payload_in_mb=max_payload,
+                                         max_concurrent_transforms=max_concurrent)}
 
 
 def _free_ports(count: int, taken: set[int]) -> list[int]:
@@ -218,12 +214,8 @@ def start_containers(model_dir: Path, count: int, env: Mapping[str, str], workdi
             # which a work folder under a private temporary folder is not
             runtime_dir = Path(tempfile.mkdtemp(prefix=f"transform-stack-{index}-"))
             runtime_dir.chmod(0o755)
-            settings = {
-                "SAGEMAKER_MODEL_DIR": str(model_dir),
-                "SAGEMAKER_BIND_TO_PORT": str(port),
-                "SAGEMAKER_SAFE_PORT_RANGE": f"{low}-{high}",
-                "SAGEMAKER_RUNTIME_DIR": str(runtime_dir),
-            }
+            settings = Settings.env_of(model_dir=str(model_dir), bind_port=port, safe_port_range=(low, high),
+                                       runtime_dir=str(runtime_dir))
             try:
                 with open(log_path, "wb") as log:
                     process = subprocess.Popen([command], env={**os.environ, **env, **settings}, stdout=log,
