@@ -88,3 +88,15 @@ def _signature(handlers: Handlers) -> str:
     if handlers.contract == "handler":
         return "handler(data, context) answers each request"
     return "input_handler(data, context) -> model server -> output_handler(response, context)"
+
+
+def unload(model_dir: str | Path) -> None:
+    """Undo load() in a process that loads another script next (in-process tests): drop code/ and code/lib
+    from sys.path, and the modules imported from them (inference and its helpers) from sys.modules."""
+    code = Path(model_dir) / "code"
+    folders = (str(code), str(code / "lib"))
+    sys.path[:] = [entry for entry in sys.path if entry not in folders]
+    for name, module in list(sys.modules.items()):
+        file = getattr(module, "__file__", None)
+        if isinstance(file, str) and Path(file).is_relative_to(code):
+            del sys.modules[name]

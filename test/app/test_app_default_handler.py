@@ -1,4 +1,5 @@
-"""The app without code/inference.py: the default codecs in front of the real model server (half_plus_three)."""
+"""The app without code/inference.py, in-process: the default codecs in front of the real model server
+(half_plus_three)."""
 
 from __future__ import annotations
 
@@ -6,14 +7,15 @@ import re
 
 import pytest
 
-from proxy_harness import App, write_model_dir
+from app_harness import InProcessApp
+from app_support import write_model_dir
 
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
 
 
 @pytest.fixture(scope="module")
-def app(model_server, tmp_path_factory) -> App:
-    with App(write_model_dir(tmp_path_factory.mktemp("no-script")), model_server) as app:
+def app(model_server, tmp_path_factory) -> InProcessApp:
+    with InProcessApp(write_model_dir(tmp_path_factory.mktemp("no-script")), model_server) as app:
         yield app
 
 
