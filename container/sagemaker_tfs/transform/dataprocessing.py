@@ -36,6 +36,7 @@ from typing import Any
 from .. import media_types
 from ..media_types import Format
 from .jsonpath import JsonPath, JsonPathError, compile_path
+from .outcomes import FailureKind
 
 # The format of one record: a JSON-lines stream is split into records that are each one JSON value.
 _RECORD_FORMATS = {Format.JSON: Format.JSON, Format.JSON_LINES: Format.JSON, Format.CSV: Format.CSV}
@@ -47,7 +48,7 @@ class RecordError(ValueError):
     `kind` is the prefix of the job's FailureReason: AlgorithmError when the container's output is at fault.
     """
 
-    def __init__(self, message: str, kind: str = "ClientError"):
+    def __init__(self, message: str, kind: FailureKind = FailureKind.CLIENT):
         super().__init__(message)
         self.kind = kind
 
@@ -59,7 +60,7 @@ def data_format(mime: str | None) -> Format | None:
 
 
 def parse(data: bytes, fmt: Format, what: str) -> Any:
-    kind = "AlgorithmError" if what.startswith("output") else "ClientError"
+    kind = FailureKind.ALGORITHM if what.startswith("output") else FailureKind.CLIENT
     try:
         text = data.decode("utf-8")
         if fmt is Format.JSON:
@@ -106,7 +107,7 @@ def split_response(body: bytes, count: int) -> list[bytes]:
     if len(lines) != count:
         raise RecordError(
             f"Number of output records ({len(lines)}) does not match the number of input records ({count})",
-            "AlgorithmError")
+            FailureKind.ALGORITHM)
     return lines
 
 
