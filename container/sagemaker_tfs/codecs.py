@@ -20,7 +20,7 @@ from the body:
                       keys) is one instance (`{"x": 1}` becomes `{"instances": [{"x": 1}]}`). A body of
                       several JSON values, one per line (what Batch Transform sends with SplitType=Line), is
                       read as JSON lines.
-  application/jsonlines, application/jsons
+  application/jsonlines, application/jsons, application/x-jsonlines, application/jsonl
                       JSON lines: each non-blank line is one JSON value, one instance
                       (`1\\n[2]\\n` becomes `{"instances": [1, [2]]}`); a trailing newline is fine.
   text/csv            RFC 4180: each row is one instance; a row of one field is a scalar instance
@@ -33,13 +33,14 @@ from the body:
                       blank lines are skipped. Every row must have the same number of fields.
 JSON values, JSON lines and CSV numbers in JSON syntax are copied into the request text as written (never
 re-encoded), so numbers keep their exact digits.
+The types and their aliases are media_types.py's table, shared with the Batch Transform runner.
 Errors: another content type -> 415; an empty body, invalid UTF-8, JSON or CSV -> 400, with a message that
 names the problem and, for JSON lines and CSV, the line number.
 
 Responses, by Accept: media ranges with q-values and wildcards (`*/*`, `application/*`, `text/*`); the
 highest q wins, ties go to the type listed first, then to JSON. No Accept (or `*/*`) means JSON:
   application/json    the model server's answer, unchanged.
-  application/jsonlines, application/jsons
+  application/jsonlines, application/jsons, application/x-jsonlines, application/jsonl
                       one compact JSON value per prediction, each line ending in a newline.
   text/csv            one line per prediction, each ending in a newline: nested lists are flattened into
                       the line, the outputs of a multi-output prediction are columns in sorted name order,
@@ -64,23 +65,20 @@ import math
 import re
 from typing import Any
 
+from . import media_types
 from .errors import HandlerError
+from .media_types import CSV, JSON, JSONS, Format
+from .media_types import JSON_LINES as JSONLINES
 
-JSON = "application/json"
-JSONLINES = "application/jsonlines"
-JSONS = "application/jsons"
-CSV = "text/csv"
-REQUEST_TYPES = (JSON, JSONLINES, JSONS, CSV)
-RESPONSE_TYPES = (JSON, JSONLINES, JSONS, CSV)  # in order of preference when a wildcard allows several
+REQUEST_TYPES = media_types.names(Format.JSON, Format.JSON_LINES, Format.CSV)
+RESPONSE_TYPES = REQUEST_TYPES  # in order of preference when a wildcard allows several
 
 _TFS_REQUEST_KEYS = ("instances", "inputs", "examples")
 
 
 # ---- media types and Accept ----
 
-def media_type(content_type: str | None) -> str:
-    """`Text/CSV; charset=utf-8` -> `text/csv`; None -> ''."""
-    return content_type.split(";", 1)[0].strip().lower() if content_type else ""
+media_type = media_types.base  # `Text/CSV; charset=utf-8` -> `text/csv`; None -> ''
 
 
 def _accept_ranges(accept: str) -> list[tuple[str, float]]:
@@ -170,9 +168,10 @@ def tfs_request(body: bytes, content_type: str | None = JSON) -> bytes:
         raise HandlerError(400, f"the request body is not UTF-8 text: invalid byte at position {exc.start}") from None
     if not text or text.isspace():
         raise HandlerError(400, "the request body is empty")
-    if media == JSON:
+    kind = media_types.format_of(media)
+    if kind is Format.JSON:
         return _json_request(body, text)
-    instances = _csv_instances(text) if media == CSV else _json_lines_instances(text)
+    instances = _csv_instances(text) if kind is Format.CSV else _json_lines_instances(text)
     return b'{"instances": ' + instances.encode() + b"}"
 
 

@@ -76,7 +76,8 @@ def run(flags: Flags) -> int:
 
 async def _serve(flags: Flags, registry: Registry, batching) -> int:
     from .grpc_service import start_grpc_server
-    from .rest import RestApi, start_rest_server
+    from .http_server import start_server
+    from .rest import RestApi
     from .runner import Runner
 
     loop = asyncio.get_running_loop()
@@ -99,8 +100,8 @@ async def _serve(flags: Flags, registry: Registry, batching) -> int:
             log.info("Running gRPC ModelServer at %s:%d ...", flags.listen_address, flags.port)
         if flags.rest_api_port:
             try:
-                rest_server = await start_rest_server(RestApi(registry, runner, flags.rest_api_enable_cors_support),
-                                                      flags.rest_api_port, flags.listen_address)
+                rest_server = await start_server(RestApi(registry, runner, flags.rest_api_enable_cors_support),
+                                                 flags.rest_api_port, flags.listen_address)
             except OSError as exc:
                 raise StartupError(f"cannot listen for HTTP/REST on port {flags.rest_api_port}: "
                                    f"{exc.strerror or exc}") from None

@@ -10,6 +10,7 @@ from typing import Any
 import falcon
 
 from ..errors import HandlerError
+from ..handler_contract import Contract
 from . import answers
 from .answers import Answer
 from .context import DEFAULT_ACCEPT, DEFAULT_CONTENT_TYPE, Context, model_path, tfs_attributes
@@ -39,14 +40,14 @@ class Invocations:
         self._default_model = default_model
         self._default_path = model_path(default_model)
         self._timeout = timeout
-        self._with_channel = handlers.contract != "default"
+        self._with_channel = handlers.contract is not Contract.DEFAULT
         start = os.getpid() % len(servers)  # workers start on different instances
         self._next_server = itertools.cycle(servers[start:] + servers[:start]).__next__
         if handlers.handler is not None:
             self._invoke = self._call_handler
         else:
             self._invoke = self._call_pair
-            self._output_name = "default_output_handler" if handlers.contract == "default" else "output_handler"
+            self._output_name = "default_output_handler" if handlers.contract is Contract.DEFAULT else "output_handler"
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         """The answer of the handler chain; errors go to the app's error handlers (middleware.py)."""

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..config import Settings
+from .outcomes import FailureKind
 
 PING_TIMEOUT_SECONDS = 2.0
 STOP_TIMEOUT_SECONDS = 60.0
@@ -41,7 +42,7 @@ class ContainerError(RuntimeError):
     `kind` prefixes the job's FailureReason: ClientError for a model that cannot be read, AlgorithmError for a
     container that does not start."""
 
-    def __init__(self, message: str, kind: str = "AlgorithmError"):
+    def __init__(self, message: str, kind: FailureKind = FailureKind.ALGORITHM):
         super().__init__(message)
         self.kind = kind
 
@@ -84,7 +85,7 @@ def prepare_model(model: str, workdir: Path, read_bytes) -> Path:
         try:
             archive.write_bytes(read_bytes(model))
         except OSError as exc:
-            raise ContainerError(f"Unable to download the model {model}: {exc}", "ClientError") from None
+            raise ContainerError(f"Unable to download the model {model}: {exc}", FailureKind.CLIENT) from None
         return _unpack(archive, workdir / "model", model)
     path = Path(model)
     if path.is_dir():
@@ -92,7 +93,7 @@ def prepare_model(model: str, workdir: Path, read_bytes) -> Path:
     if path.is_file():
         return _unpack(path, workdir / "model", model)
     raise ContainerError(f"Model {model} does not exist: give a model folder, a model.tar.gz or an endpoint URL",
-                         "ClientError")
+                         FailureKind.CLIENT)
 
 
 def _unpack(archive: Path, target: Path, name: str) -> Path:
@@ -100,7 +101,7 @@ def _unpack(archive: Path, target: Path, name: str) -> Path:
         with tarfile.open(archive, "r:*") as tar:
             tar.extractall(target, filter="data")  # refuses absolute paths and links leaving the folder
     except (tarfile.TarError, OSError) as exc:
-        raise ContainerError(f"Unable to unpack the model {name}: {exc}", "ClientError") from None
+        raise ContainerError(f"Unable to unpack the model {name}: {exc}", FailureKind.CLIENT) from None
     return target
 
 
