@@ -42,9 +42,10 @@ def ephemeral_port_range() -> tuple[int, int]:
 
 
 def _bindable(port: int) -> bool:
+    """Whether port is free on every IPv4 address (nginx listens on all of them)."""
     with socket.socket() as sock:
         try:
-            sock.bind(("127.0.0.1", port))
+            sock.bind(("0.0.0.0", port))
         except OSError:
             return False
         return True
@@ -270,8 +271,8 @@ class Stack(Background):
     """
 
     def __init__(self, model_dir: str | Path, env: dict[str, str] | None = None, instances: int = 1):
-        self.port, high = free_port_range(1 + 2 * instances)  # nginx's port, then the model servers'
-        low = self.port + 1
+        self.port = free_port()
+        low, high = free_port_range(2 * instances)
         self.model_server_ports = list(range(low, high + 1))
         self.runtime_dir = Path(tempfile.mkdtemp(prefix="stack-"))
         self.url = f"http://127.0.0.1:{self.port}"

@@ -142,7 +142,7 @@ class Settings:
         gunicorn_timeout = _read(env, "SAGEMAKER_GUNICORN_TIMEOUT_SECONDS", _int_at_least(1), 30)
         settings = cls(
             model_dir=env.get("SAGEMAKER_MODEL_DIR") or "/opt/ml/model",
-            runtime_dir=env.get("SAGEMAKER_RUNTIME_DIR") or runtime_dir.default_path(env, bind_port),
+            runtime_dir=env.get("SAGEMAKER_RUNTIME_DIR") or runtime_dir.default_path(bind_port, env),
             bind_port=bind_port,
             safe_port_range=_read(env, "SAGEMAKER_SAFE_PORT_RANGE", _port_range, None),
             tfs_instance_count=_read(env, "SAGEMAKER_TFS_INSTANCE_COUNT", _int_at_least(1), 1),

@@ -15,17 +15,20 @@ import stat
 from pathlib import Path
 from typing import IO, Mapping
 
+from .errors import StartupError
+
 LOCK_FILE = "serve.lock"
 APP_READY_FOLDER = "app-ready"  # a file per gunicorn worker that has created the app, named by its pid
 
 
-class RuntimeDirError(RuntimeError):
+class RuntimeDirError(StartupError):
     """The runtime folder cannot be trusted or used; the message says what to do."""
 
 
-def default_path(env: Mapping[str, str], port: int) -> str:
+def default_path(port: int, env: Mapping[str, str] | None = None) -> str:
     """The user's private runtime folder ($XDG_RUNTIME_DIR) when there is one, else a folder of the user's own
     in the temporary folder (created 0700), one per port so that stacks run side by side."""
+    env = os.environ if env is None else env
     xdg = env.get("XDG_RUNTIME_DIR", "")
     if os.path.isabs(xdg):
         return f"{xdg}/sagemaker-tfs-{port}"

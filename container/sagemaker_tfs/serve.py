@@ -31,9 +31,9 @@ from pathlib import Path
 
 from . import __version__, model_tree, runtime_dir
 from .config import ConfigError, Settings
+from .errors import StartupError
 from .model_tree import ModelTree, ModelTreeError
-from .runtime_dir import RuntimeDirError
-from .supervisor import Stack, StartupError, StopRequested
+from .supervisor import Stack, StopRequested
 
 log = logging.getLogger("serve")
 
@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         stack.supervise()
     except StopRequested:
         pass
-    except (ConfigError, ModelTreeError, RuntimeDirError, StartupError) as exc:
+    except (ConfigError, ModelTreeError, StartupError) as exc:
         log.error("cannot start: %s", exc)
         return 1
     finally:

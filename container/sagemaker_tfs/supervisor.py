@@ -22,16 +22,13 @@ from typing import Callable
 
 from . import commands, model_tree, nginx, readiness, requirements, runtime_dir
 from .config import Settings
+from .errors import StartupError
 from .model_tree import ModelTree
 
 log = logging.getLogger("serve")
 
 RESTART_CHECK_SECONDS = 0.5  # how often supervision looks for a dead child once ready
 STARTUP_CHECK_SECONDS = 0.2  # how often start-up checks a child's readiness
-
-
-class StartupError(RuntimeError):
-    """The stack cannot start; the message says why."""
 
 
 class StopRequested(Exception):

@@ -12,6 +12,14 @@ from sagemaker_tfs import runtime_dir
 from sagemaker_tfs.runtime_dir import RuntimeDirError
 
 
+def test_the_default_is_the_user_s_private_runtime_folder_else_a_folder_of_the_user_s_own():
+    uid = os.geteuid()
+    assert runtime_dir.default_path(9090, {"XDG_RUNTIME_DIR": "/run/user/7"}) == "/run/user/7/sagemaker-tfs-9090"
+    assert runtime_dir.default_path(9090, {}) == f"/tmp/sagemaker-tfs-{uid}-9090"
+    assert runtime_dir.default_path(9090, {"XDG_RUNTIME_DIR": "relative"}) == f"/tmp/sagemaker-tfs-{uid}-9090"
+    assert runtime_dir.default_path(9090, {"TMPDIR": "/scratch"}) == f"/scratch/sagemaker-tfs-{uid}-9090"
+
+
 def test_a_missing_folder_is_created_private_and_locked(tmp_path):
     path = tmp_path / "a" / "runtime"
     lock = runtime_dir.claim(path)
