@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from . import runtime_dir
+
 
 class ConfigError(ValueError):
     """A setting has a value the container cannot use; the message names the variable."""
@@ -258,9 +260,11 @@ class Settings:
                             "`true` is refused: multi-model endpoints are not supported yet", render=_render_bool)
     model_dir: str = var("SAGEMAKER_MODEL_DIR", _text, "/opt/ml/model",
                          "where the model is (to run outside a container)")
-    runtime_dir: str = var("SAGEMAKER_RUNTIME_DIR", _text, lambda s: f"/tmp/sagemaker-tfs-{s.bind_port}",
-                           "the stack's config files, sockets, pid files and lock",
-                           shown_default="`/tmp/sagemaker-tfs-<port>`")
+    runtime_dir: str = var("SAGEMAKER_RUNTIME_DIR", _text, lambda s: runtime_dir.default_path(s.bind_port),
+                           "the stack's config files, sockets, pid files and lock; created `0700`; refused when it "
+                           "is a link, another user's, or writable by others",
+                           shown_default="`$XDG_RUNTIME_DIR/sagemaker-tfs-<port>`, else "
+                                         "`/tmp/sagemaker-tfs-<uid>-<port>` (`$TMPDIR` if set)")
     omp_num_threads: str = var("OMP_NUM_THREADS", _text, "1", "as the original container",
                                shown_default="set to `1` when unset")
 
