@@ -147,6 +147,7 @@ def model_server_commands(settings: Settings, config_file: Path, batching_file: 
 def gunicorn_command(settings: Settings) -> list[str]:
     return [
         sys.executable, "-m", "gunicorn", "sagemaker_tfs.proxy.app:create_app()",
+        "--config", "python:sagemaker_tfs.gunicorn_config",  # JSON bodies for the errors gunicorn answers itself
         "--bind", f"unix:{settings.runtime_dir}/gunicorn.sock",
         "--workers", str(settings.gunicorn_workers),
         "--threads", str(settings.gunicorn_threads),
