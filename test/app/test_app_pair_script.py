@@ -83,7 +83,7 @@ def test_an_exception_in_input_handler_is_a_500(app):
 def test_the_default_codecs_behave_the_same_from_a_script(model_server, make_app, tmp_path):
     app = make_app(write_model_dir(tmp_path, DEFAULTS_SCRIPT))
     answer = app.invoke("1,2\n3,4\n", content_type="text/csv", accept="application/jsonlines")
-    assert (answer.status, answer.content_type, answer.body) == (200, "application/jsonlines", b"[3.5,4.0]\n[4.5,5.0]\n")
+    assert (answer.status, answer.content_type, answer.body) == (200, "application/jsonlines", b"[3.5,4.0]\n[4.5,5.0]")
     assert app.invoke("x", content_type="image/png").status == 415
     error = app.invoke('["a"]', accept="text/csv")
     assert (error.status, error.json()["error"].startswith("Failed to process element")) == (400, True)

@@ -19,6 +19,7 @@ from sagemaker_tfs.proxy.app import model_servers
 @pytest.mark.parametrize("header, expected", [
     ("tfs-model-name=m", ("m", None, None)),
     ("tfs-model-name=m,tfs-model-version=00123,tfs-method=classify", ("m", "00123", "classify")),
+    ("tfs-model-version=09223372036854775807", (None, "09223372036854775807", None)),
     ("foo=bar, tfs-method=regress,x", (None, None, "regress")),
     ("tfs-model-name=a.b_c-1,tfs-other=x=y", ("a.b_c-1", None, None)),
     ("tfs-model-name=", (None, None, None)),
@@ -34,6 +35,8 @@ def test_tfs_attributes(header, expected):
     ("tfs-model-name=" + "a" * 256, "invalid tfs-model-name"),
     ("tfs-model-version=-1", "invalid tfs-model-version: must be a positive integer"),
     ("tfs-model-version=7 ,x", "invalid tfs-model-version: must be a positive integer"),  # nothing is trimmed
+    ("tfs-model-version=9223372036854775808", "invalid tfs-model-version: must be at most 9223372036854775807"),
+    ("tfs-model-version=" + "9" * 5000, "invalid tfs-model-version: must be at most 9223372036854775807"),
     ("tfs-method=Predict", "invalid tfs-method: must be one of predict|classify|regress"),
 ])
 def test_invalid_tfs_attributes_are_400(header, message):

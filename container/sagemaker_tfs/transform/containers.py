@@ -5,15 +5,18 @@ A model is a folder (`<dir>/<version>/saved_model.pb` or `<dir>/<name>/<version>
 Each stack is the `serve` command on free loopback ports, with its own runtime folder and log file, and the
 environment SageMaker gives a transform container: the job's Environment, SAGEMAKER_BATCH=true, and
 SAGEMAKER_BATCH_STRATEGY / SAGEMAKER_MAX_PAYLOAD_IN_MB / SAGEMAKER_MAX_CONCURRENT_TRANSFORMS only for the fields
-the job sets. A stack is ready when GET /ping answers 200 (2 s per ping, as SageMaker). One that exits first, or is
-not ready within the startup timeout, fails the job with its last log lines; all stacks are stopped (SIGTERM, which
-drains, then SIGKILL) when the job ends, whatever happens.
+the job sets. A stack is ready when GET /ping answers 200 (2 s per ping, as SageMaker). A stack that exits because
+another process took one of its ports between their choice and its bind is started again on other ports (up to
+PORT_ATTEMPTS times); one that exits for another reason, or is not ready within the startup timeout, fails the job
+with its last log lines. All stacks are stopped (SIGTERM, which drains, then SIGKILL) when the job ends, whatever
+happens.
 """
 
 from __future__ import annotations
 
 import http.client
 import json
+import logging
 import os
 import shutil
 import signal
@@ -34,6 +37,9 @@ from .outcomes import FailureKind
 
 PING_TIMEOUT_SECONDS = 2.0
 STOP_TIMEOUT_SECONDS = 60.0
+PORT_ATTEMPTS = 5  # starts of one stack whose ports other processes keep taking before it binds them
+
+log = logging.getLogger("sagemaker_tfs.transform")
 
 
 class ContainerError(RuntimeError):
@@ -146,6 +152,17 @@ def _free_ports(count: int, taken: set[int]) -> list[int]:
     raise ContainerError(f"No {count} consecutive free ports found on 127.0.0.1")
 
 
+def _port_taken(port: int) -> bool:
+    """Whether some socket holds the port on 127.0.0.1 (TIME_WAIT leftovers do not count)."""
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False
+
+
 @dataclass
 class Container:
     """One running stack of our container."""
@@ -155,14 +172,23 @@ class Container:
     process: subprocess.Popen
     log_path: Path
     runtime_dir: Path
+    ports: tuple[int, ...]  # nginx's, then the model servers'
 
-    def log_tail(self, lines: int = 15) -> str:
+    def log_text(self) -> str:
         try:
-            text = self.log_path.read_text(errors="replace")
+            return self.log_path.read_text(errors="replace")
         except OSError:
             return ""
-        kept = [line for line in text.splitlines() if line.strip()][-lines:]
+
+    def log_tail(self, lines: int = 15) -> str:
+        kept = [line for line in self.log_text().splitlines() if line.strip()][-lines:]
         return "\n".join(f"    {line}" for line in kept)
+
+    def lost_a_port(self) -> bool:
+        """Whether the stack exited because another process took one of its ports before it could bind it."""
+        if self.process.poll() is None:
+            return False
+        return "address already in use" in self.log_text().lower() or any(map(_port_taken, self.ports))
 
     def wait_ready(self, deadline: float, abort: threading.Event) -> None:
         while time.monotonic() < deadline and not abort.is_set():
@@ -206,48 +232,64 @@ def start_containers(model_dir: Path, count: int, env: Mapping[str, str], workdi
     workdir.mkdir(parents=True, exist_ok=True)
     containers: list[Container] = []
     taken: set[int] = set()
+
+    def launch(index: int) -> Container:
+        port = _free_ports(1, taken)[0]
+        low, high = _free_ports(2, taken)  # one model server: its gRPC and REST ports
+        log_path = workdir / f"container-{index}.log"
+        # nginx workers (not root) connect to sockets in the runtime folder: it must be reachable by them,
+        # which a work folder under a private temporary folder is not
+        runtime_dir = Path(tempfile.mkdtemp(prefix=f"transform-stack-{index}-"))
+        runtime_dir.chmod(0o755)
+        settings = Settings.env_of(model_dir=str(model_dir), bind_port=port, safe_port_range=(low, high),
+                                   runtime_dir=str(runtime_dir))
+        try:
+            with open(log_path, "wb") as log_file:
+                process = subprocess.Popen([command], env={**os.environ, **env, **settings}, stdout=log_file,
+                                           stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                           start_new_session=True)
+        except OSError:
+            shutil.rmtree(runtime_dir, ignore_errors=True)
+            raise
+        return Container(index, f"http://127.0.0.1:{port}", process, log_path, runtime_dir, (port, low, high))
+
     try:
         for index in range(count):
-            port = _free_ports(1, taken)[0]
-            low, high = _free_ports(2, taken)  # one model server: its gRPC and REST ports
-            log_path = workdir / f"container-{index}.log"
-            # nginx workers (not root) connect to sockets in the runtime folder: it must be reachable by them,
-            # which a work folder under a private temporary folder is not
-            runtime_dir = Path(tempfile.mkdtemp(prefix=f"transform-stack-{index}-"))
-            runtime_dir.chmod(0o755)
-            settings = Settings.env_of(model_dir=str(model_dir), bind_port=port, safe_port_range=(low, high),
-                                       runtime_dir=str(runtime_dir))
-            try:
-                with open(log_path, "wb") as log:
-                    process = subprocess.Popen([command], env={**os.environ, **env, **settings}, stdout=log,
-                                               stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                               start_new_session=True)
-            except OSError:
-                shutil.rmtree(runtime_dir, ignore_errors=True)
-                raise
-            containers.append(Container(index, f"http://127.0.0.1:{port}", process, log_path, runtime_dir))
-        deadline = time.monotonic() + startup_timeout
-        errors: list[ContainerError] = []
-        abort = threading.Event()  # one failed: stop waiting for the others
-
-        def wait(container: Container) -> None:
-            try:
-                container.wait_ready(deadline, abort)
-            except ContainerError as exc:
-                errors.append(exc)
-                abort.set()
-
-        waiters = [threading.Thread(target=wait, args=(c,), daemon=True) for c in containers]
-        for waiter in waiters:
-            waiter.start()
-        for waiter in waiters:
-            waiter.join()
-        if errors:
-            raise errors[0]
+            containers.append(launch(index))
+        starts = 1
+        while failed := _wait_ready(containers, time.monotonic() + startup_timeout):
+            if starts == PORT_ATTEMPTS or not all(container.lost_a_port() for container, _ in failed):
+                raise failed[0][1]
+            starts += 1
+            for container, _ in failed:
+                log.warning("model container %d lost one of its ports %s to another process before binding it; "
+                            "starting it again on other ports", container.index, container.ports)
+                container.wait_stopped()
+                containers[container.index] = launch(container.index)
         return containers
     except BaseException:
         stop_containers(containers)
         raise
+
+
+def _wait_ready(containers: list[Container], deadline: float) -> list[tuple[Container, ContainerError]]:
+    """Wait for every stack to be ready; the ones that failed (waiting stops at the first failure)."""
+    failed: list[tuple[Container, ContainerError]] = []
+    abort = threading.Event()  # one failed: stop waiting for the others
+
+    def wait(container: Container) -> None:
+        try:
+            container.wait_ready(deadline, abort)
+        except ContainerError as exc:
+            failed.append((container, exc))
+            abort.set()
+
+    waiters = [threading.Thread(target=wait, args=(c,), daemon=True) for c in containers]
+    for waiter in waiters:
+        waiter.start()
+    for waiter in waiters:
+        waiter.join()
+    return failed
 
 
 def stop_containers(containers: list[Container]) -> None:
