@@ -13,7 +13,8 @@ from sagemaker_tfs.transform.job import TransformJob
 JSON_LINES_NAMES = ["application/jsonlines", "application/jsons", "application/x-jsonlines", "application/jsonl"]
 EVERY_NAME = ["application/json", *JSON_LINES_NAMES, "text/csv"]
 NOT_IN_THE_TABLE = ["application/x-npy", "text/plain", "application/json-seq", "application/x-recordio-protobuf"]
-BODIES = {Format.JSON: b"[1, [2]]", Format.JSON_LINES: b"1\n[2]\n", Format.CSV: b"1\n2\n"}
+BODIES = {Format.JSON: b"1\n[2]\n",  # JSON values on lines (a flat list is one instance)
+           Format.JSON_LINES: b"1\n[2]\n", Format.CSV: b"1\n2\n"}
 
 
 def test_the_table():
@@ -32,7 +33,7 @@ def test_the_default_handler_reads_and_answers_every_name(name):
     answer = codecs.default_output_handler(
         type("Response", (), {"status_code": 200, "content": b'{"predictions": [3.5, 4]}', "headers": {}}),
         type("Context", (), {"accept_header": name}))
-    assert answer == ((b'{"predictions": [3.5, 4]}' if name == "application/json" else b"3.5\n4\n"), name)
+    assert answer == ((b'{"predictions": [3.5, 4]}' if name == "application/json" else b"3.5\n4"), name)
 
 
 @pytest.mark.parametrize("name", EVERY_NAME)
