@@ -469,3 +469,13 @@ def test_server_log_names_models_versions_and_ports(server):
     assert f"Exporting HTTP/REST API at:0.0.0.0:{server.rest_port}" in log  # TFS says localhost, wrongly
     assert "model two_versions: 124 AVAILABLE, 123 AVAILABLE" in log
     assert support.port_is_open(server.grpc_port)
+
+
+@pytest.mark.parametrize("version, status, message", [
+    ("9223372036854775808", 400, "Failed to convert version: 9223372036854775808 to numeric."),
+    ("9" * 5000, 400, f"Failed to convert version: {'9' * 5000} to numeric."),
+    ("0" * 5000 + "7", 404, "Servable not found for request: Specific(half_plus_two, 7)"),  # leading zeros are fine
+])
+def test_a_path_version_past_int64_is_400_at_any_length(server, version, status, message):
+    response = server.post(f"/v1/models/half_plus_two/versions/{version}:predict", {"instances": [1.0]})
+    assert (response.status_code, error_of(response)) == (status, message)

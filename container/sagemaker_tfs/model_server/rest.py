@@ -157,7 +157,9 @@ class RestApi:
     def _target(verb: Verb, match: re.Match) -> Route:
         version = match.group(2)
         if version is not None:
-            version = int(version)
+            # past 19 significant digits it cannot be an int64 (and int() refuses 4,300+ digits)
+            digits = version.lstrip("0")
+            version = int(digits or "0") if len(digits) <= 19 else INT64_MAX + 1
             if version > INT64_MAX:
                 raise invalid_argument(f"Failed to convert version: {match.group(2)} to numeric.")
         label = match.group(3)
