@@ -18,6 +18,9 @@ def main(argv: list[str] | None = None) -> int:
     except FlagError as exc:
         sys.stderr.write(f"tfs-model-server: {exc}\n{usage()}")
         return 2
+    if flags.version:
+        sys.stdout.write(version_text())
+        return 0
     logging.basicConfig(stream=sys.stderr, level=logging.INFO,
                         format="%(asctime)s.%(msecs)03d %(levelname).1s %(name)s] %(message)s",
                         datefmt="%Y-%m-%d %H:%M:%S")
@@ -27,6 +30,21 @@ def main(argv: list[str] | None = None) -> int:
     from .server import run  # imports TensorFlow: only once the command line is known to be good
 
     return run(flags)
+
+
+def version_text() -> str:
+    """--version, in TFS's two lines: this server's version (and the TFS API it implements), TensorFlow's."""
+    from importlib import metadata
+
+    def version(package: str) -> str:
+        try:
+            return metadata.version(package)
+        except metadata.PackageNotFoundError:
+            return "unknown"
+
+    return (f"TensorFlow ModelServer: {version('sagemaker-tfs')} (sagemaker-tfs embedded model server, "
+            f"tensorflow-serving-api {version('tensorflow-serving-api')})\n"
+            f"TensorFlow Library: {version('tensorflow')}\n")
 
 
 if __name__ == "__main__":

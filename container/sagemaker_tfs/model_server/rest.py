@@ -14,6 +14,7 @@ import functools
 import gzip
 import logging
 import re
+import time
 import urllib.parse
 import zlib
 from typing import Callable
@@ -23,6 +24,7 @@ from google.protobuf import json_format
 from tensorflow_serving.apis import model_pb2
 
 from . import json_request, json_response, signatures
+from .metrics import ModelServerMetrics
 from .registry import Registry
 from .runner import Runner
 from .status import Code, ServingError, invalid_argument
@@ -42,14 +44,15 @@ _REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden"
 
 
 class Response:
-    __slots__ = ("status", "body", "content_type")
+    __slots__ = ("status", "body", "content_type", "code")
 
-    def __init__(self, status: int, body: bytes, content_type: bytes = b"application/json"):
+    def __init__(self, status: int, body: bytes, content_type: bytes = b"application/json", code: str = "OK"):
         self.status, self.body, self.content_type = status, body, content_type
+        self.code = code  # the status code's name (OK, NOT_FOUND...): the request_count metric's label
 
 
 def _error(error: ServingError) -> Response:
-    return Response(error.http_status, json_response.error_body(error.message))
+    return Response(error.http_status, json_response.error_body(error.message), code=error.code.name)
 
 
 def _html_error(status: int) -> Response:
@@ -60,22 +63,27 @@ def _html_error(status: int) -> Response:
 
 class Pending:
     """A response still being computed: the outputs' future and how to make the body of them. The connection
-    formats it when the future is done (in its done callback: no second future or task per request)."""
-    __slots__ = ("future", "finish")
+    formats it when the future is done (in its done callback: no second future or task per request).
+    `finished`, when set, is told the response (the request metrics)."""
+    __slots__ = ("future", "finish", "finished")
 
     def __init__(self, future: asyncio.Future, finish: Callable[[object], bytes]):
         self.future, self.finish = future, finish
+        self.finished: Callable[[Response], None] | None = None
 
     def response(self) -> Response:
         try:
-            return Response(200, self.finish(self.future.result()))
+            response = Response(200, self.finish(self.future.result()))
         except ServingError as exc:
-            return _error(exc)
+            response = _error(exc)
         except asyncio.CancelledError:  # the server is stopping
-            return _error(ServingError(Code.CANCELLED, "request cancelled"))
+            response = _error(ServingError(Code.CANCELLED, "request cancelled"))
         except Exception as exc:  # a bug must still answer the client
             log.exception("request failed")
-            return _error(ServingError(Code.INTERNAL, f"{type(exc).__name__}: {exc}"))
+            response = _error(ServingError(Code.INTERNAL, f"{type(exc).__name__}: {exc}"))
+        if self.finished is not None:
+            self.finished(response)
+        return response
 
 
 def _then(future: asyncio.Future, finish: Callable[[object], bytes]) -> Response | Pending:
@@ -85,16 +93,45 @@ def _then(future: asyncio.Future, finish: Callable[[object], bytes]) -> Response
 
 
 class RestApi:
-    """Maps a request (method, raw path, headers, body) to a Response, or a Pending one."""
+    """Maps a request (method, raw path, headers, body) to a Response, or a Pending one. With `metrics`, TFS's
+    request metrics are recorded and its Prometheus page is served at `metrics_path`."""
 
-    def __init__(self, registry: Registry, runner: Runner, cors: bool = False):
+    def __init__(self, registry: Registry, runner: Runner, cors: bool = False,
+                 metrics: ModelServerMetrics | None = None, metrics_path: str | None = None):
         self.registry = registry
         self.runner = runner
         self.cors_headers = (b"Access-Control-Allow-Origin: *\r\nAccess-Control-Allow-Methods: POST, GET\r\n"
                              b"Access-Control-Allow-Headers: Content-Type\r\n") if cors else b""
+        self.metrics = metrics
+        self.metrics_path = metrics_path if metrics is not None else None
         self._routes: dict[tuple[str, str], tuple] = {}
 
     def handle(self, method: str, path: str, body: bytes) -> Response | Pending:
+        if self.metrics is None:
+            return self._handle(method, path, body)
+        started = time.perf_counter()
+        result = self._handle(method, path, body)
+        route = self._routes.get((method, path))
+        if isinstance(result, Pending):
+            result.finished = functools.partial(self._record, route, started)
+        else:
+            self._record(route, started, result)
+        return result
+
+    def _record(self, route: tuple | None, started: float, response: Response) -> None:
+        """TFS's REST request metrics: the model name and verb as parsed from the path ("" if it did not parse).
+        Paths outside /v1/ and the metrics page are not model requests."""
+        kind = route[0] if route is not None else ""
+        if kind in ("fixed", "metrics"):
+            if kind == "metrics" or response.content_type == b"text/html":
+                return
+            name = ""
+        else:
+            name = route[1] if route is not None else ""
+        api = kind if kind in ("predict", "classify", "regress") else ""
+        self.metrics.request(name, api, "REST", response.code, started)
+
+    def _handle(self, method: str, path: str, body: bytes) -> Response | Pending:
         try:
             route = self._routes.get((method, path))
             if route is None:
@@ -111,6 +148,8 @@ class RestApi:
                 return self._status(route)
             if kind == "metadata":
                 return self._metadata(route)
+            if kind == "metrics":
+                return Response(200, self.metrics.page(), b"text/plain")
             return route[1]  # a fixed response
         except ServingError as exc:
             return _error(exc)
@@ -119,6 +158,8 @@ class RestApi:
             return _error(ServingError(Code.INTERNAL, f"{type(exc).__name__}: {exc}"))
 
     def _route(self, method: str, path: str) -> tuple:
+        if self.metrics_path is not None and path.partition("?")[0] == self.metrics_path:
+            return ("metrics",)  # TFS's exporter answers any method on its path
         if not _V1.fullmatch(path):
             return "fixed", _html_error(404)
         if method in ("TRACE", "CONNECT"):
@@ -162,7 +203,7 @@ class RestApi:
         may_hold_bools = b"true" in body or b"false" in body
         tensors, row_format = json_request.predict_inputs(doc, signature.inputs, may_hold_bools)
         feeds = {signature.inputs[alias].name: array for alias, array in tensors.items()}
-        outputs = self.runner.run_in_loop(servable, feeds, signature.fetches)
+        outputs = self.runner.run_in_loop(servable, feeds, signature.fetches, "Predict")
         aliases = signature.output_aliases
         return _then(outputs, lambda result: json_response.predict_body(dict(zip(aliases, result)), row_format))
 
@@ -174,8 +215,10 @@ class RestApi:
         run = (signatures.classify_run if method == "classify" else signatures.regress_run)(servable, signature_name)
         examples = json_request.serialized_examples(doc)
         count = len(examples)
+        if self.metrics is not None:
+            self.metrics.examples(servable.name, count)
         outputs = self.runner.run_in_loop(servable, {run.input_name: signatures.examples_tensor(examples)},
-                                          run.fetches)
+                                          run.fetches, method.capitalize())
         if method == "classify":
             return _then(outputs, lambda result: json_response.classify_body(
                 *signatures.classification(result, run, count), count))
