@@ -301,10 +301,11 @@ def start_grpc_server(registry: Registry, runner: Runner, port: int, socket_path
                       arguments: list[tuple[str, int | str]] = (),
                       metrics: ModelServerMetrics | None = None) -> grpc.Server:
     """Serve both services on 0.0.0.0:port (and a UNIX socket); raises OSError if the port is taken.
-    `arguments` (--grpc_channel_arguments) come last, so that they override our defaults, as in TFS."""
-    options = [("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1),
-               ("grpc.so_reuseport", 0), *arguments]  # so_reuseport 0: a second server on the same port must fail
-    server = grpc.server(ThreadPoolExecutor(max_threads, thread_name_prefix="grpc"), options=options)
+    `arguments` (--grpc_channel_arguments) override our defaults, the last of a repeated key winning, as in TFS."""
+    options = {"grpc.max_send_message_length": -1, "grpc.max_receive_message_length": -1,
+               "grpc.so_reuseport": 0,  # a second server on the same port must fail
+               **dict(arguments)}  # gRPC keeps the first of two equal keys: merge them here, the flag's last
+    server = grpc.server(ThreadPoolExecutor(max_threads, thread_name_prefix="grpc"), options=list(options.items()))
     prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(
         PredictionService(registry, runner, metrics), server)
     model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelService(registry), server)
