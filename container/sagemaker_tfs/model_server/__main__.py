@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import sys
 
+from ..logs import quiet_tensorflow
 from .flags import FlagError, parse, usage
 
 
@@ -24,9 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(stream=sys.stderr, level=logging.INFO,
                         format="%(asctime)s.%(msecs)03d %(levelname).1s %(name)s] %(message)s",
                         datefmt="%Y-%m-%d %H:%M:%S")
-    from .servable import quiet_tensorflow_logs
-
-    quiet_tensorflow_logs()
+    quiet_tensorflow()
     from .server import run  # imports TensorFlow: only once the command line is known to be good
 
     return run(flags)
