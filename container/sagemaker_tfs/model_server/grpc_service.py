@@ -178,8 +178,6 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
 
     def _run_examples(self, servable: Servable, run: signatures.ExampleRun, serialized: list[bytes], context,
                       api: str):
-        if self.metrics is not None:
-            self.metrics.examples(servable.name, len(serialized))
         tensor = signatures.examples_tensor(serialized)
         return self.runner.run_blocking(servable, {run.input_name: tensor}, run.fetches, context.time_remaining(),
                                         api)
@@ -298,9 +296,9 @@ def channel_arguments(text: str) -> list[tuple[str, int | str]]:
 
 
 def start_grpc_server(registry: Registry, runner: Runner, port: int, socket_path: str, max_threads: int,
-                      arguments: list[tuple[str, int | str]] = (),
+                      host: str = "0.0.0.0", arguments: list[tuple[str, int | str]] = (),
                       metrics: ModelServerMetrics | None = None) -> grpc.Server:
-    """Serve both services on 0.0.0.0:port (and a UNIX socket); raises OSError if the port is taken.
+    """Serve both services on host:port (and a UNIX socket); raises OSError if the port is taken.
     `arguments` (--grpc_channel_arguments) override our defaults, the last of a repeated key winning, as in TFS."""
     options = {"grpc.max_send_message_length": -1, "grpc.max_receive_message_length": -1,
                "grpc.so_reuseport": 0,  # a second server on the same port must fail
@@ -310,7 +308,7 @@ def start_grpc_server(registry: Registry, runner: Runner, port: int, socket_path
         PredictionService(registry, runner, metrics), server)
     model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelService(registry), server)
     try:
-        if port and server.add_insecure_port(f"0.0.0.0:{port}") != port:
+        if port and server.add_insecure_port(f"{_grpc_host(host)}:{port}") != port:
             raise OSError(f"cannot listen for gRPC on port {port}")
         if socket_path and not server.add_insecure_port(f"unix:{socket_path}"):
             raise OSError(f"cannot listen for gRPC on unix:{socket_path}")
@@ -318,3 +316,7 @@ def start_grpc_server(registry: Registry, runner: Runner, port: int, socket_path
         raise OSError(f"cannot listen for gRPC on port {port}: {exc}") from None
     server.start()
     return server
+
+
+def _grpc_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host  # an IPv6 address in a gRPC target is bracketed

@@ -84,11 +84,6 @@ class ModelServerMetrics:
         self._runtime_latency = histogram(
             serving + "runtime_latency", "Distribution of wall time (in microseconds) for Tensorflow runtime.",
             ("model_name", "API", "runtime"), _LATENCY_BUCKETS)
-        self._example_counts = histogram(serving + "request_example_counts",
-                                         "The number of tensorflow.Examples per request.", ("model",),
-                                         _exponential(1, 2, 15))
-        self._example_count_total = counter(serving + "request_example_count_total",
-                                            "The total number of tensorflow.Examples.", ("model",))
         batching = serving + "batching_session:"
         self._queuing_latency = histogram(batching + "queuing_latency",
                                           "Distribution of wall time spent (in microseconds) in queuing",
@@ -133,10 +128,6 @@ class ModelServerMetrics:
     def runtime(self, model_name: str, api: str, started: float) -> None:
         """A TensorFlow run of a request (with batching: from its queueing to its batch's end, as in TFS)."""
         self._cell(self._runtime_latency, model_name, api, "TF1").observe((time.perf_counter() - started) * 1e6)
-
-    def examples(self, model_name: str, count: int) -> None:
-        self._cell(self._example_counts, model_name).observe(count)
-        self._cell(self._example_count_total, model_name).inc(count)
 
     def batch(self, task_sizes: list[int], size: int, padded_size: int, queued_seconds: list[float]) -> None:
         """A batch about to run: its tasks' sizes and queueing delays, its size after padding."""
