@@ -13,6 +13,7 @@ import contextvars
 import json
 import logging
 import os
+import re
 import time
 
 TEXT, JSON = "text", "json"
@@ -48,5 +49,21 @@ def formatter(log_format: str, text_format: str, text_datefmt: str | None = None
 
 def quiet_tensorflow() -> None:
     """TensorFlow's C++ start-up noise (oneDNN banners, CUDA probes on CPU machines, CPU feature notes) off, its
-    errors still shown: level 2 unless the user chose a level. Before TensorFlow is imported; children inherit it."""
+    warnings and errors still shown: level 2 unless the user chose a level. Before TensorFlow is imported; children
+    inherit it."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+# TensorFlow 2.16+ writes some INFO lines through absl before its own level applies (the oneDNN banner, the CUDA
+# probe): `I<MMDD> <time> <thread> <file>:<line>] ...`, after absl's one-line notice. `serve` drops them from its
+# children's output unless TF_CPP_MIN_LOG_LEVEL=0 asks for everything; W, E and F lines always pass.
+_NATIVE_INFO = re.compile(rb"I\d{4} \d\d:\d\d:\d+\.\d+ +\d+ [^ \]]+:\d+\] ")  # before absl's init: 00:00:<epoch>
+_ABSL_NOTICE = b"WARNING: All log messages before absl::InitializeLog() is called are written to STDERR"
+
+
+def tensorflow_noise_filter():
+    """A predicate on output lines (bytes) that is true for TensorFlow's native INFO lines, or None when
+    TF_CPP_MIN_LOG_LEVEL=0 asks for them."""
+    if os.environ.get("TF_CPP_MIN_LOG_LEVEL", "0") == "0":
+        return None
+    return lambda line: line.startswith(_ABSL_NOTICE) or _NATIVE_INFO.match(line) is not None

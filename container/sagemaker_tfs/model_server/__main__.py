@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 import sys
 
-from ..logs import quiet_tensorflow
+from .. import logs
+from ..config import log_format
 from .flags import FlagError, parse, usage
 
 
@@ -22,10 +23,11 @@ def main(argv: list[str] | None = None) -> int:
     if flags.version:
         sys.stdout.write(version_text())
         return 0
-    logging.basicConfig(stream=sys.stderr, level=logging.INFO,
-                        format="%(asctime)s.%(msecs)03d %(levelname).1s %(name)s] %(message)s",
-                        datefmt="%Y-%m-%d %H:%M:%S")
-    quiet_tensorflow()
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logs.formatter(log_format(), "%(asctime)s.%(msecs)03d %(levelname).1s %(name)s] %(message)s",
+                                        "%Y-%m-%d %H:%M:%S"))  # JSON when `serve` runs with SAGEMAKER_LOG_FORMAT=json
+    logging.basicConfig(level=logging.INFO, handlers=[handler])
+    logs.quiet_tensorflow()
     from .server import run  # imports TensorFlow: only once the command line is known to be good
 
     return run(flags)
