@@ -55,28 +55,20 @@ def post_worker_init(worker) -> None:
 
 
 def child_exit(server, worker) -> None:
-    """With SAGEMAKER_METRICS: a worker's live values (its requests in flight) leave the page with it, and a worker
-    that exits while gunicorn keeps running (gunicorn starts another) counts as a restart. During a stop, gunicorn
-    has closed its listeners already."""
-    import os
-
-    if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):  # serve sets it when the metrics are on
+    """With SAGEMAKER_METRICS, a worker that exits while gunicorn keeps running (gunicorn starts another) counts as
+    a restart, in this master's file of the metrics folder (metrics_page.py). During a stop, gunicorn has closed
+    its listeners already."""
+    global _worker_restarts
+    if not server.LISTENERS:
         return
-    from prometheus_client import multiprocess
+    from .config import Settings
+    from .metrics_page import GUNICORN_FILE, folder, write_json
 
-    multiprocess.mark_process_dead(worker.pid)
-    if server.LISTENERS:
-        _worker_restarts().inc()
-
-
-def _worker_restarts():
-    """The master's counter of worker restarts (created on the first one; written to the multi-process folder)."""
-    global _restarts
-    if _restarts is None:
-        from prometheus_client import Counter
-
-        _restarts = Counter("sagemaker_tfs_worker_restarts", "gunicorn workers that exited and were replaced.")
-    return _restarts
+    settings = Settings.from_env()
+    if settings.metrics:
+        _worker_restarts += 1
+        write_json(folder(settings.runtime_dir) / GUNICORN_FILE.format(pid=server.pid),
+                   {"worker_restarts": _worker_restarts})
 
 
-_restarts = None
+_worker_restarts = 0

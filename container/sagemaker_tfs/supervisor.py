@@ -116,10 +116,6 @@ class Stack:
         self.env = settings.to_env(os.environ)  # the children's settings: what serve resolved, read back as is
         self.state = "starting"  # then "ready", then "stopping" (the metrics page reports it)
         self._metrics_server = None
-        self._metrics_folder: Path | None = None
-        if settings.metrics:  # gunicorn's processes write their values there, for serve's page to add up
-            self._metrics_folder = metrics_page.prepare_folder(self.runtime)
-            self.env[metrics_page.MULTIPROC_ENV] = str(self._metrics_folder)
 
     # ---- start-up ----
 
@@ -128,11 +124,12 @@ class Stack:
         Raises StartupError (with what to fix) or StopRequested (a signal came)."""
         s = self.settings
         deadline = time.monotonic() + s.tfs_wait_time_seconds
-        if self._metrics_folder is not None:
+        if s.metrics:  # gunicorn's processes write their values to the folder, for serve's page to add up
             collector = metrics_page.StackCollector(
+                metrics_page.prepare_folder(self.runtime),
                 lambda: [(child.name, child.restarts) for child in self.children()], lambda: self.state)
             try:
-                self._metrics_server = metrics_page.start(s.metrics_port, self._metrics_folder, collector)
+                self._metrics_server = metrics_page.start(s.metrics_port, collector)
             except OSError as exc:
                 raise StartupError(f"cannot listen on SAGEMAKER_METRICS_PORT={s.metrics_port}: "
                                    f"{exc.strerror or exc}") from None
@@ -248,8 +245,6 @@ class Stack:
                 continue
             child.restarts += 1
             child.kill_group()  # an nginx master's workers would keep the port, a gunicorn master's the socket
-            if child is self.gunicorn and self._metrics_folder is not None:
-                metrics_page.forget_live_values(self._metrics_folder)
             log.error("%s (pid %d) exited with status %d; restarting it (restart #%d). Last output:\n%s",
                       child.name, child.proc.pid, code, child.restarts, child.last_lines())
             child.start()

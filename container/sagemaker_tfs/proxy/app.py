@@ -95,9 +95,10 @@ class ProxyApp(falcon.App):
     """The app, and what it holds in its process: close() releases it, for a process that builds apps
     in-process one after another (tests) rather than being a gunicorn worker that serves one."""
 
-    def __init__(self, client: ModelServerClient, model_dir: str, metrics=None, server_timing: bool = False):
+    def __init__(self, client: ModelServerClient, model_dir: str, metrics=None, server_timing: bool = False,
+                 log_context: bool = False):
         super().__init__(media_type=answers.JSON)
-        middleware.install(self, metrics, server_timing)
+        middleware.install(self, metrics, server_timing, log_context)
         self._client, self._model_dir = client, model_dir
 
     def close(self) -> None:
@@ -135,11 +136,12 @@ def create_app(env: Mapping[str, str] | None = None) -> ProxyApp:
 
     execution_parameters = settings.execution_parameters()
     metrics = None
-    if settings.metrics and env is None:  # a gunicorn worker of `serve`, which set PROMETHEUS_MULTIPROC_DIR
+    if settings.metrics:
+        from ..metrics_page import folder
         from .metrics import ProxyMetrics
 
-        metrics = ProxyMetrics()
-    app = ProxyApp(client, settings.model_dir, metrics, settings.server_timing)
+        metrics = ProxyMetrics(folder(settings.runtime_dir))
+    app = ProxyApp(client, settings.model_dir, metrics, settings.server_timing, settings.log_format == logs.JSON)
     app.add_route("/ping", Ping(servers, client, settings.default_model))
     app.add_route("/invocations", Invocations(handlers, servers, client, settings.default_model, timeout))
     app.add_route("/execution-parameters", ExecutionParameters(execution_parameters))
