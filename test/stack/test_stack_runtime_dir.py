@@ -34,7 +34,7 @@ def test_links_planted_in_the_runtime_folder_are_replaced_never_written_through(
         (stack.runtime_dir / name).symlink_to(victim)
     (stack.runtime_dir / "nginx").symlink_to(outside, target_is_directory=True)  # nginx's temp folders
     with stack:
-        assert invoke(stack, "[1.0]").text == pretty_predictions("3.5")
+        assert invoke(stack, "1.0").text == pretty_predictions("3.5")
         assert victim.read_text() == VICTIM_TEXT
         assert list(outside.iterdir()) == []
         for name in ("nginx.conf", "model_config.pbtxt", "batching_parameters.pbtxt", "tfs-0.pid",
