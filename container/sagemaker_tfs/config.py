@@ -267,13 +267,13 @@ class Settings:
                            shown_default="`$XDG_RUNTIME_DIR/sagemaker-tfs-<port>`, else "
                                          "`/tmp/sagemaker-tfs-<uid>-<port>` (`$TMPDIR` if set)")
     metrics: bool = var("SAGEMAKER_METRICS", _bool, False,
-                        "`true`: a Prometheus page of the app and `serve` (README: Metrics) on `SAGEMAKER_METRICS_PORT`",
+                        "`true`: Prometheus pages of the app, `serve` and the model servers (README: Metrics, timings and logs)",
                         render=_render_bool)
     metrics_port: int = var("SAGEMAKER_METRICS_PORT", _int_between(1, 65535), 9101,
                             "the Prometheus page's port, on 127.0.0.1 only (never through nginx's port)")
     server_timing: bool = var("SAGEMAKER_SERVER_TIMING", _bool, False,
-                              "`true`: every `/invocations` answer has a `Server-Timing` header with its stages' "
-                              "durations", render=_render_bool)
+                              "`true`: the app's answers carry a `Server-Timing` header with the durations of their "
+                              "stages", render=_render_bool)
     log_format: str = var("SAGEMAKER_LOG_FORMAT", _choice(*LOG_FORMATS), "text",
                           "`json`: `serve`, the app, gunicorn and the embedded model server log one JSON object per "
                           "line, with the request id on a request's lines")
