@@ -2,8 +2,10 @@
 dies (from the moment it is started), drain on stop.
 
 Each child runs in its own session, hence its own process group: a terminal's Ctrl-C reaches `serve` only (which
-drains), and a dead child's whole group (an nginx master's workers, a gunicorn master's) is killed before the
-child starts again, so that nothing of the old one keeps the port or the socket.
+drains), and a dead child's whole group (a gunicorn master's workers) is killed before the child starts again,
+so that nothing of the old one keeps the socket. A dead nginx master's workers are the exception: they go on
+serving (nginx listens with `reuseport`, so the new nginx binds beside them) until the new nginx listens, then
+finish their requests and quit (SIGQUIT), so that a crashed master costs no request.
 """
 
 from __future__ import annotations
@@ -39,8 +41,10 @@ class Child:
     """A supervised process in its own session, its output forwarded to ours, keeping its last lines for error
     messages."""
 
-    def __init__(self, name: str, args: list[str], env: dict[str, str], pid_file: Path | None):
+    def __init__(self, name: str, args: list[str], env: dict[str, str], pid_file: Path | None,
+                 on_exit: Callable[[], None] | None = None):
         self.name, self.args, self.env, self.pid_file = name, args, env, pid_file
+        self.on_exit = on_exit  # called (from a thread) when the process ends, so that supervision sees it at once
         self.proc: subprocess.Popen | None = None
         self.tail: collections.deque[str] = collections.deque(maxlen=40)
         self.restarts = 0
@@ -54,6 +58,12 @@ class Child:
         self._output = threading.Thread(target=self._forward, args=(self.proc.stdout,), daemon=True,
                                         name=f"{self.name}-output")
         self._output.start()
+        if self.on_exit is not None:
+            threading.Thread(target=self._wait_exit, args=(self.proc,), daemon=True, name=f"{self.name}-exit").start()
+
+    def _wait_exit(self, proc: subprocess.Popen) -> None:
+        proc.wait()
+        self.on_exit()
 
     def _forward(self, stream) -> None:
         out = sys.stderr.buffer
@@ -81,12 +91,8 @@ class Child:
 
     def kill_group(self) -> None:
         """SIGKILL whatever is left in the child's process group (its session's), the child being dead."""
-        if self.proc is None:
-            return
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:  # nothing left
-            pass
+        if self.proc is not None:
+            signal_group(self.proc.pid, signal.SIGKILL)
 
     def stop(self, signum: int, timeout: float) -> None:
         """Ask the child to stop with signum, kill it after timeout, then kill anything left of its group."""
@@ -102,6 +108,30 @@ class Child:
         self.proc.wait()
 
 
+def signal_group(pgid: int, signum: int) -> bool:
+    """Send signum to a process group; False when nothing is left in it."""
+    try:
+        os.killpg(pgid, signum)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether a process of the group is still running (zombies, which nobody may reap here, do not count)."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()  # after "pid (comm) ": state, ppid, pgrp, ...
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False
+
+
 class Stack:
     """The model servers, gunicorn and nginx of one container, and their supervision."""
 
@@ -113,6 +143,8 @@ class Stack:
         self.gunicorn: Child | None = None
         self.nginx: Child | None = None
         self.stopping = stopping
+        self.child_exited = threading.Event()  # set when a child ends, so that supervision sees it at once
+        self.retiring: list[threading.Thread] = []  # dead nginx masters' workers finishing their requests
         self.env = settings.to_env(os.environ)  # the children's settings: what serve resolved, read back as is
         self.state = "starting"  # then "ready", then "stopping" (the metrics page reports it)
         self._metrics_server = None
@@ -147,7 +179,8 @@ class Stack:
         gpus = commands.gpu_count()
         for i, (args, extra_env) in enumerate(commands.model_server_commands(s, config_file, batching_file, gpus,
                                                                              monitoring_file)):
-            child = Child(f"model server {i}", args, {**self.env, **extra_env}, self.runtime / f"tfs-{i}.pid")
+            child = Child(f"model server {i}", args, {**self.env, **extra_env}, self.runtime / f"tfs-{i}.pid",
+                          self.child_exited.set)
             log.info("starting %s: %s", child.name, " ".join(args))
             child.start()
             self.model_servers.append(child)
@@ -159,7 +192,7 @@ class Stack:
         runtime_dir.fresh_folder(self.runtime / runtime_dir.APP_READY_FOLDER)
         runtime_dir.remove(self.runtime / "gunicorn.pid")
         self.gunicorn = Child("gunicorn", commands.gunicorn_command(s), self.env,
-                              self.runtime / "gunicorn-supervised.pid")
+                              self.runtime / "gunicorn-supervised.pid", self.child_exited.set)
         log.info("starting gunicorn: %d worker(s) x %d thread(s), %s workers", s.gunicorn_workers,
                  s.gunicorn_threads, s.gunicorn_worker_class)
         self.gunicorn.start()
@@ -168,7 +201,8 @@ class Stack:
 
         config = nginx.write_config(s)
         runtime_dir.remove(self.runtime / "nginx.pid")  # nginx writes it itself, through whatever is there
-        self.nginx = Child("nginx", nginx.command(config), self.env, self.runtime / "nginx-supervised.pid")
+        self.nginx = Child("nginx", nginx.command(config), self.env, self.runtime / "nginx-supervised.pid",
+                           self.child_exited.set)
         self.nginx.start()
         self._wait(lambda: readiness.listens(self.nginx.proc.pid, s.bind_port), self.nginx, deadline,
                    f"nginx to listen on port {s.bind_port}")
@@ -235,7 +269,9 @@ class Stack:
 
     def supervise(self) -> None:
         """Restart children that die, until a signal asks to stop."""
-        while not self.stopping.wait(RESTART_CHECK_SECONDS):
+        while not self.stopping.is_set():
+            self.child_exited.wait(RESTART_CHECK_SECONDS)
+            self.child_exited.clear()
             self._restart_dead()
 
     def _restart_dead(self, besides: Child | None = None) -> None:
@@ -244,10 +280,30 @@ class Stack:
             if child is besides or code is None or self.stopping.is_set():
                 continue
             child.restarts += 1
-            child.kill_group()  # an nginx master's workers would keep the port, a gunicorn master's the socket
+            old_group = child.proc.pid
+            if child is not self.nginx:
+                child.kill_group()  # a gunicorn master's workers would keep the socket
             log.error("%s (pid %d) exited with status %d; restarting it (restart #%d). Last output:\n%s",
                       child.name, child.proc.pid, code, child.restarts, child.last_lines())
             child.start()
+            if child is self.nginx:
+                retire = threading.Thread(target=self._retire_nginx_workers, args=(old_group, child.proc.pid),
+                                          name="nginx-retire", daemon=True)
+                self.retiring.append(retire)
+                retire.start()
+
+    def _retire_nginx_workers(self, old_group: int, new_master: int) -> None:
+        """The workers of a dead nginx master keep serving until the new master listens, then finish their
+        requests and quit; any still there after the grace period are killed."""
+        grace = time.monotonic() + self.settings.gunicorn_timeout_seconds + 5
+        while not readiness.listens(new_master, self.settings.bind_port) and time.monotonic() < grace \
+                and not self.stopping.is_set() and group_alive(new_master):
+            time.sleep(0.05)
+        signal_group(old_group, signal.SIGQUIT)
+        while group_alive(old_group) and time.monotonic() < grace:
+            time.sleep(0.1)
+        if signal_group(old_group, signal.SIGKILL):
+            log.info("nginx workers of the previous master (process group %d) stopped", old_group)
 
     def children(self) -> list[Child]:
         return [c for c in [*self.model_servers, self.gunicorn, self.nginx] if c is not None]
@@ -259,6 +315,8 @@ class Stack:
         grace = self.settings.gunicorn_timeout_seconds + 5
         if self.nginx:
             self.nginx.stop(signal.SIGQUIT, grace)
+        for retire in self.retiring:  # they drain like nginx (stopping is set, so they get SIGQUIT now)
+            retire.join(grace + 5)
         if self.gunicorn:
             self.gunicorn.stop(signal.SIGTERM, grace)
         for child in self.model_servers:

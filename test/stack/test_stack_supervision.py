@@ -1,5 +1,5 @@
 """Supervision under load and faults, with real signals and sockets: readiness that does not queue behind client
-requests, a child dying while a later one starts, a killed nginx master whose workers hold the port, Ctrl-C
+requests, a child dying while a later one starts, a killed nginx master whose workers finish their requests, Ctrl-C
 draining like SIGTERM, nothing of the stack left after exit, and no file outside the runtime folder."""
 
 from __future__ import annotations
@@ -130,15 +130,35 @@ def test_sigterm_during_start_up_stops_every_child_and_exits_0(tmp_path):
         stack.stop()
 
 
-def test_a_killed_nginx_master_s_workers_are_killed_before_nginx_restarts_and_nothing_is_left_after_exit(tmp_path):
-    with support.Stack(model_dir(tmp_path)) as stack:
+def test_a_killed_nginx_master_s_workers_finish_their_requests_then_quit_and_nothing_is_left_after_exit(tmp_path):
+    started = tmp_path / "started"
+    started.mkdir()
+    env = {"SAGEMAKER_GUNICORN_WORKERS": "1", "SAGEMAKER_GUNICORN_THREADS": "8", "STARTED_DIR": str(started)}
+    with support.Stack(model_dir(tmp_path, SLOW), env=env) as stack:
         stack.wait_until(lambda: READY_LINE in stack.log(), timeout=30, what="saying ready")
         master = stack.pid_of("nginx-supervised")
         old_nginx = support.descendants(master) | {master}
         assert support.listening_pids(stack.port) == old_nginx
+        answers: dict[str, tuple[int, str] | str] = {}
+
+        def send(name: str) -> None:
+            try:
+                answer = invoke(stack, name, "text/plain")
+                answers[name] = (answer.status, answer.text)
+            except OSError as exc:
+                answers[name] = repr(exc)
+
+        names = [f"request-{i}" for i in range(4)]
+        threads = [threading.Thread(target=send, args=(name,)) for name in names]
+        for thread in threads:
+            thread.start()
+        support.wait_for(lambda: len(list(started.iterdir())) == len(names), what="all requests in the handler")
         os.kill(master, signal.SIGKILL)
         message = f"nginx (pid {master}) exited with status -9; restarting it (restart #1)"
         stack.wait_until(lambda: message in stack.log(), timeout=30, what="restarting nginx")
+        for thread in threads:
+            thread.join(60)
+        assert answers == {name: (200, f"done {name}") for name in names}  # the old workers finished them
 
         def new_nginx_listens() -> bool:
             new_master = stack.pid_of("nginx-supervised")
@@ -146,9 +166,9 @@ def test_a_killed_nginx_master_s_workers_are_killed_before_nginx_restarts_and_no
                 support.listening_pids(stack.port) == support.descendants(new_master) | {new_master}
 
         stack.wait_until(new_nginx_listens, timeout=60, what="the new nginx alone listening on the port")
-        assert old_nginx & set(support.live_processes()) == set()
+        support.wait_for(lambda: not old_nginx & set(support.live_processes()), what="the old workers gone")
         assert "Address already in use" not in stack.log()
-        assert invoke(stack, "[1.0]").status == 200
+        assert invoke(stack, "now", "text/plain").text == "done now"
 
         processes = stack_processes(stack)
         assert len(processes) >= 4  # model server, gunicorn master and worker, nginx master and workers
