@@ -16,6 +16,8 @@ Headlines: pair vs the stand-in at concurrency 8 (target >= 2,500 req/s on 2 cor
 concurrency 1 (pair through nginx minus the stand-in called directly; target < 1 ms).
 
   .venv/bin/python scripts/benchmark_proxy.py [--duration 5] [--json results.json]
+  .venv/bin/python scripts/benchmark_proxy.py --metrics-overhead --duration 4   # only: pair vs the stand-in at
+        c8, SAGEMAKER_METRICS off then on, three times; the median of the requests/s lost (target <= 5%)
 
 Needs nginx and wrk (scripts/install.sh installs both). Timings on a shared machine are noisy: compare figures
 of one run.
@@ -168,10 +170,39 @@ def measure(stack: support.Stack, name: str, target: str, lua: Path, duration: i
                       + (f"  ({row['socket_errors']} socket errors)" if row["socket_errors"] else ""), flush=True)
 
 
+def metrics_overhead(standin_env: dict[str, str], root: Path, lua: Path, duration: int, rounds: int = 3) -> None:
+    """The cost of SAGEMAKER_METRICS on the request path: the pair against the stand-in at c8, off then on, in
+    `rounds` back-to-back pairs; on a shared machine the median of the pairs' losses is the figure to read."""
+    losses = []
+    for _ in range(rounds):
+        rates = {}
+        for mode in ("off", "on"):
+            env = dict(standin_env)
+            if mode == "on":
+                env.update(Settings.env_of(metrics=True, metrics_port=support.free_port()))
+            stack = support.Stack(model_folder(root, SCRIPTS["pair"]), env=env)
+            try:
+                with stack:
+                    check_answer(f"{stack.url}/invocations")
+                    row = wrk(f"{stack.url}/invocations", lua, 8, duration)
+            finally:
+                stack.log_path.unlink(missing_ok=True)
+                shutil.rmtree(stack.runtime_dir, ignore_errors=True)
+            rates[mode] = row["requests_per_s"]
+            print(f"stand-in     pair       c8   metrics {mode:3} {row['requests_per_s']:7} req/s  p50 "
+                  f"{row['p50_ms']:7.3f} ms  p99 {row['p99_ms']:7.3f} ms", flush=True)
+        losses.append((rates["off"] - rates["on"]) / rates["off"])
+    losses.sort()
+    print(f"\nmetrics on vs off, pair vs the stand-in at c8: requests/s lost per pair "
+          f"{', '.join(f'{loss:.1%}' for loss in losses)}; median {losses[len(losses) // 2]:.1%} (target <= 5%)")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--duration", type=int, default=5, help="seconds per measurement")
     parser.add_argument("--json", type=Path, help="write the results here")
+    parser.add_argument("--metrics-overhead", action="store_true",
+                        help="only measure the cost of SAGEMAKER_METRICS (pair vs the stand-in at c8)")
     args = parser.parse_args(argv)
     for tool in ("nginx", "wrk"):
         if not shutil.which(tool):
@@ -189,9 +220,15 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{os.cpu_count()} cores; gunicorn: {settings.gunicorn_workers} {settings.gunicorn_worker_class} worker(s) "
           f"x {settings.gunicorn_threads} thread(s); body {REQUEST_BODY}; wrk {args.duration} s per row", flush=True)
     table: list[dict] = []
+    standin_env = {"PATH": f"{standin / 'bin'}:{os.environ['PATH']}", "STANDIN_DIR": str(standin)}
+    if args.metrics_overhead:
+        try:
+            metrics_overhead(standin_env, root, lua, args.duration)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+        return 0
     try:
-        run_backend("stand-in", {"PATH": f"{standin / 'bin'}:{os.environ['PATH']}", "STANDIN_DIR": str(standin)},
-                    root, lua, args.duration, table)
+        run_backend("stand-in", standin_env, root, lua, args.duration, table)
         run_backend("model server", {}, root, lua, args.duration, table)
     finally:
         shutil.rmtree(root, ignore_errors=True)

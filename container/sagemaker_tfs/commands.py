@@ -40,7 +40,7 @@ def model_server_base_command() -> list[str]:
 
 
 def model_server_commands(settings: Settings, config_file: Path, batching_file: Path | None,
-                          gpus: int) -> list[tuple[list[str], dict[str, str]]]:
+                          gpus: int, monitoring_file: Path | None = None) -> list[tuple[list[str], dict[str, str]]]:
     """The command line and extra environment of each model server instance."""
     base = model_server_base_command()
     commands = []
@@ -56,6 +56,8 @@ def model_server_commands(settings: Settings, config_file: Path, batching_file: 
         ]
         if batching_file is not None:
             args += ["--enable_batching=true", f"--batching_parameters_file={batching_file}"]
+        if monitoring_file is not None:
+            args.append(f"--monitoring_config_file={monitoring_file}")
         if settings.tfs_intra_op_parallelism:
             args.append(f"--tensorflow_intra_op_parallelism={settings.tfs_intra_op_parallelism}")
         if settings.tfs_inter_op_parallelism:

@@ -177,6 +177,7 @@ def var(name: str, parse: Callable[[str], Any], default: Any, help: str, **optio
     return field(metadata={"variable": Variable(name, parse, default, help, **options)})
 
 
+LOG_FORMATS = ("text", "json")
 NGINX_LOG_LEVELS = ("debug", "info", "notice", "warn", "error", "crit", "alert", "emerg")
 GUNICORN_LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 GUNICORN_WORKER_CLASSES = ("sync", "gthread", "gevent", "eventlet", "tornado")
@@ -265,6 +266,17 @@ class Settings:
                            "is a link, another user's, or writable by others",
                            shown_default="`$XDG_RUNTIME_DIR/sagemaker-tfs-<port>`, else "
                                          "`/tmp/sagemaker-tfs-<uid>-<port>` (`$TMPDIR` if set)")
+    metrics: bool = var("SAGEMAKER_METRICS", _bool, False,
+                        "`true`: Prometheus pages of the app, `serve` and the model servers (README: Metrics, timings and logs)",
+                        render=_render_bool)
+    metrics_port: int = var("SAGEMAKER_METRICS_PORT", _int_between(1, 65535), 9101,
+                            "the Prometheus page's port, on 127.0.0.1 only (never through nginx's port)")
+    server_timing: bool = var("SAGEMAKER_SERVER_TIMING", _bool, False,
+                              "`true`: the app's answers carry a `Server-Timing` header with the durations of their "
+                              "stages", render=_render_bool)
+    log_format: str = var("SAGEMAKER_LOG_FORMAT", _choice(*LOG_FORMATS), "text",
+                          "`json`: `serve`, the app, gunicorn and the embedded model server log one JSON object per "
+                          "line, with the request id on a request's lines")
     omp_num_threads: str = var("OMP_NUM_THREADS", _text, "1", "as the original container",
                                shown_default="set to `1` when unset")
 
@@ -279,7 +291,10 @@ class Settings:
                                     "the model `serve` chose for requests that name none", set_by_serve=True)
 
     def __post_init__(self) -> None:
-        self.ports()  # validates the port range against the instance count
+        ports = self.ports()  # validates the port range against the instance count
+        if self.metrics and self.metrics_port in {self.bind_port, *(port for pair in ports for port in pair)}:
+            raise ConfigError(f"SAGEMAKER_METRICS_PORT={self.metrics_port} is taken by nginx or a model server: "
+                              "choose another port")
         rest, grpc = self.model_server_rest_ports, self.model_server_grpc_ports
         if rest is not None and grpc is not None and len(rest) != len(grpc):
             raise ConfigError(f"TFS_REST_PORTS={_render_list(rest)!r} and TFS_GRPC_PORTS={_render_list(grpc)!r} "
@@ -359,6 +374,16 @@ class Settings:
 
 VARIABLES: dict[str, Variable] = {f.name: f.metadata["variable"] for f in dataclasses.fields(Settings)}
 _NAMES = frozenset(v.name for v in VARIABLES.values())
+
+
+def log_format(env: Mapping[str, str] | None = None) -> str:
+    """SAGEMAKER_LOG_FORMAT alone, for a process that logs before (or without) reading every setting: `serve`
+    before it validates the others, the embedded model server. An invalid value is "text" here (the full read
+    reports it)."""
+    try:
+        return VARIABLES["log_format"].read(os.environ if env is None else env, None)
+    except ConfigError:
+        return "text"
 
 
 class _Resolver:

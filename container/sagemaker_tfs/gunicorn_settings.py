@@ -9,6 +9,21 @@ from pathlib import Path as _Path
 
 from gunicorn import util as _util
 
+def _json_logging() -> dict:
+    """With SAGEMAKER_LOG_FORMAT=json, gunicorn's own lines as JSON (logs.py); its loggers do not propagate, so that
+    the root logger has only the app's handler (app.py) and no line is written twice."""
+    from .config import log_format
+
+    if log_format() != "json":
+        return {}
+    loggers = {name: {"level": "INFO", "handlers": [handler], "propagate": False, "qualname": name}
+               for name, handler in (("gunicorn.error", "error_console"), ("gunicorn.access", "console"))}
+    return {"root": {"level": "INFO", "handlers": []}, "loggers": loggers,
+            "formatters": {"generic": {"()": "sagemaker_tfs.logs.JsonFormatter"}}}
+
+
+logconfig_dict = _json_logging()
+
 # gunicorn >= 25.1 opens a control socket (status, kill workers, reload, shutdown) at $XDG_RUNTIME_DIR/gunicorn.ctl
 # or $HOME/.gunicorn/gunicorn.ctl, one path for every stack of the user; serve supervises gunicorn itself.
 control_socket_disable = True
@@ -37,3 +52,23 @@ def post_worker_init(worker) -> None:
     from .runtime_dir import mark_worker_ready
 
     mark_worker_ready(_Path(Settings.from_env().runtime_dir), worker.pid)
+
+
+def child_exit(server, worker) -> None:
+    """With SAGEMAKER_METRICS, a worker that exits while gunicorn keeps running (gunicorn starts another) counts as
+    a restart, in this master's file of the metrics folder (metrics_page.py). During a stop, gunicorn has closed
+    its listeners already."""
+    global _worker_restarts
+    if not server.LISTENERS:
+        return
+    from .config import Settings
+    from .metrics_page import GUNICORN_FILE, folder, write_json
+
+    settings = Settings.from_env()
+    if settings.metrics:
+        _worker_restarts += 1
+        write_json(folder(settings.runtime_dir) / GUNICORN_FILE.format(pid=server.pid),
+                   {"worker_restarts": _worker_restarts})
+
+
+_worker_restarts = 0

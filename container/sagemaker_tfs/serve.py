@@ -29,8 +29,8 @@ import sys
 import threading
 from pathlib import Path
 
-from . import __version__, commands, model_tree, runtime_dir
-from .config import ConfigError, Settings
+from . import __version__, commands, logs, model_tree, runtime_dir
+from .config import ConfigError, Settings, log_format
 from .errors import StartupError
 from .model_tree import ModelTree, ModelTreeError
 from .supervisor import Stack, StopRequested
@@ -65,8 +65,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"serve: error: unexpected arguments {' '.join(args)}; configure with SAGEMAKER_* variables",
               file=sys.stderr)
         return 2
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s serve: %(message)s")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logs.formatter(log_format(), "%(asctime)s %(levelname)s serve: %(message)s"))
+    logging.basicConfig(level=logging.INFO, handlers=[handler])
+    logs.quiet_tensorflow()  # for every child: the model servers, and gunicorn's workers if a script imports it
     log.info("sagemaker-tfs %s starting", __version__)
     stopping = threading.Event()
 

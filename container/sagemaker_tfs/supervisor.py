@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from . import commands, model_tree, nginx, readiness, requirements, runtime_dir
+from . import commands, logs, metrics_page, model_tree, nginx, readiness, requirements, runtime_dir
 from .config import Settings
 from .errors import StartupError
 from .model_tree import ModelTree
@@ -67,7 +67,10 @@ class Child:
 
     def _forward(self, stream) -> None:
         out = sys.stderr.buffer
+        noise = logs.tensorflow_noise_filter()
         for line in iter(stream.readline, b""):
+            if noise is not None and noise(line):
+                continue
             self.tail.append(line.decode(errors="replace").rstrip())
             try:
                 out.write(line)
@@ -143,6 +146,8 @@ class Stack:
         self.child_exited = threading.Event()  # set when a child ends, so that supervision sees it at once
         self.retiring: list[threading.Thread] = []  # dead nginx masters' workers finishing their requests
         self.env = settings.to_env(os.environ)  # the children's settings: what serve resolved, read back as is
+        self.state = "starting"  # then "ready", then "stopping" (the metrics page reports it)
+        self._metrics_server = None
 
     # ---- start-up ----
 
@@ -151,6 +156,15 @@ class Stack:
         Raises StartupError (with what to fix) or StopRequested (a signal came)."""
         s = self.settings
         deadline = time.monotonic() + s.tfs_wait_time_seconds
+        if s.metrics:  # gunicorn's processes write their values to the folder, for serve's page to add up
+            collector = metrics_page.StackCollector(
+                metrics_page.prepare_folder(self.runtime),
+                lambda: [(child.name, child.restarts) for child in self.children()], lambda: self.state)
+            try:
+                self._metrics_server = metrics_page.start(s.metrics_port, collector)
+            except OSError as exc:
+                raise StartupError(f"cannot listen on SAGEMAKER_METRICS_PORT={s.metrics_port}: "
+                                   f"{exc.strerror or exc}") from None
         config_file = self.runtime / "model_config.pbtxt"
         runtime_dir.write_file(config_file, model_tree.model_config_text(self.tree))
         batching_file = None
@@ -158,8 +172,13 @@ class Stack:
             batching_file = self.runtime / "batching_parameters.pbtxt"
             runtime_dir.write_file(batching_file, model_tree.batching_parameters_text(s))
             log.info("batching on: %s", " ".join(batching_file.read_text().split()))
+        monitoring_file = None
+        if s.metrics:
+            monitoring_file = self.runtime / "monitoring_config.pbtxt"
+            runtime_dir.write_file(monitoring_file, metrics_page.MODEL_SERVER_MONITORING)
         gpus = commands.gpu_count()
-        for i, (args, extra_env) in enumerate(commands.model_server_commands(s, config_file, batching_file, gpus)):
+        for i, (args, extra_env) in enumerate(commands.model_server_commands(s, config_file, batching_file, gpus,
+                                                                             monitoring_file)):
             child = Child(f"model server {i}", args, {**self.env, **extra_env}, self.runtime / f"tfs-{i}.pid",
                           self.child_exited.set)
             log.info("starting %s: %s", child.name, " ".join(args))
@@ -187,6 +206,7 @@ class Stack:
         self.nginx.start()
         self._wait(lambda: readiness.listens(self.nginx.proc.pid, s.bind_port), self.nginx, deadline,
                    f"nginx to listen on port {s.bind_port}")
+        self.state = "ready"
         log.info("ready: %s on port %d (default model %s%s)", ", ".join(
             f"{m.name} v{','.join(map(str, m.versions))}" for m in self.tree.models), s.bind_port,
             self.tree.default_model, f", handler script {self.tree.script}" if self.tree.script else "")
@@ -291,6 +311,7 @@ class Stack:
     def stop(self) -> None:
         """Drain: nginx finishes in-flight requests, then gunicorn, then the model servers stop; nothing of
         theirs is left running."""
+        self.state = "stopping"
         grace = self.settings.gunicorn_timeout_seconds + 5
         if self.nginx:
             self.nginx.stop(signal.SIGQUIT, grace)
@@ -300,3 +321,5 @@ class Stack:
             self.gunicorn.stop(signal.SIGTERM, grace)
         for child in self.model_servers:
             child.stop(signal.SIGTERM, 15)
+        if self._metrics_server is not None:
+            self._metrics_server.shutdown()

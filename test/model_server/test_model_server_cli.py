@@ -6,7 +6,9 @@ import shutil
 import signal
 import socket
 import subprocess
+import threading
 
+import pytest
 import requests
 from model_server_support import SERVER
 
@@ -96,6 +98,125 @@ def test_single_model_with_version_polling_and_clean_sigterm(tmp_path):
     assert "Unloading servable version {name: m version: 1}" in log
     assert "stopping: signal received" in log
 
+
+# Every flag of TensorFlow Serving's tensorflow_model_server (model_servers/main.cc), with its default.
+TFS_FLAGS = {
+    "port": "8500", "grpc_socket_path": "", "rest_api_port": "0", "rest_api_num_threads": "4",
+    "rest_api_timeout_in_ms": "30000", "rest_api_enable_cors_support": "false", "enable_batching": "false",
+    "allow_version_labels_for_unavailable_models": "false", "batching_parameters_file": "",
+    "enable_per_model_batching_parameters": "false", "model_config_file": "",
+    "model_config_file_poll_wait_seconds": "0", "model_name": "default", "model_base_path": "/m",
+    "num_load_threads": "0", "num_unload_threads": "0", "max_num_load_retries": "5",
+    "load_retry_interval_micros": "60000000", "file_system_poll_wait_seconds": "1", "flush_filesystem_caches": "true",
+    "tensorflow_session_parallelism": "0", "tensorflow_session_config_file": "", "tensorflow_intra_op_parallelism": "0",
+    "tensorflow_inter_op_parallelism": "0", "use_alts_credentials": "false", "ssl_config_file": "",
+    "platform_config_file": "", "per_process_gpu_memory_fraction": "0", "saved_model_tags": "serve",
+    "grpc_channel_arguments": "", "grpc_max_threads": "0", "enable_model_warmup": "true",
+    "num_request_iterations_for_warmup": "0", "monitoring_config_file": "",
+    "remove_unused_fields_from_bundle_metagraph": "true", "prefer_tflite_model": "false", "num_tflite_pools": "4",
+    "num_tflite_interpreters_per_pool": "1", "enable_signature_method_name_check": "false",
+    "xla_cpu_compilation_enabled": "false", "xla_gpu_compilation_enabled": "false", "enable_profiler": "true",
+    "thread_pool_factory_config_file": "", "mixed_precision": "", "skip_initialize_tpu": "false",
+    "enable_grpc_healthcheck_service": "false", "enable_serialization_as_tensor_content": "false",
+}
+
+
+def test_every_tfs_flag_is_accepted_and_version_prints_and_exits():
+    result = run_server(*(f"--{name}={value}" for name, value in TFS_FLAGS.items()), "--version")
+    assert result.returncode == 0, result.stderr
+    first, second = result.stdout.splitlines()
+    assert first.startswith("TensorFlow ModelServer: ")
+    assert second == f"TensorFlow Library: {tf_version()}"
+
+
+def tf_version() -> str:
+    from importlib import metadata
+
+    return metadata.version("tensorflow")
+
+
+def test_help_says_which_flags_have_no_effect():
+    lines = {line.split("=")[0].strip(): line for line in run_server("--help").stdout.splitlines()
+             if line.startswith("  --")}
+    assert {f"--{name}" for name in [*TFS_FLAGS, "version"]} <= set(lines)
+    for name in ("prefer_tflite_model", "use_alts_credentials", "num_request_iterations_for_warmup",
+                 "enable_serialization_as_tensor_content", "flush_filesystem_caches", "enable_profiler"):
+        assert lines[f"--{name}"].endswith("(accepted, no effect)")
+    for name in ("grpc_channel_arguments", "monitoring_config_file", "model_config_file_poll_wait_seconds", "version"):
+        assert not lines[f"--{name}"].endswith("(accepted, no effect)")
+
+
+def test_grpc_channel_arguments_are_server_options(tmp_path):
+    import grpc
+    import tensorflow as tf
+    from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
+
+    grpc_port = support.free_port()
+    server = support.Background([*SERVER, f"--port={grpc_port}", "--model_name=m",
+                                 f"--model_base_path={support.HALF_PLUS_TWO}", "--file_system_poll_wait_seconds=0",
+                                 "--grpc_channel_arguments=grpc.max_receive_message_length=200,grpc.primary_user_agent=x"])
+    with server, grpc.insecure_channel(f"127.0.0.1:{grpc_port}") as channel:
+        server.wait_until(lambda: support.port_is_open(grpc_port), what="listening")
+        stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
+
+        def predict(rows: int):
+            request = predict_pb2.PredictRequest()
+            request.model_spec.name = "m"
+            request.inputs["x"].CopyFrom(tf.make_tensor_proto([[1.0]] * rows))
+            return stub.Predict(request, timeout=30)
+
+        assert list(predict(1).outputs["y"].float_val) == [2.5]
+        with pytest.raises(grpc.RpcError) as raised:
+            predict(100)  # 400+ bytes: over the 200 the flag allows
+        assert raised.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+def served(url: str, model: str) -> int:
+    return requests.post(f"{url}/v1/models/{model}:predict", json={"instances": [1.0]}, timeout=30).status_code
+
+
+def test_model_config_file_poll_applies_changes_while_unchanged_models_keep_serving(tmp_path):
+    from model_server_support import model_config
+
+    config = tmp_path / "models.config"
+    config.write_text(model_config({"two": support.HALF_PLUS_TWO}))
+    rest_port = support.free_port()
+    url = f"http://127.0.0.1:{rest_port}"
+    server = support.Background([*SERVER, f"--port={support.free_port()}", f"--rest_api_port={rest_port}",
+                                 f"--model_config_file={config}", "--model_config_file_poll_wait_seconds=1",
+                                 "--file_system_poll_wait_seconds=0"])
+    statuses: list[int] = []
+    stop = threading.Event()
+
+    def load() -> None:  # requests to the unchanged model during the reloads
+        with requests.Session() as session:
+            while not stop.is_set():
+                statuses.append(session.post(f"{url}/v1/models/two:predict", json={"instances": [1.0]},
+                                             timeout=30).status_code)
+
+    with server:
+        server.wait_until(lambda: support.port_is_open(rest_port), what="listening")
+        client = threading.Thread(target=load)
+        client.start()
+        try:
+            config.write_text(model_config({"two": support.HALF_PLUS_TWO, "three": support.HALF_PLUS_THREE}))
+            server.wait_until(lambda: served(url, "three") == 200, what="serving the added model")
+            assert requests.post(f"{url}/v1/models/three:predict", json={"instances": [1.0]},
+                                 timeout=30).json() == {"predictions": [3.5]}
+
+            config.write_text("model_config_list { bad")  # unreadable: logged, what is served stays
+            server.wait_until(lambda: "Failed to read ModelServerConfig file" in server.log(), what="logging")
+            assert served(url, "three") == 200
+        finally:
+            stop.set()
+            client.join()
+        assert statuses and set(statuses) == {200}
+
+        config.write_text(model_config({"three": support.HALF_PLUS_THREE}))  # removed: TFS's not-found
+        server.wait_until(lambda: served(url, "two") == 404, what="unloading the removed model")
+        config.write_text(model_config({"three": support.HALF_PLUS_TWO}))  # changed base path: reloaded from it
+        server.wait_until(lambda: requests.post(f"{url}/v1/models/three:predict", json={"instances": [1.0]},
+                                                timeout=30).json() == {"predictions": [2.5]}, what="the new path")
 
 def listening_server(*flags: str) -> tuple[support.Background, int, int]:
     grpc_port, rest_port = support.free_port(), support.free_port()

@@ -100,7 +100,7 @@ def test_batching_parameters_file():
 
 
 def test_variable_length_inputs_are_padded_with_the_first_element():
-    tasks = [_Task({"x": np.array([[1, 2, 3]])}, 1, None), _Task({"x": np.array([[5], [6]])}, 2, None)]
+    tasks = [_Task({"x": np.array([[1, 2, 3]])}, 1, None, 0.0), _Task({"x": np.array([[5], [6]])}, 2, None, 0.0)]
     assert _merge("x", tasks, True).tolist() == [[1, 2, 3], [5, 5, 5], [6, 5, 5]]
     with pytest.raises(ServingError, match="have different shapes and padding is turned off"):
         _merge("x", tasks, False)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 import sys
 
+from .. import logs
+from ..config import log_format
 from .flags import FlagError, parse, usage
 
 
@@ -18,15 +20,32 @@ def main(argv: list[str] | None = None) -> int:
     except FlagError as exc:
         sys.stderr.write(f"tfs-model-server: {exc}\n{usage()}")
         return 2
-    logging.basicConfig(stream=sys.stderr, level=logging.INFO,
-                        format="%(asctime)s.%(msecs)03d %(levelname).1s %(name)s] %(message)s",
-                        datefmt="%Y-%m-%d %H:%M:%S")
-    from .servable import quiet_tensorflow_logs
-
-    quiet_tensorflow_logs()
+    if flags.version:
+        sys.stdout.write(version_text())
+        return 0
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logs.formatter(log_format(), "%(asctime)s.%(msecs)03d %(levelname).1s %(name)s] %(message)s",
+                                        "%Y-%m-%d %H:%M:%S"))  # JSON when `serve` runs with SAGEMAKER_LOG_FORMAT=json
+    logging.basicConfig(level=logging.INFO, handlers=[handler])
+    logs.quiet_tensorflow()
     from .server import run  # imports TensorFlow: only once the command line is known to be good
 
     return run(flags)
+
+
+def version_text() -> str:
+    """--version, in TFS's two lines: this server's version (and the TFS API it implements), TensorFlow's."""
+    from importlib import metadata
+
+    def version(package: str) -> str:
+        try:
+            return metadata.version(package)
+        except metadata.PackageNotFoundError:
+            return "unknown"
+
+    return (f"TensorFlow ModelServer: {version('sagemaker-tfs')} (sagemaker-tfs embedded model server, "
+            f"tensorflow-serving-api {version('tensorflow-serving-api')})\n"
+            f"TensorFlow Library: {version('tensorflow')}\n")
 
 
 if __name__ == "__main__":

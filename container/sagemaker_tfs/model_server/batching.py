@@ -30,6 +30,7 @@ from typing import Sequence
 
 import numpy as np
 
+from . import protos
 from .servable import Servable
 from .status import Code, ServingError, invalid_argument
 
@@ -50,6 +51,7 @@ class BatchingParameters:
     num_batch_threads: int = 0  # 0: one per core
     allowed_batch_sizes: tuple[int, ...] = ()
     pad_variable_length_inputs: bool = False
+    thread_pool_name: str = "batch_threads"  # the label of the queueing-delay metric, as in TFS
 
     def __post_init__(self):
         if self.max_batch_size < 1:
@@ -76,54 +78,33 @@ class BatchingParameters:
             return os.cpu_count() or 1
 
 
-def _batching_parameters_message():
-    """The BatchingParameters message (TFS's session_bundle_config.proto, not shipped in tensorflow-serving-api),
-    built from a descriptor so that the file is read by protobuf's own text-format parser."""
-    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, wrappers_pb2
-
-    pool = descriptor_pool.DescriptorPool()
-    pool.AddSerializedFile(wrappers_pb2.DESCRIPTOR.serialized_pb)
-    proto = descriptor_pb2.FileDescriptorProto(name="sagemaker_tfs/batching_parameters.proto",
-                                               package="tensorflow.serving", syntax="proto3",
-                                               dependency=["google/protobuf/wrappers.proto"])
-    message = proto.message_type.add(name="BatchingParameters")
-    F = descriptor_pb2.FieldDescriptorProto
-    fields = [  # (name, number, type, wrapper type name, repeated)
-        ("max_batch_size", 1, F.TYPE_MESSAGE, ".google.protobuf.Int64Value", False),
-        ("batch_timeout_micros", 2, F.TYPE_MESSAGE, ".google.protobuf.Int64Value", False),
-        ("max_enqueued_batches", 3, F.TYPE_MESSAGE, ".google.protobuf.Int64Value", False),
-        ("num_batch_threads", 4, F.TYPE_MESSAGE, ".google.protobuf.Int64Value", False),
-        ("thread_pool_name", 5, F.TYPE_MESSAGE, ".google.protobuf.StringValue", False),
-        ("allowed_batch_sizes", 6, F.TYPE_INT64, None, True),
-        ("pad_variable_length_inputs", 7, F.TYPE_BOOL, None, False),
-        # accepted, not acted on (logged): TFS's later additions
-        ("enable_large_batch_splitting", 8, F.TYPE_MESSAGE, ".google.protobuf.BoolValue", False),
-        ("max_execution_batch_size", 9, F.TYPE_MESSAGE, ".google.protobuf.Int64Value", False),
-        ("batch_padding_policy", 10, F.TYPE_MESSAGE, ".google.protobuf.StringValue", False),
-    ]
-    for name, number, kind, type_name, repeated in fields:
-        field = message.field.add(name=name, number=number, type=kind,
-                                  label=F.LABEL_REPEATED if repeated else F.LABEL_OPTIONAL)
-        if type_name:
-            field.type_name = type_name
-    pool.Add(proto)
-    return message_factory.GetMessageClass(pool.FindMessageTypeByName("tensorflow.serving.BatchingParameters"))
+_INT64, _STRING, _BOOL = ".google.protobuf.Int64Value", ".google.protobuf.StringValue", ".google.protobuf.BoolValue"
+# TFS's session_bundle_config.proto BatchingParameters: (name, number, type, wrapper type, repeated)
+_BATCHING_FIELDS = (
+    ("max_batch_size", 1, "TYPE_MESSAGE", _INT64, False),
+    ("batch_timeout_micros", 2, "TYPE_MESSAGE", _INT64, False),
+    ("max_enqueued_batches", 3, "TYPE_MESSAGE", _INT64, False),
+    ("num_batch_threads", 4, "TYPE_MESSAGE", _INT64, False),
+    ("thread_pool_name", 5, "TYPE_MESSAGE", _STRING, False),
+    ("allowed_batch_sizes", 6, "TYPE_INT64", None, True),
+    ("pad_variable_length_inputs", 7, "TYPE_BOOL", None, False),
+    # accepted, not acted on (logged): TFS's later additions
+    ("enable_large_batch_splitting", 8, "TYPE_MESSAGE", _BOOL, False),
+    ("max_execution_batch_size", 9, "TYPE_MESSAGE", _INT64, False),
+    ("batch_padding_policy", 10, "TYPE_MESSAGE", _STRING, False),
+)
 
 
 def parse_batching_parameters(text: str, source: str = "<batching parameters>") -> BatchingParameters:
-    from google.protobuf import text_format
-
-    message = _batching_parameters_message()()
-    try:
-        text_format.Parse(text, message)
-    except text_format.ParseError as exc:
-        raise BatchingConfigError(f"Invalid protobuf file: '{source}': Error parsing text-format "
-                                  f"tensorflow.serving.BatchingParameters: {exc}") from None
+    cls = protos.message_class("sagemaker_tfs/batching_parameters.proto",
+                               (("BatchingParameters", _BATCHING_FIELDS),), "BatchingParameters")
+    message = protos.parse_text(cls, text, source, BatchingConfigError)
     for name in ("enable_large_batch_splitting", "max_execution_batch_size", "batch_padding_policy"):
         if message.HasField(name):
             log.warning("batching parameter %s is accepted but has no effect in this model server", name)
     values = {name: getattr(message, name).value
-              for name in ("max_batch_size", "batch_timeout_micros", "max_enqueued_batches", "num_batch_threads")
+              for name in ("max_batch_size", "batch_timeout_micros", "max_enqueued_batches", "num_batch_threads",
+                           "thread_pool_name")
               if message.HasField(name)}
     return BatchingParameters(allowed_batch_sizes=tuple(message.allowed_batch_sizes),
                               pad_variable_length_inputs=message.pad_variable_length_inputs, **values)
@@ -143,10 +124,10 @@ def load_batching_parameters(path: str | Path | None) -> BatchingParameters:
 # ------------------------------------------------------------------------------------------------ scheduling
 
 class _Task:
-    __slots__ = ("feeds", "size", "future")
+    __slots__ = ("feeds", "size", "future", "queued")
 
-    def __init__(self, feeds: dict[str, np.ndarray], size: int, future: asyncio.Future):
-        self.feeds, self.size, self.future = feeds, size, future
+    def __init__(self, feeds: dict[str, np.ndarray], size: int, future: asyncio.Future, queued: float):
+        self.feeds, self.size, self.future, self.queued = feeds, size, future, queued
 
 
 class _Batch:
@@ -186,8 +167,9 @@ def task_size(feeds: dict[str, np.ndarray]) -> int:
 class BatchScheduler:
     """Queues runs and executes merged batches. submit() must be called on the loop's thread."""
 
-    def __init__(self, params: BatchingParameters, loop: asyncio.AbstractEventLoop):
+    def __init__(self, params: BatchingParameters, loop: asyncio.AbstractEventLoop, metrics=None):
         self.params = params
+        self._metrics = metrics  # a ModelServerMetrics: TFS's batching metrics
         self._loop = loop
         self._threads = params.threads
         self._free = self._threads
@@ -218,10 +200,11 @@ class BatchScheduler:
                                                      f"max_enqueued_batches is {params.max_enqueued_batches}")
             batches.append(_Batch())
         batch = batches[-1]
+        now = time.monotonic()
         if not batch.tasks:
-            batch.started = time.monotonic()
+            batch.started = now
         future = self._loop.create_future()
-        batch.tasks.append(_Task(feeds, size, future))
+        batch.tasks.append(_Task(feeds, size, future, now))
         batch.size += size
         if not queue.inline_due and (self._free > 0 or servable.is_small(queue.fetches)):
             self._dispatch()  # else a run due on the loop, or the next finished batch, dispatches
@@ -267,7 +250,7 @@ class BatchScheduler:
                     break
                 if queue.inline_due or not self._due(queue, now):
                     continue
-                batch = queue.batches.popleft()
+                batch = self._dequeue(queue)
                 if not queue.batches:
                     del self._queues[queue.key]  # empty: it must not keep an unloaded servable alive
                 self._free -= 1
@@ -292,7 +275,7 @@ class BatchScheduler:
         queue.inline_due = False
         now = time.monotonic()
         while self._due(queue, now) and queue.servable.is_small(queue.fetches):
-            batch = queue.batches.popleft()
+            batch = self._dequeue(queue)
             try:
                 results, error = _run_batch(queue.servable, queue.fetches, batch.tasks, self.params), None
             except Exception as exc:  # the batch's error is each of its tasks' error
@@ -301,6 +284,15 @@ class BatchScheduler:
         if not queue.batches and self._queues.get(queue.key) is queue:
             del self._queues[queue.key]
         self._dispatch()  # what remains: an open batch not yet due, or a model no longer small
+
+    def _dequeue(self, queue: _Queue) -> _Batch:
+        """The queue's first batch, about to run (TFS's batching metrics record it here)."""
+        batch = queue.batches.popleft()
+        if self._metrics is not None:
+            now = time.monotonic()
+            self._metrics.batch([t.size for t in batch.tasks], batch.size, _padded_size(batch.size, self.params),
+                                [now - t.queued for t in batch.tasks])
+        return batch
 
     def _finished(self, batch: _Batch, done: asyncio.Future) -> None:
         self._free += 1
@@ -343,12 +335,17 @@ def _merge(name: str, tasks: list[_Task], pad_variable_length: bool) -> np.ndarr
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
+def _padded_size(size: int, params: BatchingParameters) -> int:
+    """The size a batch of `size` rows runs at: the next allowed batch size, if any are configured."""
+    return next((b for b in params.allowed_batch_sizes if b >= size), size)
+
+
 def _run_batch(servable: Servable, fetches: tuple[str, ...], tasks: list[_Task],
                params: BatchingParameters) -> list[list[np.ndarray]]:
     """On a batch thread: merge, run once, split back. Returns each task's outputs."""
     size = sum(task.size for task in tasks)
     feeds = {name: _merge(name, tasks, params.pad_variable_length_inputs) for name in tasks[0].feeds}
-    padded_size = next((b for b in params.allowed_batch_sizes if b >= size), size)
+    padded_size = _padded_size(size, params)
     if padded_size > size:  # pad with copies of the last task's first row; dropped from the outputs
         row = size - tasks[-1].size
         feeds = {name: np.concatenate([array, np.repeat(array[row:row + 1], padded_size - size, axis=0)])

@@ -1,8 +1,9 @@
 """The command line of `tensorflow_model_server`, parsed the way TensorFlow's flag parser does.
 
 Every flag is `--name=value` (one dash also works); a boolean flag may be given bare (`--enable_batching`)
-or as `--name=true|false|1|0`. Anything else is an error naming the argument. The defaults are TFS's.
-Flags that only make sense for the real binary are accepted and listed in IGNORED (logged at startup).
+or as `--name=true|false|1|0`. Anything else is an error naming the argument. Every flag of the real
+`tensorflow_model_server` is accepted, with TFS's defaults; those that only make sense for the real binary are
+marked `ignored` (`--help` says so, and a non-default value is logged at startup).
 """
 
 from __future__ import annotations
@@ -28,12 +29,14 @@ class Flags:
     listen_address: str = _flag("0.0.0.0", "address the gRPC and REST ports listen on (this server's own flag)")
     grpc_socket_path: str = _flag("", "also serve gRPC on this UNIX socket")
     grpc_max_threads: int = _flag(0, "gRPC worker threads (0: 4 x cores)")
+    grpc_channel_arguments: str = _flag("", "gRPC server options: key=value,key=value (integers passed as such)")
     rest_api_port: int = _flag(0, "HTTP/REST port (0: no REST server); must differ from --port")
     rest_api_num_threads: int = _flag(0, "threads running REST requests' TensorFlow calls (0: 4 x cores)")
     rest_api_timeout_in_ms: int = _flag(30000, "deadline of a REST request's TensorFlow run (0: none)")
     rest_api_enable_cors_support: bool = _flag(False, "add CORS headers to REST replies")
     model_config_file: str = _flag("", "text-format ModelServerConfig; overrides --model_name/--model_base_path")
-    model_config_file_poll_wait_seconds: int = _flag(0, "re-read --model_config_file", ignored=True)
+    model_config_file_poll_wait_seconds: int = _flag(0, "seconds between re-reads of --model_config_file, applying "
+                                                        "its changes (0: read once)")
     model_name: str = _flag("default", "name of the one model served without --model_config_file")
     model_base_path: str = _flag("", "folder of the one model's numbered version folders")
     enable_batching: bool = _flag(False, "merge concurrent requests into batches")
@@ -50,7 +53,7 @@ class Flags:
     num_unload_threads: int = _flag(0, "threads unloading models", ignored=True)
     saved_model_tags: str = _flag("serve", "comma-separated MetaGraph tags to load")
     enable_model_warmup: bool = _flag(True, "replay assets.extra warmup requests", ignored=True)
-    monitoring_config_file: str = _flag("", "Prometheus monitoring", ignored=True)
+    monitoring_config_file: str = _flag("", "text-format MonitoringConfig: the Prometheus page on the REST port")
     platform_config_file: str = _flag("", "platform configuration", ignored=True)
     ssl_config_file: str = _flag("", "TLS for gRPC", ignored=True)
     allow_version_labels_for_unavailable_models: bool = _flag(False, "labels may name unloaded versions")
@@ -58,6 +61,20 @@ class Flags:
     enable_profiler: bool = _flag(True, "TensorFlow profiler service", ignored=True)
     xla_cpu_compilation_enabled: bool = _flag(False, "XLA on CPU", ignored=True)
     enable_grpc_healthcheck_service: bool = _flag(False, "gRPC health service", ignored=True)
+    version: bool = _flag(False, "print the version and exit")
+    flush_filesystem_caches: bool = _flag(True, "flush file-system caches after loading", ignored=True)
+    tensorflow_session_config_file: str = _flag("", "text-format SessionConfig", ignored=True)
+    use_alts_credentials: bool = _flag(False, "ALTS credentials for gRPC", ignored=True)
+    num_request_iterations_for_warmup: int = _flag(0, "warmup replays per record", ignored=True)
+    remove_unused_fields_from_bundle_metagraph: bool = _flag(True, "drop unused MetaGraph fields", ignored=True)
+    prefer_tflite_model: bool = _flag(False, "serve model.tflite (TFLite is out of scope)", ignored=True)
+    num_tflite_pools: int = _flag(0, "TFLite interpreter pools (TFS: one per core)", ignored=True)
+    num_tflite_interpreters_per_pool: int = _flag(1, "TFLite interpreters per pool", ignored=True)
+    xla_gpu_compilation_enabled: bool = _flag(False, "XLA on GPU", ignored=True)
+    thread_pool_factory_config_file: str = _flag("", "thread pool factory config", ignored=True)
+    mixed_precision: str = _flag("", "mixed precision mode", ignored=True)
+    skip_initialize_tpu: bool = _flag(False, "skip TPU initialization", ignored=True)
+    enable_serialization_as_tensor_content: bool = _flag(False, "gRPC outputs in tensor_content", ignored=True)
 
     @classmethod
     def names(cls) -> list[str]:
@@ -109,7 +126,8 @@ def parse(argv: list[str]) -> Flags:
         except ValueError:
             raise FlagError(f"invalid value for --{name}: {raw!r} (expected {kind.__name__})") from None
     flags = Flags(**values)
-    _validate(flags)
+    if not flags.version:  # --version prints and exits before the rest is checked, as in TFS
+        _validate(flags)
     return flags
 
 
@@ -131,7 +149,7 @@ def _validate(flags: Flags) -> None:
                         "--tensorflow_intra_op_parallelism/--tensorflow_inter_op_parallelism, not both")
     if not 0.0 <= flags.per_process_gpu_memory_fraction <= 1.0:
         raise FlagError("--per_process_gpu_memory_fraction must be between 0 and 1")
-    for name in ("max_num_load_retries", "file_system_poll_wait_seconds", "rest_api_timeout_in_ms",
+    for name in ("max_num_load_retries", "file_system_poll_wait_seconds", "model_config_file_poll_wait_seconds", "rest_api_timeout_in_ms",
                  "rest_api_num_threads", "grpc_max_threads", "load_retry_interval_micros"):
         if getattr(flags, name) < 0:
             raise FlagError(f"--{name} must not be negative")

@@ -7,7 +7,9 @@ codes and messages (cut to 1024 characters plus `...TRUNCATED`, as TFS does). Ou
 
 from __future__ import annotations
 
+import functools
 import logging
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import grpc
@@ -19,6 +21,7 @@ from tensorflow_serving.apis import (classification_pb2, get_model_metadata_pb2,
                                      prediction_service_pb2_grpc, regression_pb2)
 
 from . import dtypes, signatures
+from .metrics import ModelServerMetrics, status_name
 from .registry import Registry
 from .runner import Runner
 from .servable import Servable
@@ -76,6 +79,28 @@ def _guarded(method):
     return wrapper
 
 
+def _metered(api: str):
+    """Record TFS's request count and latency of a Predict, Classify or Regress call (entrypoint GRPC)."""
+
+    def decorate(method):
+        @functools.wraps(method)
+        def wrapper(self, request, context):
+            if self.metrics is None:
+                return method(self, request, context)
+            started, error = time.perf_counter(), None
+            try:
+                return method(self, request, context)
+            except Exception as exc:
+                error = exc
+                raise
+            finally:
+                self.metrics.request(request.model_spec.name, api, "GRPC", status_name(error), started)
+
+        return wrapper
+
+    return decorate
+
+
 def _resolve(registry: Registry, spec, has_spec: bool) -> Servable:
     if not has_spec:
         raise invalid_argument("Missing ModelSpec")
@@ -112,11 +137,13 @@ def _serialized_examples(request_input) -> list[bytes]:
 
 
 class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
-    def __init__(self, registry: Registry, runner: Runner):
+    def __init__(self, registry: Registry, runner: Runner, metrics: ModelServerMetrics | None = None):
         self.registry = registry
         self.runner = runner
+        self.metrics = metrics
 
     @_guarded
+    @_metered("Predict")
     def Predict(self, request: predict_pb2.PredictRequest, context):
         servable = _resolve(self.registry, request.model_spec, request.HasField("model_spec"))
         signature = signatures.predict_signature(servable, request.model_spec.signature_name, rest=False)
@@ -142,20 +169,22 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
         feeds = {signature.inputs[alias].name: tensor_util.MakeNdarray(proto) for alias, proto in
                  request.inputs.items()}
         outputs = self.runner.run_blocking(servable, feeds, [signature.outputs[a].name for a in aliases],
-                                           context.time_remaining())
+                                           context.time_remaining(), "Predict")
         response = predict_pb2.PredictResponse()
         _set_spec(response.model_spec, servable, signature.key)
         for alias, array in zip(aliases, outputs):
             response.outputs[alias].CopyFrom(tensor_proto(array))
         return response
 
-    def _run_examples(self, servable: Servable, run: signatures.ExampleRun, serialized: list[bytes], context):
+    def _run_examples(self, servable: Servable, run: signatures.ExampleRun, serialized: list[bytes], context,
+                      api: str):
         tensor = signatures.examples_tensor(serialized)
-        return self.runner.run_blocking(servable, {run.input_name: tensor}, run.fetches, context.time_remaining())
+        return self.runner.run_blocking(servable, {run.input_name: tensor}, run.fetches, context.time_remaining(),
+                                        api)
 
     def _classify(self, servable, signature_name, serialized, context, result) -> None:
         run = signatures.classify_run(servable, signature_name)
-        outputs = self._run_examples(servable, run, serialized, context)
+        outputs = self._run_examples(servable, run, serialized, context, "Classify")
         labels, scores = signatures.classification(outputs, run, len(serialized))
         classes = len(labels[0]) if labels is not None else scores.shape[1]
         for i in range(len(serialized)):
@@ -169,7 +198,7 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
 
     def _regress(self, servable, signature_name, serialized, context, result) -> None:
         run = signatures.regress_run(servable, signature_name)
-        outputs = self._run_examples(servable, run, serialized, context)
+        outputs = self._run_examples(servable, run, serialized, context, "Regress")
         for value in signatures.regression(outputs, len(serialized)).tolist():
             result.regressions.add(value=value)
 
@@ -182,10 +211,12 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
         return response
 
     @_guarded
+    @_metered("Classify")
     def Classify(self, request: classification_pb2.ClassificationRequest, context):
         return self._examples_response(request, classification_pb2.ClassificationResponse(), self._classify, context)
 
     @_guarded
+    @_metered("Regress")
     def Regress(self, request: regression_pb2.RegressionRequest, context):
         return self._examples_response(request, regression_pb2.RegressionResponse(), self._regress, context)
 
@@ -250,13 +281,31 @@ class ModelService(model_service_pb2_grpc.ModelServiceServicer):
         return response
 
 
-def start_grpc_server(registry: Registry, runner: Runner, port: int, socket_path: str,
-                      max_threads: int, host: str = "0.0.0.0") -> grpc.Server:
-    """Serve both services on host:port (and a UNIX socket); raises OSError if the port is taken."""
-    server = grpc.server(ThreadPoolExecutor(max_threads, thread_name_prefix="grpc"),
-                         options=[("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1),
-                                  ("grpc.so_reuseport", 0)])  # a second server on the same port must fail
-    prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(PredictionService(registry, runner), server)
+def channel_arguments(text: str) -> list[tuple[str, int | str]]:
+    """--grpc_channel_arguments (`key=value,key=value`) as gRPC server options: a value that is a 32-bit integer
+    is passed as one, anything else as a string (TFS's rule; gRPC ignores keys it does not know)."""
+    options: list[tuple[str, int | str]] = []
+    for item in filter(None, text.split(",")):
+        key, _, value = item.partition("=")
+        try:
+            number = int(value)
+        except ValueError:
+            number = None
+        options.append((key, number if number is not None and -2**31 <= number < 2**31 else value))
+    return options
+
+
+def start_grpc_server(registry: Registry, runner: Runner, port: int, socket_path: str, max_threads: int,
+                      host: str = "0.0.0.0", arguments: list[tuple[str, int | str]] = (),
+                      metrics: ModelServerMetrics | None = None) -> grpc.Server:
+    """Serve both services on host:port (and a UNIX socket); raises OSError if the port is taken.
+    `arguments` (--grpc_channel_arguments) override our defaults, the last of a repeated key winning, as in TFS."""
+    options = {"grpc.max_send_message_length": -1, "grpc.max_receive_message_length": -1,
+               "grpc.so_reuseport": 0,  # a second server on the same port must fail
+               **dict(arguments)}  # gRPC keeps the first of two equal keys: merge them here, the flag's last
+    server = grpc.server(ThreadPoolExecutor(max_threads, thread_name_prefix="grpc"), options=list(options.items()))
+    prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(
+        PredictionService(registry, runner, metrics), server)
     model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelService(registry), server)
     try:
         if port and server.add_insecure_port(f"{_grpc_host(host)}:{port}") != port:

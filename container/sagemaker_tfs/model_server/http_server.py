@@ -23,10 +23,11 @@ REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden",
 
 
 class Response:
-    __slots__ = ("status", "body", "content_type")
+    __slots__ = ("status", "body", "content_type", "code")
 
-    def __init__(self, status: int, body: bytes, content_type: bytes = b"application/json"):
+    def __init__(self, status: int, body: bytes, content_type: bytes = b"application/json", code: str = "OK"):
         self.status, self.body, self.content_type = status, body, content_type
+        self.code = code  # the TFS status code's name (OK, NOT_FOUND...): the request metrics' status label
 
 
 class Pending:

@@ -1,7 +1,7 @@
 """The served models: their versions' states, the loaded servables, and how a request finds one.
 
-One writer (the startup load, then the polling thread) replaces whole dictionaries; request threads only read
-them, so finding a servable takes no lock. A removed version's session closes when its last request drops it.
+Writers (the startup load, the polling threads, a config reload) replace whole dictionaries; request threads only
+read them, so finding a servable takes no lock. A removed version's session closes when its last request drops it.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from .model_config import ModelConfig, list_versions
+from .model_config import ModelConfig, ModelConfigError, list_versions, load_config_file
 from .servable import Servable
 from .status import Code, ServingError, invalid_argument, not_found
 
@@ -53,6 +53,7 @@ class Registry:
         self._retries = max_load_retries
         self._retry_interval = retry_interval_seconds
         self._stopping = threading.Event()
+        self._reload_lock = threading.Lock()  # one model-list swap at a time; never taken by requests
 
     # ---------------------------------------------------------------------------------------- requests
 
@@ -109,9 +110,10 @@ class Registry:
 
     def refresh(self) -> None:
         """Bring every model in line with its folder: load new aspired versions, then unload dropped ones."""
-        for model in self.models.values():
-            if not self._stopping.is_set():
-                self._refresh(model)
+        with self._reload_lock:  # a model is loaded by one thread at a time: a reload's or the scan's
+            for model in self.models.values():
+                if not self._stopping.is_set():
+                    self._refresh(model)
 
     def _refresh(self, model: Model) -> None:
         config = model.config
@@ -165,13 +167,65 @@ class Registry:
         log.error("Loading servable {name: %s version: %d} failed: %s: %s", name, version, error.code.name,
                   error.message)
 
+    def reload(self, configs: list[ModelConfig]) -> None:
+        """Apply a new model list, as TFS's ReloadConfig does: models whose config is unchanged keep serving
+        untouched, models no longer listed are unloaded, new or changed ones are loaded; raises the first load
+        error of the models it loaded."""
+        with self._reload_lock:
+            current = self.models
+            for config in configs:
+                old = current.get(config.name)
+                if old is not None and old.config.platform != config.platform:
+                    raise invalid_argument(f"Illegal to change a model's platform. For model {config.name} platform "
+                                           f"was {old.config.platform} and new platform requested is {config.platform}")
+            models = {c.name: current[c.name] if c.name in current and current[c.name].config == c else Model(c)
+                      for c in configs}
+            self.models = models
+            for name, model in current.items():
+                if models.get(name) is not model:
+                    self._unload(model)
+            added = [m for m in models.values() if current.get(m.config.name) is not m]
+            for model in added:
+                log.info("Adding/updating models: %s", model.config.name)
+                self._refresh(model)
+        for model in added:
+            for status in model.statuses.values():
+                if status.error is not None:
+                    raise status.error
+
+    def _unload(self, model: Model) -> None:
+        for version in sorted(model.servables):
+            log.info("Unloading servable version {name: %s version: %d}", model.config.name, version)
+        model.set_servables({})
+        model.statuses = {v: VersionStatus(v, "END") for v in model.statuses}
+
     def poll_forever(self, interval_seconds: float) -> None:
         """Re-scan the model folders every interval until stop(); run in a daemon thread."""
+        self._every(interval_seconds, self.refresh, "scanning model folders failed")
+
+    def poll_config_file_forever(self, path: str, interval_seconds: float) -> None:
+        """--model_config_file_poll_wait_seconds: re-read the model config file every interval and apply it (TFS
+        logs a file it cannot read or apply and keeps serving what it has); run in a daemon thread."""
+
+        def apply() -> None:
+            try:
+                configs = load_config_file(path)
+            except ModelConfigError as exc:
+                log.error("Failed to read ModelServerConfig file: %s", exc)
+                return
+            try:
+                self.reload(configs)
+            except ServingError as exc:
+                log.error("PollFilesystemAndReloadConfig failed to ReloadConfig: %s", exc.message)
+
+        self._every(interval_seconds, apply, "re-reading the model config file failed")
+
+    def _every(self, interval_seconds: float, action: Callable[[], None], failure: str) -> None:
         while not self._stopping.wait(interval_seconds):
             try:
-                self.refresh()
-            except Exception:  # keep polling: a transient file-system error must not stop version updates
-                log.exception("scanning model folders failed")
+                action()
+            except Exception:  # keep polling: a transient file-system error must not stop updates
+                log.exception(failure)
 
     def summary(self) -> list[str]:
         lines = []

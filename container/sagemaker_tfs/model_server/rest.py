@@ -58,7 +58,7 @@ class Route:
 
 
 def _error(error: ServingError) -> Response:
-    return Response(error.http_status, json_response.error_body(error.message))
+    return Response(error.http_status, json_response.error_body(error.message), code=error.code.name)
 
 
 def _fixed(response: Response) -> Route:
@@ -124,6 +124,11 @@ class RestApi:
             log.exception("%s %s failed", method, path)
             return _error(ServingError(Code.INTERNAL, f"{type(exc).__name__}: {exc}"))
 
+    def route_of(self, method: str, path: str) -> Route | None:
+        """The route a handled request was found to have (None if its path did not parse)."""
+        entry = self._routes.get((method, path))
+        return entry[1] if entry is not None else None
+
     def preflight(self, path: str, origin: bytes | None) -> Response:
         if not _V1.fullmatch(path):
             return html_error(404)
@@ -180,7 +185,7 @@ class RestApi:
         may_hold_bools = b"true" in body or b"false" in body
         tensors, row_format = json_request.predict_inputs(doc, signature.inputs, may_hold_bools)
         feeds = {signature.inputs[alias].name: array for alias, array in tensors.items()}
-        outputs = self.runner.run_in_loop(servable, feeds, signature.fetches)
+        outputs = self.runner.run_in_loop(servable, feeds, signature.fetches, "Predict")
         aliases = signature.output_aliases
         return _then(outputs, lambda result: json_response.predict_body(dict(zip(aliases, result)), row_format))
 
@@ -193,7 +198,7 @@ class RestApi:
         examples = json_request.serialized_examples(doc)
         count = len(examples)
         outputs = self.runner.run_in_loop(servable, {run.input_name: signatures.examples_tensor(examples)},
-                                          run.fetches)
+                                          run.fetches, "Classify" if classify else "Regress")
         if classify:
             return _then(outputs, lambda result: json_response.classify_body(
                 *signatures.classification(result, run, count), count))

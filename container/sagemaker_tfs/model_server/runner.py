@@ -11,12 +11,14 @@ formatting other requests meanwhile. The batch scheduler applies the same rule t
 from __future__ import annotations
 
 import asyncio
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Sequence
 
 import numpy as np
 
 from .batching import BatchScheduler
+from .metrics import ModelServerMetrics
 from .servable import RunOptions, Servable
 
 Outputs = list[np.ndarray]
@@ -24,33 +26,51 @@ Outputs = list[np.ndarray]
 
 class Runner:
     def __init__(self, loop: asyncio.AbstractEventLoop, scheduler: BatchScheduler | None, rest_threads: int,
-                 rest_timeout_ms: int):
+                 rest_timeout_ms: int, metrics: ModelServerMetrics | None = None):
         self._loop = loop
+        self._metrics = metrics
         self._scheduler = scheduler
         self._pool = ThreadPoolExecutor(rest_threads, thread_name_prefix="rest") if scheduler is None else None
         self._rest_options = RunOptions(rest_timeout_ms) if rest_timeout_ms > 0 else None
 
-    def run_in_loop(self, servable: Servable, feeds: dict[str, np.ndarray],
-                    fetches: Sequence[str]) -> asyncio.Future:
-        """A future of the outputs (called on the event loop's thread; REST)."""
+    def run_in_loop(self, servable: Servable, feeds: dict[str, np.ndarray], fetches: Sequence[str],
+                    api: str = "Predict") -> asyncio.Future:
+        """A future of the outputs (called on the event loop's thread; REST). `api` labels the runtime metric."""
+        started = time.perf_counter()
         if self._scheduler is not None:
-            return self._scheduler.submit(servable, feeds, fetches)
-        if servable.is_small(fetches):
+            future = self._scheduler.submit(servable, feeds, fetches)
+        elif servable.is_small(fetches):
             future = self._loop.create_future()
             try:
                 future.set_result(servable.run(feeds, fetches, self._rest_options))
             except Exception as exc:  # the request's error, reported through the future like a pool run's
                 future.set_exception(exc)
-            return future
-        return self._loop.run_in_executor(self._pool, servable.run, feeds, fetches, self._rest_options)
+        else:
+            future = self._loop.run_in_executor(self._pool, servable.run, feeds, fetches, self._rest_options)
+        if self._metrics is not None:
+            if future.done():
+                self._ran(future, servable.name, api, started)
+            else:
+                future.add_done_callback(lambda done: self._ran(done, servable.name, api, started))
+        return future
 
     def run_blocking(self, servable: Servable, feeds: dict[str, np.ndarray], fetches: Sequence[str],
-                     timeout_seconds: float | None = None) -> Outputs:
+                     timeout_seconds: float | None = None, api: str = "Predict") -> Outputs:
         """The outputs, computed on the calling thread or by the batch scheduler (gRPC)."""
+        started = time.perf_counter()
         if self._scheduler is not None:
-            return self._scheduler.submit_threadsafe(servable, feeds, fetches).result()
-        options = RunOptions(max(1, int(timeout_seconds * 1000))) if timeout_seconds else None
-        return servable.run(feeds, fetches, options)
+            outputs = self._scheduler.submit_threadsafe(servable, feeds, fetches).result()
+        else:
+            options = RunOptions(max(1, int(timeout_seconds * 1000))) if timeout_seconds else None
+            outputs = servable.run(feeds, fetches, options)
+        if self._metrics is not None:
+            self._metrics.runtime(servable.name, api, started)
+        return outputs
+
+    def _ran(self, future: asyncio.Future, model_name: str, api: str, started: float) -> None:
+        """TFS records a run's latency when it succeeded."""
+        if not future.cancelled() and future.exception() is None:
+            self._metrics.runtime(model_name, api, started)
 
     def close(self) -> None:
         if self._pool is not None:

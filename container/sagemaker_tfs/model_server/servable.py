@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from ..logs import quiet_tensorflow
 from . import dtypes
 from .status import Code, ServingError, from_tensorflow
 
@@ -28,13 +28,8 @@ CLASSIFY_METHOD = "tensorflow/serving/classify"
 REGRESS_METHOD = "tensorflow/serving/regress"
 
 
-def quiet_tensorflow_logs() -> None:
-    """TensorFlow's C++ logs at errors only unless the user chose a level; before TensorFlow is imported."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-
 def import_tensorflow():
-    quiet_tensorflow_logs()
+    quiet_tensorflow()
     import tensorflow as tf
 
     return tf

@@ -7,11 +7,14 @@ import functools
 import logging
 import signal
 import threading
+import time
 import warnings
+from pathlib import Path
 
 from . import servable
 from .batching import BatchingConfigError, BatchScheduler, load_batching_parameters
 from .flags import Flags, default_threads
+from .metrics import ModelServerMetrics, MonitoringConfigError, load_monitoring_config
 from .model_config import ModelConfig, ModelConfigError, load_config_file
 from .registry import Registry
 
@@ -36,20 +39,40 @@ def session_options(flags: Flags) -> servable.SessionOptions:
     return servable.SessionOptions(intra, inter, flags.per_process_gpu_memory_fraction, tags)
 
 
+def metered_loader(load, metrics: ModelServerMetrics):
+    """The servable loader, recording TensorFlow's SavedModel load metrics (attempts, latency) per version path."""
+
+    def loader(name: str, version: int, path: Path):
+        started, ok = time.perf_counter(), False
+        try:
+            loaded = load(name, version, path)
+            ok = True
+            return loaded
+        finally:
+            metrics.load(str(path), ok, time.perf_counter() - started)
+
+    return loader
+
+
 def run(flags: Flags) -> int:
     """Serve until SIGTERM/SIGINT; returns the exit status."""
     try:
         configs = model_configs(flags)
         batching = load_batching_parameters(flags.batching_parameters_file) if flags.enable_batching else None
-    except (ModelConfigError, BatchingConfigError) as exc:
+        monitoring = load_monitoring_config(flags.monitoring_config_file) if flags.monitoring_config_file else None
+    except (ModelConfigError, BatchingConfigError, MonitoringConfigError) as exc:
         log.error("Failed to start server. Error: %s", exc)
         return 1
+    metrics = None
+    if monitoring is not None and monitoring.prometheus_path is not None:
+        metrics = ModelServerMetrics(batching.thread_pool_name if batching is not None else "batch_threads")
     for name in flags.ignored_given():
         log.warning("--%s is accepted for compatibility and has no effect in this model server", name)
     # Request values beyond a float32's range become +-inf as in TFS; numpy would also warn, once per process.
     warnings.filterwarnings("ignore", "overflow encountered in cast", RuntimeWarning)
     servable.import_tensorflow()
-    registry = Registry(configs, functools.partial(servable.load, options=session_options(flags)),
+    loader = functools.partial(servable.load, options=session_options(flags))
+    registry = Registry(configs, metered_loader(loader, metrics) if metrics is not None else loader,
                         flags.max_num_load_retries, flags.load_retry_interval_micros / 1e6)
     previous = signal.signal(signal.SIGTERM, lambda *_: registry.stop())  # a stop during loading ends the retries
     registry.refresh()  # every configured model gets its load attempt before any port opens (as in TFS)
@@ -66,7 +89,7 @@ def run(flags: Flags) -> int:
     except ImportError:  # uvloop is a dependency; plain asyncio still works
         runner = asyncio.run
     try:
-        return runner(_serve(flags, registry, batching))
+        return runner(_serve(flags, registry, batching, metrics, monitoring))
     except StartupError as exc:
         log.error("Failed to start server. Error: %s", exc)
         return 1
@@ -74,34 +97,38 @@ def run(flags: Flags) -> int:
         registry.stop()
 
 
-async def _serve(flags: Flags, registry: Registry, batching) -> int:
-    from .grpc_service import start_grpc_server
+async def _serve(flags: Flags, registry: Registry, batching, metrics, monitoring) -> int:
+    from .grpc_service import channel_arguments, start_grpc_server
     from .http_server import start_server
     from .rest import RestApi
+    from .rest_metrics import MonitoredApi
     from .runner import Runner
 
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    scheduler = BatchScheduler(batching, loop) if batching is not None else None
+    scheduler = BatchScheduler(batching, loop, metrics) if batching is not None else None
     if scheduler is not None:
         log.info("batching: %s", batching)
     threads = flags.rest_api_num_threads or default_threads()
-    runner = Runner(loop, scheduler, threads, flags.rest_api_timeout_in_ms)
+    runner = Runner(loop, scheduler, threads, flags.rest_api_timeout_in_ms, metrics)
     grpc_server = rest_server = None
     try:
         if flags.port or flags.grpc_socket_path:
             try:
                 grpc_server = start_grpc_server(registry, runner, flags.port, flags.grpc_socket_path,
-                                                flags.grpc_max_threads or default_threads(), flags.listen_address)
+                                                flags.grpc_max_threads or default_threads(), flags.listen_address,
+                                                channel_arguments(flags.grpc_channel_arguments), metrics)
             except OSError as exc:
                 raise StartupError(str(exc)) from None
             log.info("Running gRPC ModelServer at %s:%d ...", flags.listen_address, flags.port)
         if flags.rest_api_port:
             try:
-                rest_server = await start_server(RestApi(registry, runner, flags.rest_api_enable_cors_support),
-                                                 flags.rest_api_port, flags.listen_address)
+                api = RestApi(registry, runner, flags.rest_api_enable_cors_support)
+                if metrics is not None:
+                    api = MonitoredApi(api, metrics, monitoring.prometheus_path)
+                rest_server = await start_server(api, flags.rest_api_port, flags.listen_address)
             except OSError as exc:
                 raise StartupError(f"cannot listen for HTTP/REST on port {flags.rest_api_port}: "
                                    f"{exc.strerror or exc}") from None
@@ -109,6 +136,10 @@ async def _serve(flags: Flags, registry: Registry, batching) -> int:
         if flags.file_system_poll_wait_seconds > 0:
             threading.Thread(target=registry.poll_forever, args=(flags.file_system_poll_wait_seconds,),
                              name="version-poll", daemon=True).start()
+        if flags.model_config_file and flags.model_config_file_poll_wait_seconds > 0:
+            threading.Thread(target=registry.poll_config_file_forever,
+                             args=(flags.model_config_file, flags.model_config_file_poll_wait_seconds),
+                             name="config-poll", daemon=True).start()
         await stop.wait()
         log.info("stopping: signal received")
         return 0

@@ -26,6 +26,7 @@ from typing import Any, Mapping
 
 import falcon
 
+from .. import logs
 from ..config import Settings
 from . import answers, middleware, script
 from .invocations import Invocations
@@ -94,9 +95,10 @@ class ProxyApp(falcon.App):
     """The app, and what it holds in its process: close() releases it, for a process that builds apps
     in-process one after another (tests) rather than being a gunicorn worker that serves one."""
 
-    def __init__(self, client: ModelServerClient, model_dir: str):
+    def __init__(self, client: ModelServerClient, model_dir: str, metrics=None, server_timing: bool = False,
+                 log_context: bool = False):
         super().__init__(media_type=answers.JSON)
-        middleware.install(self)
+        middleware.install(self, metrics, server_timing, log_context)
         self._client, self._model_dir = client, model_dir
 
     def close(self) -> None:
@@ -105,13 +107,14 @@ class ProxyApp(falcon.App):
         script.unload(self._model_dir)
 
 
-def _configure_logging(level: str) -> None:
-    """Our log lines on stderr next to gunicorn's, unless the host process set up logging already."""
+def _configure_logging(level: str, log_format: str) -> None:
+    """Our log lines (and the handler script's) on stderr next to gunicorn's, in gunicorn's text layout or as JSON,
+    unless the host process set up logging already."""
     root = logging.getLogger()
     if not root.handlers:
         handler = logging.StreamHandler()
-        handler.setFormatter(logging.Formatter("[%(asctime)s] [%(process)d] [%(levelname)s] %(name)s: %(message)s",
-                                               "%Y-%m-%d %H:%M:%S %z"))
+        handler.setFormatter(logs.formatter(log_format, "[%(asctime)s] [%(process)d] [%(levelname)s] %(name)s: "
+                                                        "%(message)s", "%Y-%m-%d %H:%M:%S %z"))
         root.addHandler(handler)
     logging.getLogger("sagemaker_tfs").setLevel(level.upper())
 
@@ -121,7 +124,7 @@ def create_app(env: Mapping[str, str] | None = None) -> ProxyApp:
     script, builds the routes."""
     settings = Settings.from_env(env)
     settings.require_set_by_serve()
-    _configure_logging(settings.gunicorn_loglevel)
+    _configure_logging(settings.gunicorn_loglevel, settings.log_format)
     servers = model_servers(settings)
     try:
         handlers = script.load(settings.model_dir)
@@ -132,7 +135,13 @@ def create_app(env: Mapping[str, str] | None = None) -> ProxyApp:
     client = ModelServerClient(timeout)
 
     execution_parameters = settings.execution_parameters()
-    app = ProxyApp(client, settings.model_dir)
+    metrics = None
+    if settings.metrics:
+        from ..metrics_page import folder
+        from .metrics import ProxyMetrics
+
+        metrics = ProxyMetrics(folder(settings.runtime_dir))
+    app = ProxyApp(client, settings.model_dir, metrics, settings.server_timing, settings.log_format == logs.JSON)
     app.add_route("/ping", Ping(servers, client, settings.default_model))
     app.add_route("/invocations", Invocations(handlers, servers, client, settings.default_model, timeout))
     app.add_route("/execution-parameters", ExecutionParameters(execution_parameters))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import logging
 import os
+import time
 from typing import Any
 
 import falcon
@@ -14,6 +15,7 @@ from ..handler_contract import Contract
 from . import answers
 from .answers import Answer
 from .context import DEFAULT_ACCEPT, DEFAULT_CONTENT_TYPE, Context, model_path, tfs_attributes
+from .metrics import Timings
 from .model_servers import ModelServer, ModelServerClient
 from .script import Handlers
 
@@ -47,14 +49,17 @@ class Invocations:
             self._invoke = self._call_handler
         else:
             self._invoke = self._call_pair
-            self._output_name = "default_output_handler" if handlers.contract is Contract.DEFAULT else "output_handler"
+            default = handlers.contract is Contract.DEFAULT
+            self._input_name = "default_input_handler" if default else "input_handler"
+            self._output_name = "default_output_handler" if default else "output_handler"
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         """The answer of the handler chain; errors go to the app's error handlers (middleware.py)."""
         env = req.env
         context, server, path = self._context(env)
         resp.status, resp.data, resp.content_type = self._invoke(_body(req, env), context, server, path,
-                                                                 req.context.request_id)
+                                                                 req.context.request_id,
+                                                                 getattr(req.context, "timings", None))
 
     def _context(self, env: dict) -> tuple[Context, ModelServer, str]:
         server = self._next_server()
@@ -73,14 +78,29 @@ class Invocations:
             int(length) if length else None, self._timeout)
         return context, server, path
 
-    def _call_handler(self, data: Any, context: Context, server: ModelServer, path: str, rid: str) -> Answer:
-        return answers.from_return_value(self._handlers.handler(data, context), context.accept_header, "handler")
+    def _call_handler(self, data: Any, context: Context, server: ModelServer, path: str, rid: str,
+                      timings: Timings | None) -> Answer:
+        started = time.perf_counter()
+        result = self._handlers.handler(data, context)
+        if timings is not None:
+            timings.add("handler", started)
+        return answers.from_return_value(result, context.accept_header, "handler")
 
-    def _call_pair(self, data: Any, context: Context, server: ModelServer, path: str, rid: str) -> Answer:
+    def _call_pair(self, data: Any, context: Context, server: ModelServer, path: str, rid: str,
+                   timings: Timings | None) -> Answer:
+        """input_handler, the model server, output_handler; each stage timed when timings are asked for."""
         handlers = self._handlers
-        response = self._client.request(server, "POST", path, handlers.input_handler(data, context))
+        since = time.perf_counter()
+        request = handlers.input_handler(data, context)
+        if timings is not None:
+            since = timings.add(self._input_name, since)
+        response = self._client.request(server, "POST", path, request)
+        if timings is not None:
+            since = timings.add("model_server", since)
         try:
             result = handlers.output_handler(response, context)
+            if timings is not None:
+                timings.add(self._output_name, since)
         except (HandlerError, falcon.HTTPError):
             raise  # the script chose the status
         except Exception as exc:

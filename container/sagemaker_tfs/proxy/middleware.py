@@ -5,20 +5,27 @@ exceptions to JSON answers (error handlers). Resources only compute their answer
     falcon.HTTPError raised by a script       its status and headers, {"error": ..., "title": ..., "description": ...}
     falcon's routing errors (404, 405)        their status and headers, {"error": reason}
     any other exception                       500 {"error": str(exception)}, logged with its traceback
-Every answer carries X-Amzn-RequestId (the client's, else a new UUID) and every error is logged with it.
+Every answer carries X-Amzn-RequestId (the client's, else a new UUID) and every error is logged with it; while
+a request is handled, logs.request_id names it, so that every JSON log line of the request carries it.
+With SAGEMAKER_METRICS or SAGEMAKER_SERVER_TIMING, the middleware (then RequestScope) also times every request: its
+stages (req.context.timings, which the invocation path fills) and total go to the metrics and the Server-Timing
+header.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import time
 import uuid
 
 import falcon
 
+from .. import logs
 from ..errors import HandlerError
 from . import answers
 from .answers import Answer
+from .metrics import ProxyMetrics, Timings
 
 log = logging.getLogger("sagemaker_tfs.proxy")
 
@@ -34,9 +41,47 @@ class RequestId:
         resp.set_header(REQUEST_ID_HEADER, rid)
 
 
-def install(app: falcon.App) -> None:
-    """Add the request id middleware and the error handlers to `app`."""
-    app.add_middleware(RequestId())
+class RequestScope(RequestId):
+    """RequestId, and what lasts for the request (one middleware, so that the request path pays for one): the
+    request id in logs.request_id (JSON logs), and the timings (metrics, Server-Timing): req.context.timings
+    collects the stages; at the end, the total and the stages go to the metrics and the Server-Timing header."""
+
+    def __init__(self, metrics: ProxyMetrics | None, server_timing: bool, log_context: bool):
+        self._metrics, self._server_timing, self._log_context = metrics, server_timing, log_context
+        self._timed = metrics is not None or server_timing
+
+    def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
+        super().process_request(req, resp)
+        context = req.context
+        if self._log_context:
+            context.log_token = logs.request_id.set(context.request_id)
+        if self._timed:
+            context.timings = Timings()
+            if self._metrics is not None:
+                self._metrics.started()
+
+    def process_response(self, req: falcon.Request, resp: falcon.Response, resource, req_succeeded: bool) -> None:
+        context = req.context
+        timings = context.get("timings")
+        if timings is not None:
+            total = time.perf_counter() - timings.started
+            if self._server_timing:
+                resp.set_header("Server-Timing", timings.server_timing(total))
+            if self._metrics is not None:
+                self._metrics.finished(req.path, resp.status_code, timings, total)
+        token = context.get("log_token")
+        if token is not None:
+            logs.request_id.reset(token)
+
+
+def install(app: falcon.App, metrics: ProxyMetrics | None = None, server_timing: bool = False,
+            log_context: bool = False) -> None:
+    """Add the request id middleware (RequestScope when the request needs more: JSON logs, metrics, Server-Timing)
+    and the error handlers to `app`."""
+    if metrics is not None or server_timing or log_context:
+        app.add_middleware(RequestScope(metrics, server_timing, log_context))
+    else:
+        app.add_middleware(RequestId())
     app.add_error_handler(Exception, _on_unexpected_error)
     app.add_error_handler(HandlerError, _on_handler_error)
     app.add_error_handler(falcon.HTTPError, _on_script_http_error)

@@ -1,0 +1,69 @@
+"""Log lines of `serve`, the app and the model server: text (each process's usual layout) or one JSON object per
+line (SAGEMAKER_LOG_FORMAT=json), so that CloudWatch-like systems can search them by field.
+
+A JSON line has `time` (ISO 8601, UTC, milliseconds), `level`, `logger`, `process`, `message`, `exception` when
+there is a traceback, and `request_id` on every line logged while the app handles a request (the request's
+X-Amzn-RequestId, set by the app for the duration of the request: the user's script's lines get it too).
+Imports nothing heavy.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import logging
+import os
+import re
+import time
+
+TEXT, JSON = "text", "json"
+FORMATS = (TEXT, JSON)
+
+# The request being handled by this thread (the app sets it): every line logged meanwhile names it.
+request_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("request_id", default=None)
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
+            "level": record.levelname,
+            "logger": record.name,
+            "process": record.process,
+            "message": record.getMessage(),
+        }
+        rid = getattr(record, "request_id", None) or request_id.get()
+        if rid:
+            entry["request_id"] = rid
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        elif record.exc_text:
+            entry["exception"] = record.exc_text
+        return json.dumps(entry, ensure_ascii=False)
+
+
+def formatter(log_format: str, text_format: str, text_datefmt: str | None = None) -> logging.Formatter:
+    """The formatter of a process: JSON, or its usual text layout."""
+    return JsonFormatter() if log_format == JSON else logging.Formatter(text_format, text_datefmt)
+
+
+def quiet_tensorflow() -> None:
+    """TensorFlow's C++ start-up noise (oneDNN banners, CUDA probes on CPU machines, CPU feature notes) off, its
+    warnings and errors still shown: level 2 unless the user chose a level. Before TensorFlow is imported; children
+    inherit it."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+# TensorFlow 2.16+ writes some INFO lines through absl before its own level applies (the oneDNN banner, the CUDA
+# probe): `I<MMDD> <time> <thread> <file>:<line>] ...`, after absl's one-line notice. `serve` drops them from its
+# children's output unless TF_CPP_MIN_LOG_LEVEL=0 asks for everything; W, E and F lines always pass.
+_NATIVE_INFO = re.compile(rb"I\d{4} \d\d:\d\d:\d+\.\d+ +\d+ [^ \]]+:\d+\] ")  # before absl's init: 00:00:<epoch>
+_ABSL_NOTICE = b"WARNING: All log messages before absl::InitializeLog() is called are written to STDERR"
+
+
+def tensorflow_noise_filter():
+    """A predicate on output lines (bytes) that is true for TensorFlow's native INFO lines, or None when
+    TF_CPP_MIN_LOG_LEVEL=0 asks for them."""
+    if os.environ.get("TF_CPP_MIN_LOG_LEVEL", "0") == "0":
+        return None
+    return lambda line: line.startswith(_ABSL_NOTICE) or _NATIVE_INFO.match(line) is not None

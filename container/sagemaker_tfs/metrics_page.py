@@ -1,0 +1,128 @@
+"""`serve`'s Prometheus page (SAGEMAKER_METRICS=true): on 127.0.0.1:SAGEMAKER_METRICS_PORT, never through nginx.
+
+It adds up the files gunicorn's processes write to the metrics folder of the runtime folder: each worker's totals
+(proxy/metrics.py: requests by route and status with their duration, stages, requests in flight; a worker gone
+keeps counting, its in-flight requests do not), and each gunicorn master's count of worker restarts
+(gunicorn_settings.py). It adds what `serve` knows at scrape time: its children's restarts and its state.
+The text is prometheus_client's.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Callable, Iterable
+
+from . import runtime_dir
+
+log = logging.getLogger("serve")
+
+STATES = ("starting", "ready", "stopping")
+# The model servers' own Prometheus page (TFS's metrics, on their REST ports) when the metrics are on.
+MODEL_SERVER_MONITORING = 'prometheus_config { enable: true path: "/monitoring/prometheus/metrics" }\n'
+GUNICORN_FILE = "gunicorn-{pid}.json"
+
+
+def folder(runtime: str | Path) -> Path:
+    """The metrics folder of a runtime folder."""
+    return Path(runtime) / "metrics"
+
+
+def prepare_folder(runtime: Path) -> Path:
+    """A fresh metrics folder: values of an earlier run must not be added up."""
+    return runtime_dir.fresh_folder(folder(runtime))
+
+
+def write_json(path: Path, value: object) -> None:
+    """Replace path's content at once: the page never reads half a file."""
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(json.dumps(value))
+    os.replace(temporary, path)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _read(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):  # removed meanwhile: nothing to add
+        return {}
+
+
+class StackCollector:
+    """The page's metrics, read when it is scraped."""
+
+    def __init__(self, metrics_folder: Path, restarts: Callable[[], Iterable[tuple[str, int]]],
+                 state: Callable[[], str]):
+        self._folder, self._restarts, self._state = metrics_folder, restarts, state
+
+    def collect(self):
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+
+        from .proxy.metrics import BUCKETS
+
+        requests: dict[tuple, list] = {}
+        stages: dict[tuple, list] = {}
+        in_flight = 0
+        for path in self._folder.glob("app-*.json"):
+            data = _read(path)
+            for merged, rows in ((requests, data.get("requests", ())), (stages, data.get("stages", ()))):
+                for *key, cells in rows:
+                    into = merged.setdefault(tuple(key), [0] * len(cells))
+                    for i, value in enumerate(cells):
+                        into[i] += value
+            if _alive(int(path.stem.split("-")[1])):
+                in_flight += data.get("in_flight", 0)
+        bounds = [str(b) for b in BUCKETS] + ["+Inf"]
+        for name, doc, labels, merged in (
+                ("sagemaker_tfs_request_duration_seconds", "Requests answered by the app and their duration, by "
+                 "route and status.", ("route", "status"), requests),
+                ("sagemaker_tfs_stage_duration_seconds", "Time spent in each stage of a request.",
+                 ("route", "stage"), stages)):
+            family = HistogramMetricFamily(name, doc, labels=labels)
+            for key, cells in sorted(merged.items()):
+                cumulative, running = [], 0
+                for bound, count in zip(bounds, cells[:-1]):
+                    running += count
+                    cumulative.append((bound, running))
+                family.add_metric(list(key), cumulative, cells[-1])
+            yield family
+        yield GaugeMetricFamily("sagemaker_tfs_requests_in_flight", "Requests being handled by the app.",
+                                value=in_flight)
+        worker_restarts = sum(_read(path).get("worker_restarts", 0) for path in self._folder.glob("gunicorn-*.json"))
+        yield CounterMetricFamily("sagemaker_tfs_worker_restarts", "gunicorn workers that exited and were replaced.",
+                                  value=worker_restarts)
+        restarts = CounterMetricFamily("sagemaker_tfs_process_restarts",
+                                       "Times serve restarted a child that died (model servers, gunicorn, nginx).",
+                                       labels=("process",))
+        for name, count in self._restarts():
+            restarts.add_metric((name,), count)
+        yield restarts
+        state = GaugeMetricFamily("sagemaker_tfs_serve_state", "serve's state: 1 for the current one.",
+                                  labels=("state",))
+        current = self._state()
+        for name in STATES:
+            state.add_metric((name,), 1.0 if name == current else 0.0)
+        yield state
+
+
+def start(port: int, collector: StackCollector):
+    """Serve the page from a thread of `serve`; returns the server (shutdown() stops it). Raises OSError if the
+    port is taken."""
+    from prometheus_client import CollectorRegistry, start_http_server
+
+    registry = CollectorRegistry()
+    registry.register(collector)
+    server, _thread = start_http_server(port, addr="127.0.0.1", registry=registry)
+    log.info("metrics: Prometheus page on http://127.0.0.1:%d/metrics", port)
+    return server

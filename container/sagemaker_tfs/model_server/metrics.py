@@ -1,0 +1,158 @@
+"""TFS's Prometheus page (`--monitoring_config_file`): the metrics TensorFlow Serving exports, with its names,
+types, labels, units (microseconds) and bucket limits, for what this server measures.
+
+TFS exports a TensorFlow monitoring metric `/a/b/c` as `:a:b:c`; a counter's samples carry the bare name (no
+`_total`), a histogram's are `_bucket`/`_sum`/`_count` with TFS's exponential bucket limits printed with six
+significant digits. The values live in prometheus_client metrics of a registry of our own and the page is
+prometheus_client's text format, with the counters renamed back to TFS's bare names.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import protos
+from .status import ServingError
+
+DEFAULT_PATH = "/monitoring/prometheus/metrics"
+
+_MONITORING_MESSAGES = (
+    ("PrometheusConfig", (("enable", 1, "TYPE_BOOL", None, False), ("path", 2, "TYPE_STRING", None, False))),
+    ("MonitoringConfig", (("prometheus_config", 1, "TYPE_MESSAGE", ".tensorflow.serving.PrometheusConfig", False),)),
+)
+
+
+class MonitoringConfigError(ValueError):
+    """The monitoring config file cannot be used; the message says why."""
+
+
+@dataclass(frozen=True)
+class MonitoringConfig:
+    prometheus_path: str | None  # None: no Prometheus page
+
+
+def load_monitoring_config(path: str) -> MonitoringConfig:
+    """A --monitoring_config_file (TFS's MonitoringConfig text proto)."""
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise MonitoringConfigError(f"cannot read monitoring config file {path}: {exc.strerror}") from None
+    cls = protos.message_class("sagemaker_tfs/monitoring_config.proto", _MONITORING_MESSAGES, "MonitoringConfig")
+    prometheus = protos.parse_text(cls, text, path, MonitoringConfigError).prometheus_config
+    return MonitoringConfig((prometheus.path or DEFAULT_PATH) if prometheus.enable else None)
+
+
+def _exponential(scale: float, growth: float, count: int) -> list[float]:
+    """TensorFlow's Buckets::Exponential limits as TFS prints them (six significant digits), then +Inf."""
+    return [float(f"{scale * growth ** i:.6g}") for i in range(count)] + [float("inf")]
+
+
+_LATENCY_BUCKETS = _exponential(10, 1.8, 33)  # microseconds, up to ~20 minutes
+_QUEUEING_BUCKETS = _exponential(100, 1.2, 52)  # microseconds, up to ~1 second
+_BATCH_SIZE_BUCKETS = _exponential(1, 2, 14)
+
+
+class ModelServerMetrics:
+    """Records what TFS records, where TFS records it; page() is the Prometheus page."""
+
+    def __init__(self, thread_pool_name: str = "batch_threads"):
+        import prometheus_client as prom
+
+        prom.disable_created_metrics()  # TFS exports no *_created series
+        self.registry = registry = prom.CollectorRegistry(auto_describe=True)
+        self._generate = prom.generate_latest
+
+        bare: list[str] = []  # TFS counters whose name does not end in _total: printed without the suffix
+
+        def counter(name, doc, labels=()):
+            if not name.endswith("_total"):
+                bare.append(re.escape(name))
+            return prom.Counter(name, doc, labels, registry=registry)
+
+        def histogram(name, doc, labels, buckets):
+            return prom.Histogram(name, doc, labels, registry=registry, buckets=buckets)
+
+        serving = ":tensorflow:serving:"
+        self._request_count = counter(serving + "request_count", "The total number of requests.",
+                                      ("model_name", "status"))
+        self._request_latency = histogram(
+            serving + "request_latency", "Distribution of wall time (in microseconds) for Tensorflow Serving "
+            "request.", ("model_name", "API", "entrypoint"), _LATENCY_BUCKETS)
+        self._runtime_latency = histogram(
+            serving + "runtime_latency", "Distribution of wall time (in microseconds) for Tensorflow runtime.",
+            ("model_name", "API", "runtime"), _LATENCY_BUCKETS)
+        batching = serving + "batching_session:"
+        self._queuing_latency = histogram(batching + "queuing_latency",
+                                          "Distribution of wall time spent (in microseconds) in queuing",
+                                          ("thread_pool_name",), _QUEUEING_BUCKETS).labels(thread_pool_name)
+        self._wrapped_runs = counter(batching + "wrapped_run_count",
+                                     "Total count of run calls on the wrapped session")
+        self._input_batch_size = histogram(batching + "input_batch_size",
+                                           "Tracks the batch size distribution on the inputs.", (),
+                                           _BATCH_SIZE_BUCKETS)
+        self._processed_batch_size = histogram(batching + "processed_batch_size",
+                                               "Tracks the batch size distribution on processing.", (),
+                                               _BATCH_SIZE_BUCKETS)
+        self._padding_size = histogram(batching + "padding_size", "Tracks the padding size distribution on batches.",
+                                       ("execution_batch_size",), _BATCH_SIZE_BUCKETS)
+        saved_model = ":tensorflow:cc:saved_model:"
+        self._load_attempts = counter(saved_model + "load_attempt_count",
+                                      "The number of times a SavedModel was successfully loaded.",
+                                      ("model_path", "status"))
+        self._load_latency = counter(saved_model + "load_latency",
+                                     "Latency in microseconds for SavedModels that were successfully loaded.",
+                                     ("model_path",))
+        self._bare_counters = re.compile(("(" + "|".join(bare) + ")_total\\b").encode())
+        self._cells: dict[tuple, object] = {}  # (metric, *labels) -> its labelled child: no lookup per request
+
+    def _cell(self, metric, *labels):
+        key = (id(metric), *labels)
+        cell = self._cells.get(key)
+        if cell is None:
+            cell = self._cells[key] = metric.labels(*labels)
+        return cell
+
+    # ------------------------------------------------------------------------------------ the request path
+
+    def request(self, model_name: str, api: str, entrypoint: str, status: str, started: float) -> None:
+        """A finished request (TFS: the count always, the latency of successful ones); `started` is from
+        time.perf_counter(), `status` a status code name (OK, INVALID_ARGUMENT...)."""
+        if status == "OK":
+            self._cell(self._request_latency, model_name, api, entrypoint).observe(
+                (time.perf_counter() - started) * 1e6)
+        self._cell(self._request_count, model_name, status).inc()
+
+    def runtime(self, model_name: str, api: str, started: float) -> None:
+        """A TensorFlow run of a request (with batching: from its queueing to its batch's end, as in TFS)."""
+        self._cell(self._runtime_latency, model_name, api, "TF1").observe((time.perf_counter() - started) * 1e6)
+
+    def batch(self, task_sizes: list[int], size: int, padded_size: int, queued_seconds: list[float]) -> None:
+        """A batch about to run: its tasks' sizes and queueing delays, its size after padding."""
+        for task_size, seconds in zip(task_sizes, queued_seconds):
+            self._input_batch_size.observe(task_size)
+            self._queuing_latency.observe(seconds * 1e6)
+        self._processed_batch_size.observe(padded_size)
+        self._cell(self._padding_size, str(padded_size)).observe(padded_size - size)
+        self._wrapped_runs.inc()
+
+    def load(self, model_path: str, ok: bool, seconds: float) -> None:
+        self._cell(self._load_attempts, model_path, "success" if ok else "fail").inc()
+        if ok:
+            self._cell(self._load_latency, model_path).inc(int(seconds * 1e6))
+
+    # ------------------------------------------------------------------------------------ the page
+
+    def page(self) -> bytes:
+        return self._bare_counters.sub(rb"\1", self._generate(self.registry))
+
+
+def status_name(error: BaseException | None) -> str:
+    """The status label of a request's outcome, as TFS names its status codes."""
+    if error is None:
+        return "OK"
+    if isinstance(error, ServingError):
+        return error.code.name
+    return "INTERNAL"

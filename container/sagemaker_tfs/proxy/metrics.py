@@ -1,0 +1,128 @@
+"""Where a request's time goes: per-stage timings for the Prometheus page (SAGEMAKER_METRICS) and the
+Server-Timing header (SAGEMAKER_SERVER_TIMING).
+
+Stages, in seconds: `handler` (a script's handler), `input_handler` / `output_handler` (a script's pair),
+`default_input_handler` / `default_output_handler` (the default codecs, without a script), `model_server` (the
+call between them); a request records only the stages it ran, and its total.
+
+The gunicorn workers are separate processes, whose values `serve`'s page adds up (metrics_page.py). Writing each
+observation to a shared file (prometheus_client's multi-process mode) cost ~15 us per request (measured: the pair
+lost ~7% of its requests/s); here the request path only adds to its own thread's totals (2.7 us, no lock, no file),
+and a thread of the worker writes the worker's totals to its file in the metrics folder twice a second and when
+the worker exits. The page can therefore lag the requests by up to FLUSH_SECONDS.
+"""
+
+from __future__ import annotations
+
+import atexit
+import bisect
+import os
+import threading
+import time
+from pathlib import Path
+
+from ..metrics_page import write_json
+
+ROUTES = ("/ping", "/invocations", "/execution-parameters")  # any other path is labelled "other"
+# Upper bounds in seconds (then +Inf): 0.5 ms to 60 s, finer where a proxy's stages fall.
+BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+FLUSH_SECONDS = 0.5
+WORKER_FILE = "app-{pid}.json"  # in the metrics folder; metrics_page.py reads them
+
+
+class Timings:
+    """The stages of one request, in the order they ran."""
+
+    __slots__ = ("started", "stages")
+
+    def __init__(self) -> None:
+        self.started = time.perf_counter()
+        self.stages: list[tuple[str, float]] = []
+
+    def add(self, stage: str, since: float) -> float:
+        """Record `stage` as having run from `since` (a time.perf_counter()) until now; returns now."""
+        now = time.perf_counter()
+        self.stages.append((stage, now - since))
+        return now
+
+    def server_timing(self, total: float) -> str:
+        """The Server-Timing header value: each stage's duration in milliseconds, then the total."""
+        return ", ".join(f"{stage};dur={seconds * 1000:.3f}" for stage, seconds in (*self.stages, ("total", total)))
+
+
+def _observe(histograms: dict, key: tuple[str, str], seconds: float) -> None:
+    """Count `seconds` in its bucket of the histogram `key`: [count per bucket (not cumulative)..., +Inf, sum]."""
+    cells = histograms.get(key)
+    if cells is None:
+        cells = histograms[key] = [0] * (len(BUCKETS) + 1) + [0.0]
+    cells[bisect.bisect_left(BUCKETS, seconds)] += 1
+    cells[-1] += seconds
+
+
+class _Totals:
+    """One thread's totals since the worker started (only that thread writes them)."""
+
+    __slots__ = ("requests", "stages", "started", "finished")
+
+    def __init__(self) -> None:
+        self.requests: dict[tuple[str, str], list] = {}  # (route, status) -> histogram of the total duration
+        self.stages: dict[tuple[str, str], list] = {}  # (route, stage) -> histogram
+        self.started = self.finished = 0
+
+
+class ProxyMetrics:
+    """The app's metrics in one gunicorn worker: requests by route and status with their duration, each stage's
+    duration, requests in flight."""
+
+    def __init__(self, folder: Path) -> None:
+        self._path = folder / WORKER_FILE.format(pid=os.getpid())
+        self._local = threading.local()
+        self._threads: list[_Totals] = []  # list.append is atomic: no lock
+        self._written = -1
+        threading.Thread(target=self._flush_forever, name="metrics-flush", daemon=True).start()
+        atexit.register(self.flush)
+
+    def _totals(self) -> _Totals:
+        totals = getattr(self._local, "totals", None)
+        if totals is None:
+            totals = self._local.totals = _Totals()
+            self._threads.append(totals)
+        return totals
+
+    def started(self) -> None:
+        self._totals().started += 1
+
+    def finished(self, path: str, status: int, timings: Timings, total: float) -> None:
+        totals = self._totals()
+        route = path if path in ROUTES else "other"
+        _observe(totals.requests, (route, str(status)), total)
+        for stage, seconds in timings.stages:
+            _observe(totals.stages, (route, stage), seconds)
+        totals.finished += 1
+
+    # ------------------------------------------------------------------------------------ the worker's file
+
+    def _flush_forever(self) -> None:
+        while True:
+            time.sleep(FLUSH_SECONDS)
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the worker's totals (all threads added up) to its file, if they changed."""
+        threads = list(self._threads)
+        seen = sum(t.started + t.finished for t in threads)
+        if seen == self._written:
+            return
+        requests: dict[tuple[str, str], list] = {}
+        stages: dict[tuple[str, str], list] = {}
+        for totals in threads:  # copies made by C code under the GIL: consistent per dictionary and per list
+            for merged, own in ((requests, dict(totals.requests)), (stages, dict(totals.stages))):
+                for key, cells in own.items():
+                    into = merged.setdefault(key, [0] * len(cells))
+                    for i, value in enumerate(list(cells)):
+                        into[i] += value
+        snapshot = {"in_flight": sum(t.started - t.finished for t in threads),
+                    "requests": [[*key, cells] for key, cells in requests.items()],
+                    "stages": [[*key, cells] for key, cells in stages.items()]}
+        write_json(self._path, snapshot)
+        self._written = seen

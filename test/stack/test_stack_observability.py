@@ -1,0 +1,134 @@
+"""Observability through the whole stack: the Prometheus pages (the app's and serve's, added up over gunicorn's
+workers; the model servers' TFS page), the Server-Timing header, JSON logs with the request id, and TensorFlow's
+start-up noise kept out of the logs. Pages are scraped after real requests and parsed with prometheus_client."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+import support
+from stack_support import call, invoke, model_dir
+
+PASS_THROUGH = """
+    import logging
+
+    def input_handler(data, context):
+        logging.getLogger("inference").info("input_handler called")
+        return data.read()
+
+    def output_handler(response, context):
+        return response.content, "application/json", response.status_code
+"""
+INSTANCES = '{"instances": [1.0, 2.0]}'
+
+
+def scrape(url: str) -> dict:
+    """{(sample name, sorted labels): value} of a Prometheus page."""
+    answer = call(url)
+    assert answer.status == 200
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(answer.text) for s in family.samples}
+
+
+def value(page: dict, name: str, **labels) -> float | None:
+    return page.get((name, tuple(sorted(labels.items()))))
+
+
+def invocations(page: dict) -> float:
+    return sum(v for (name, labels), v in page.items()
+               if name == "sagemaker_tfs_request_duration_seconds_count" and ("route", "/invocations") in labels)
+
+
+def gunicorn_workers(stack: support.Stack) -> set[int]:
+    master = int((stack.runtime_dir / "gunicorn.pid").read_text())
+    return support.descendants(master)
+
+
+@pytest.fixture(scope="module")
+def metered(tmp_path_factory):
+    root = tmp_path_factory.mktemp("metered")
+    port = support.free_port()
+    env = {"SAGEMAKER_METRICS": "true", "SAGEMAKER_METRICS_PORT": str(port), "SAGEMAKER_SERVER_TIMING": "true",
+           "SAGEMAKER_GUNICORN_WORKERS": "2"}
+    with support.Stack(model_dir(root, PASS_THROUGH), env) as stack:
+        stack.metrics_url = f"http://127.0.0.1:{port}/metrics"
+        stack.metrics_port = port
+        support.wait_for(lambda: " INFO serve: ready: " in stack.log(), what="serve's ready line")  # nginx listens first
+        yield stack
+
+
+def test_requests_are_counted_by_route_status_and_stage_over_every_worker(metered):
+    for _ in range(3):
+        answer = invoke(metered, INSTANCES)
+        assert answer.status == 200
+        stages = [part.split(";")[0] for part in answer.headers["server-timing"].split(", ")]
+        assert stages == ["input_handler", "model_server", "output_handler", "total"]
+        assert all(float(part.split("dur=")[1]) >= 0 for part in answer.headers["server-timing"].split(", "))
+    assert invoke(metered, '{"instances": ["a"]}').status == 400  # the model server's error, passed on
+    assert call(metered.url + "/ping").status == 200
+    assert call(metered.url + "/nothing-here").status == 404
+    assert call(metered.url + "/metrics").status == 404  # the page is never served through nginx
+
+    # Workers write their totals twice a second: the page has them all once it counts the 4 invocations.
+    requests = "sagemaker_tfs_request_duration_seconds_count"
+    support.wait_for(lambda: invocations(scrape(metered.metrics_url)) == 4, what="the page to count 4 invocations")
+    page = scrape(metered.metrics_url)
+    assert value(page, requests, route="/invocations", status="200") == 3
+    assert value(page, requests, route="/invocations", status="400") == 1
+    assert value(page, requests, route="/ping", status="200") == 2  # the test harness's readiness check, ours
+    assert value(page, requests, route="other", status="404") is None  # nginx answers other paths itself
+    stages = "sagemaker_tfs_stage_duration_seconds_count"
+    for stage in ("input_handler", "model_server", "output_handler"):
+        assert value(page, stages, route="/invocations", stage=stage) == 4
+    assert value(page, "sagemaker_tfs_request_duration_seconds_bucket", route="/invocations", status="200",
+                 le="+Inf") == 3
+    assert value(page, "sagemaker_tfs_requests_in_flight") == 0
+    assert value(page, "sagemaker_tfs_serve_state", state="ready") == 1
+    assert value(page, "sagemaker_tfs_serve_state", state="starting") == 0
+    assert value(page, "sagemaker_tfs_process_restarts_total", process="gunicorn") == 0
+    assert value(page, "sagemaker_tfs_process_restarts_total", process="model server 0") == 0
+    assert support.listening_addresses(metered.metrics_port) == {"127.0.0.1"}
+
+    # The model server's own page (TFS's names) on its loopback REST port.
+    tfs = scrape(f"http://127.0.0.1:{metered.model_server_ports[1]}/monitoring/prometheus/metrics")
+    assert value(tfs, ":tensorflow:serving:request_count_total", model_name="model", status="INVALID_ARGUMENT") == 1
+    assert value(tfs, ":tensorflow:serving:request_latency_count", API="predict", entrypoint="REST",
+                 model_name="model") == 3
+
+
+def test_a_killed_worker_is_a_restart_and_its_counts_stay(metered):
+    served = invocations(scrape(metered.metrics_url))
+    workers = gunicorn_workers(metered)
+    assert len(workers) == 2
+    os.kill(min(workers), signal.SIGKILL)
+    support.wait_for(lambda: len(gunicorn_workers(metered) - workers) == 1 and len(gunicorn_workers(metered)) == 2,
+                     what="gunicorn to replace the worker")
+    assert invoke(metered, INSTANCES).status == 200
+    support.wait_for(lambda: invocations(scrape(metered.metrics_url)) == served + 1, what="the page to count it")
+    page = scrape(metered.metrics_url)
+    assert value(page, "sagemaker_tfs_worker_restarts_total") == 1
+    assert value(page, "sagemaker_tfs_requests_in_flight") == 0
+
+
+def test_json_logs_name_the_request_and_tensorflow_is_quiet(tmp_path):
+    env = {"SAGEMAKER_LOG_FORMAT": "json"}
+    with support.Stack(model_dir(tmp_path, PASS_THROUGH), env) as stack:
+        answer = invoke(stack, INSTANCES, X_Amzn_RequestId="rid-json-1")
+        assert answer.status == 200
+        assert "server-timing" not in answer.headers  # off by default
+        assert invoke(stack, "{", X_Amzn_RequestId="rid-json-2").status == 400
+        log_text = stack.log()
+    lines = [json.loads(line) for line in log_text.splitlines() if line.startswith("{")]
+    by_request = [line for line in lines if line.get("request_id") == "rid-json-1"]
+    assert [line["message"] for line in by_request] == ["input_handler called"]
+    assert by_request[0]["logger"] == "inference" and by_request[0]["level"] == "INFO"
+    failed = [line for line in lines if line.get("request_id") == "rid-json-2"]
+    assert [line["message"] for line in failed] == ["input_handler called"]
+    loggers = {line["logger"] for line in lines}
+    assert {"serve", "gunicorn.error", "sagemaker_tfs.proxy", "sagemaker_tfs.model_server"} <= loggers
+    assert "oneDNN" not in log_text and "cuda drivers" not in log_text and "cpu_feature_guard" not in log_text
