@@ -114,13 +114,14 @@ def _quality(media: str, ranges: list[tuple[str, float]]) -> tuple[float, int] |
     return None if best is None else (best[1], best[2])
 
 
-def negotiate(accept: str | None) -> str | None:
-    """The response type the Accept header prefers (JSON when it is absent or empty), or None if it accepts none."""
+def negotiate(accept: str | None, types: tuple[str, ...] = RESPONSE_TYPES) -> str | None:
+    """The type of `types` (JSON first) the Accept header prefers (JSON when it is absent or empty), or None if
+    it accepts none of them."""
     if not accept or accept == JSON or accept == "*/*" or accept.isspace():
         return JSON
     ranges = _accept_ranges(accept)
     best, best_key = None, None
-    for order, media in enumerate(RESPONSE_TYPES):
+    for order, media in enumerate(types):
         quality = _quality(media, ranges)
         if quality is None or quality[0] <= 0:
             continue

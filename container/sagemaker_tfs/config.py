@@ -84,6 +84,22 @@ def _port_range(raw: str) -> tuple[int, int]:
     return low, high
 
 
+def _program(raw: str) -> str:
+    if "/" in raw or not raw.endswith(".py") or raw in (".py", "..py"):
+        raise ValueError("must be a file name in code/ ending in .py, without '/', such as inference.py")
+    return raw
+
+
+# The types the toolkit contract's default output_fn writes (toolkit/arrays.py TYPES).
+TOOLKIT_ACCEPT_TYPES = ("application/json", "text/csv", "application/x-npy", "application/jsonlines")
+
+
+def _default_accept(raw: str) -> str:
+    if raw.split(";", 1)[0].strip().lower() not in TOOLKIT_ACCEPT_TYPES:
+        raise ValueError(f"must be one of {', '.join(TOOLKIT_ACCEPT_TYPES)}")
+    return raw
+
+
 def _model_name(raw: str) -> str | None:
     # The original container's default is the string "None": treat it as unset.
     return None if raw == "None" else raw
@@ -129,6 +145,9 @@ class Settings:
     nginx_proxy_read_timeout_seconds: int = 60
     nginx_client_max_body_size: str = "0"
     multi_model: bool = False
+    program: str = "inference.py"  # the handler script in code/
+    inference_contract: str = "auto"  # auto, tfs or toolkit
+    default_invocations_accept: str = "application/json"  # the toolkit's accept when a request has none
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
@@ -137,7 +156,9 @@ class Settings:
         batch = "SAGEMAKER_BATCH" in env
         bind_port = _read(env, "SAGEMAKER_BIND_TO_PORT", _int_at_least(1), 8080)
         threads = _read(env, "SAGEMAKER_GUNICORN_THREADS", _int_at_least(1), 1)
-        gunicorn_timeout = _read(env, "SAGEMAKER_GUNICORN_TIMEOUT_SECONDS", _int_at_least(1), 30)
+        # The inference toolkit's names for the worker count and timeout count when ours are unset.
+        gunicorn_timeout = _read(env, "SAGEMAKER_GUNICORN_TIMEOUT_SECONDS", _int_at_least(1),
+                                 _read(env, "SAGEMAKER_MODEL_SERVER_TIMEOUT", _int_at_least(1), 30))
         settings = cls(
             model_dir=env.get("SAGEMAKER_MODEL_DIR") or "/opt/ml/model",
             runtime_dir=env.get("SAGEMAKER_RUNTIME_DIR") or f"/tmp/sagemaker-tfs-{bind_port}",
@@ -158,7 +179,8 @@ class Settings:
             tfs_wait_time_seconds=_read(env, "SAGEMAKER_TFS_WAIT_TIME_SECONDS", _int_at_least(1), 300),
             batch=batch,
             # One worker per core, so that CPU-bound handlers do not run one at a time (the original: 1).
-            gunicorn_workers=_read(env, "SAGEMAKER_GUNICORN_WORKERS", _int_at_least(1), cores),
+            gunicorn_workers=_read(env, "SAGEMAKER_GUNICORN_WORKERS", _int_at_least(1),
+                                   _read(env, "SAGEMAKER_MODEL_SERVER_WORKERS", _int_at_least(1), cores)),
             gunicorn_threads=threads,
             # gevent is not required: threads when asked for, else one request per process (the original: gevent).
             gunicorn_worker_class=_read(
@@ -177,6 +199,10 @@ class Settings:
             ),
             nginx_client_max_body_size=_read(env, "SAGEMAKER_NGINX_CLIENT_MAX_BODY_SIZE", _body_size, "0"),
             multi_model=_read(env, "SAGEMAKER_MULTI_MODEL", _bool, False),
+            program=_read(env, "SAGEMAKER_PROGRAM", _program, "inference.py"),
+            inference_contract=_read(env, "SAGEMAKER_INFERENCE_CONTRACT", _choice("auto", "tfs", "toolkit"), "auto"),
+            default_invocations_accept=_read(env, "SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT", _default_accept,
+                                             "application/json"),
         )
         settings.ports()  # validates the port range against the instance count
         return settings

@@ -5,7 +5,9 @@
       (<export>/<name>/1/saved_model.pb). The archive gets them at its root, next to code/.
   package-model check model.tar.gz | MODEL_DIR
       Applies the rules `serve` applies (model_tree.py), plus: code/inference.py compiles and defines
-      handler(data, context) or both input_handler and output_handler; code/requirements.txt parses.
+      handler(data, context) or both input_handler and output_handler, or inference toolkit functions
+      (model_fn, input_fn, predict_fn, output_fn, transform_fn; then a SavedModel is optional);
+      code/requirements.txt parses.
 Both refuse a wrong layout with a message that says what to fix, and exit with status 1.
 """
 
@@ -21,6 +23,8 @@ import tempfile
 from pathlib import Path
 
 from .model_tree import ModelTree, ModelTreeError, find_models
+from .proxy.script import TOOLKIT_NAMES, Contract, ScriptError, choose_contract
+from .toolkit.functions import TRANSFORM_CONFLICT
 
 HANDLER_NAMES = {"handler", "input_handler", "output_handler"}
 
@@ -29,8 +33,8 @@ class PackagingError(ValueError):
     """The model or archive is not servable; the message says what to fix."""
 
 
-def handler_contract(script: Path) -> str:
-    """'handler' or 'input_handler/output_handler', from the script's top-level names, without running it."""
+def script_names(script: Path) -> set[str]:
+    """The script's module-level names (functions, classes, imports, assignments), without running it."""
     try:
         tree = ast.parse(script.read_bytes(), filename=str(script))
     except SyntaxError as exc:
@@ -44,6 +48,22 @@ def handler_contract(script: Path) -> str:
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             names.update(t.id for t in targets if isinstance(t, ast.Name))
+    return names
+
+
+def handler_contract(script: Path, choice: str = "auto") -> str:
+    """'handler', 'input_handler/output_handler' or 'inference toolkit: <functions>', from the script's
+    top-level names, without running it (the contract rules of proxy/script.py)."""
+    names = script_names(script)
+    try:
+        contract = choose_contract(names, script, choice)
+    except ScriptError as exc:
+        raise PackagingError(str(exc)) from None
+    if contract is Contract.TOOLKIT:
+        found = [name for name in TOOLKIT_NAMES if name in names]
+        if "transform_fn" in found and {"input_fn", "predict_fn", "output_fn"} & set(found):
+            raise PackagingError(f"{script}: {TRANSFORM_CONFLICT}")
+        return "inference toolkit: " + ", ".join(found)
     if "handler" in names:
         return "handler"
     if {"input_handler", "output_handler"} <= names:
@@ -52,7 +72,16 @@ def handler_contract(script: Path) -> str:
     raise PackagingError(
         f"{script} defines {' and '.join(present) if present else 'none of the handler functions'}: define "
         "handler(data, context), or both input_handler(data, context) and output_handler(response, context)"
+        " (or the inference toolkit's model_fn, input_fn, predict_fn, output_fn)"
     )
+
+
+def is_toolkit_script(script: Path, choice: str = "auto") -> bool:
+    """Whether the script uses the inference toolkit contract (a wrong script is reported later, by the app)."""
+    try:
+        return choose_contract(script_names(script), script, choice) is Contract.TOOLKIT
+    except (PackagingError, ScriptError):
+        return False
 
 
 def check_requirements(requirements: Path) -> list[str]:
@@ -76,10 +105,11 @@ def check_requirements(requirements: Path) -> list[str]:
 def check_model_dir(model_dir: Path) -> list[str]:
     """Check an unpacked model folder; returns a summary, one line per finding."""
     try:
-        tree: ModelTree = find_models(model_dir)
+        tree: ModelTree = find_models(model_dir, allow_no_model=is_toolkit_script)
     except ModelTreeError as exc:
         raise PackagingError(str(exc)) from None
-    summary = [f"model {m.name}: version(s) {', '.join(map(str, m.versions))}" for m in tree.models]
+    summary = [f"model {m.name}: version(s) {', '.join(map(str, m.versions))}" for m in tree.models] or \
+        ["no SavedModel: the script's model_fn loads the model, no model server is started"]
     code = model_dir / "code"
     if tree.script:
         summary.append(f"code/inference.py: {handler_contract(tree.script)}")

@@ -38,6 +38,8 @@ from typing import Callable
 from . import __version__, model_tree, nginx
 from .config import ConfigError, Settings
 from .model_tree import ModelTree, ModelTreeError
+from .packaging import is_toolkit_script
+from .proxy import gunicorn_hooks
 
 log = logging.getLogger("serve")
 
@@ -147,6 +149,7 @@ def model_server_commands(settings: Settings, config_file: Path, batching_file: 
 def gunicorn_command(settings: Settings) -> list[str]:
     return [
         sys.executable, "-m", "gunicorn", "sagemaker_tfs.proxy.app:create_app()",
+        "--config", f"python:{gunicorn_hooks.__name__}",  # start-up functions outlive the worker timeout
         "--bind", f"unix:{settings.runtime_dir}/gunicorn.sock",
         "--workers", str(settings.gunicorn_workers),
         "--threads", str(settings.gunicorn_threads),
@@ -240,10 +243,10 @@ class Stack:
         self.env.setdefault("OMP_NUM_THREADS", "1")  # as the original: no oversubscription by BLAS threads
         self.env["SAGEMAKER_MODEL_DIR"] = str(tree.model_dir.resolve())
         self.env["SAGEMAKER_RUNTIME_DIR"] = str(self.runtime)
-        ports = settings.ports()
+        ports = settings.ports() if tree.models else []  # no SavedModel (a toolkit script): no model server
         self.env["TFS_GRPC_PORTS"] = ",".join(str(grpc) for grpc, _ in ports)
         self.env["TFS_REST_PORTS"] = ",".join(str(rest) for _, rest in ports)
-        self.env["TFS_DEFAULT_MODEL_NAME"] = tree.default_model
+        self.env["TFS_DEFAULT_MODEL_NAME"] = tree.default_model or ""
 
     # ---- start-up ----
 
@@ -258,7 +261,8 @@ class Stack:
             batching_file.write_text(model_tree.batching_parameters_text(s))
             log.info("batching on: %s", " ".join(batching_file.read_text().split()))
         gpus = gpu_count()
-        for i, (args, extra_env) in enumerate(model_server_commands(s, config_file, batching_file, gpus)):
+        commands = model_server_commands(s, config_file, batching_file, gpus) if self.tree.models else []
+        for i, (args, extra_env) in enumerate(commands):
             child = Child(f"model server {i}", args, {**self.env, **extra_env}, self.runtime / f"tfs-{i}.pid")
             log.info("starting %s: %s", child.name, " ".join(args))
             child.start()
@@ -277,13 +281,16 @@ class Stack:
         self._wait_for_models(deadline)
 
         s.app_startup_error_file.unlink(missing_ok=True)
+        ready_workers = gunicorn_hooks.ready_folder(self.runtime)
+        shutil.rmtree(ready_workers, ignore_errors=True)
         self.gunicorn = Child("gunicorn", gunicorn_command(s), self.env, self.runtime / "gunicorn-supervised.pid")
         log.info("starting gunicorn: %d worker(s) x %d thread(s), %s workers", s.gunicorn_workers,
                  s.gunicorn_threads, s.gunicorn_worker_class)
         self.gunicorn.start()
         sock = str(self.runtime / "gunicorn.sock")
-        self._wait(lambda: (http_get(sock, "/ping") or (0,))[0] == 200, self.gunicorn, deadline,
-                   "the Python service to answer /ping")
+        self._wait(lambda: (http_get(sock, "/ping") or (0,))[0] == 200 and ready_workers.is_dir()
+                   and len(list(ready_workers.iterdir())) >= s.gunicorn_workers, self.gunicorn, deadline,
+                   "every gunicorn worker to load the app and answer /ping")
 
         config = nginx.write_config(s)
         self.nginx = Child("nginx", nginx.command(config), self.env, self.runtime / "nginx-supervised.pid")
@@ -310,6 +317,8 @@ class Stack:
             self.stopping.wait(0.2)
 
     def _wait_for_models(self, deadline: float) -> None:
+        if not self.model_servers:
+            return
         for child, (_, rest_port) in zip(self.model_servers, self.settings.ports()):
             for model in self.tree.models:
                 self._wait(lambda: self._model_ready(child, rest_port, model), child, deadline,
@@ -387,7 +396,8 @@ def prepare() -> tuple[Settings, ModelTree]:
                           f"{settings.gunicorn_worker_class} package, which is not installed; use sync or gthread")
     if not shutil.which("nginx"):
         raise StartupError("nginx is not installed (apt-get install nginx, or run scripts/install.sh)")
-    tree = model_tree.find_models(settings.model_dir, settings.tfs_default_model_name)
+    tree = model_tree.find_models(settings.model_dir, settings.tfs_default_model_name, settings.program,
+                                  lambda script: is_toolkit_script(script, settings.inference_contract))
     return settings, tree
 
 

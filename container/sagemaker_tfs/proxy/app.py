@@ -22,11 +22,14 @@ import json
 import logging
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Mapping
 
 import falcon
 
 from ..config import ConfigError, Settings, _int_at_least, _read
+from ..errors import HandlerError
+from ..toolkit.lifecycle import StartupFailure
 from . import answers, script
 from .invocations import REQUEST_ID_HEADER, Invocations, http_error_answer, request_id
 from .model_servers import ModelServer, ModelServerClient, ModelServerError, parse_ports
@@ -49,13 +52,17 @@ class ProxyConfig:
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> "ProxyConfig":
         settings = Settings.from_env(env)
-        missing = [name for name in ("TFS_REST_PORTS", "TFS_GRPC_PORTS", "TFS_DEFAULT_MODEL_NAME") if not env.get(name)]
+        names = ("TFS_REST_PORTS", "TFS_GRPC_PORTS", "TFS_DEFAULT_MODEL_NAME")
+        missing = [name for name in names if name not in env]
         if missing:
             raise ConfigError(f"{', '.join(missing)} not set: the app is started by `serve`, which sets them")
-        try:
-            servers = parse_ports(env["TFS_REST_PORTS"], env["TFS_GRPC_PORTS"])
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from None
+        if not any(env[name] for name in names):  # no SavedModel: no model server (toolkit scripts only)
+            servers = []
+        else:
+            try:
+                servers = parse_ports(env["TFS_REST_PORTS"], env["TFS_GRPC_PORTS"])
+            except ValueError as exc:
+                raise ConfigError(str(exc)) from None
         return cls(settings, servers, env["TFS_DEFAULT_MODEL_NAME"], env.get("SAGEMAKER_MODEL_DIR") or settings.model_dir,
                    execution_parameters(env, settings))
 
@@ -146,6 +153,33 @@ def _on_unexpected_error(req: falcon.Request, resp: falcon.Response, exc: Except
     resp.set_header(REQUEST_ID_HEADER, rid)
 
 
+def _on_handler_error(req: falcon.Request, resp: falcon.Response, exc: HandlerError, params: dict) -> None:
+    rid = request_id(req.env)
+    log.log(logging.ERROR if exc.status >= 500 else logging.WARNING, "request %s: %d %s", rid, exc.status,
+            exc.message, exc_info=exc.status >= 500)
+    resp.status, resp.data, resp.content_type = answers.error(exc.status, exc.message)
+    resp.set_header(REQUEST_ID_HEADER, rid)
+
+
+def toolkit_invocations(handlers: script.Handlers, config: ProxyConfig, client: ModelServerClient):
+    """The toolkit script's /invocations, after its start-up functions ran in this worker."""
+    from ..toolkit.invocations import ToolkitInvocations
+    from ..toolkit.lifecycle import start
+    from ..toolkit.served_model import ServedModel
+
+    model_name = config.default_model or "model"
+    served = (lambda: ServedModel(model_name, config.servers, client)) if config.servers else None
+    loaded = start(handlers.toolkit, str(Path(config.model_dir).resolve()), model_name, gpu_id(), served)
+    return ToolkitInvocations(loaded, config.settings.default_invocations_accept, REQUEST_ID_HEADER, request_id)
+
+
+def gpu_id() -> int | None:
+    """The GPU the context's system_properties name: the first visible one, else None (CPU)."""
+    from ..serve import gpu_count
+
+    return 0 if gpu_count() else None
+
+
 def _configure_logging(level: str) -> None:
     """Our log lines on stderr next to gunicorn's, unless the host process set up logging already."""
     root = logging.getLogger()
@@ -163,20 +197,25 @@ def create_app(env: Mapping[str, str] | None = None) -> falcon.App:
     config = ProxyConfig.from_env(env)
     settings = config.settings
     _configure_logging(settings.gunicorn_loglevel)
-    try:
-        handlers = script.load(config.model_dir)
-    except script.ScriptError as exc:
-        settings.app_startup_error_file.write_text(f"{exc}\n")
-        raise
     timeout = float(settings.gunicorn_timeout_seconds)
     client = ModelServerClient(timeout)
+    try:
+        handlers = script.load(config.model_dir, settings.program, settings.inference_contract)
+        if handlers.contract == "toolkit":
+            invocations = toolkit_invocations(handlers, config, client)
+        else:
+            invocations = Invocations(handlers, config.servers, client, config.default_model, timeout)
+    except (script.ScriptError, StartupFailure) as exc:
+        settings.app_startup_error_file.write_text(f"{exc}\n")
+        raise
 
     app = falcon.App(media_type=answers.JSON)
     app.add_route("/ping", Ping(config.servers, client, config.default_model))
-    app.add_route("/invocations", Invocations(handlers, config.servers, client, config.default_model, timeout))
+    app.add_route("/invocations", invocations)
     app.add_route("/execution-parameters", ExecutionParameters(config.execution_parameters))
     app.add_error_handler(Exception, _on_unexpected_error)
     app.add_error_handler(falcon.HTTPError, _on_http_error)
+    app.add_error_handler(HandlerError, _on_handler_error)
 
     # Requests decode and encode large JSON bodies (a 6 MB Batch Transform payload is ~10^6 objects): with the
     # default threshold of 700 the collector runs thousands of times per such request, and parsing takes
@@ -184,5 +223,6 @@ def create_app(env: Mapping[str, str] | None = None) -> falcon.App:
     gc.set_threshold(50_000, 20, 10)
     gc.freeze()
     log.info("app ready: model server(s) %s, default model %s, Batch Transform parameters %s",
-             ", ".join(s.address for s in config.servers), config.default_model, config.execution_parameters)
+             ", ".join(s.address for s in config.servers) or "none", config.default_model or "none",
+             config.execution_parameters)
     return app

@@ -1,0 +1,40 @@
+"""NPY bodies (`application/x-npy`, the SageMaker SDK's NumpySerializer), read and written without pickle.
+
+Both contracts use it: the default handler (the array becomes the instances) and the toolkit's default decoder
+and encoder. A pickled (object) array is refused: unpickling a request body runs the client's code.
+"""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+
+from .errors import HandlerError
+
+NPY = "application/x-npy"
+MAGIC = b"\x93NUMPY"
+
+
+def load(body: bytes | bytearray | memoryview) -> np.ndarray:
+    """The array of an NPY body; HandlerError 400 for an empty, corrupt or pickled one."""
+    if not body:
+        raise HandlerError(400, "empty request body")
+    if bytes(body[:6]) != MAGIC:  # np.load would try pickle.load on anything else
+        raise HandlerError(400, "cannot read the NPY body: it does not start with the NPY magic \\x93NUMPY")
+    try:
+        return np.load(io.BytesIO(body), allow_pickle=False)
+    except ValueError as exc:
+        if "allow_pickle" in str(exc):  # numpy's text for an object array
+            raise HandlerError(400, "cannot read the NPY body: it holds Python objects (a pickled payload), which "
+                                    "are refused (allow_pickle=False); send an array of numbers or strings") from None
+        raise HandlerError(400, f"cannot read the NPY body: {exc}") from None
+    except (OSError, EOFError) as exc:
+        raise HandlerError(400, f"cannot read the NPY body: {exc or type(exc).__name__}") from None
+
+
+def dump(array: np.ndarray) -> bytes:
+    """The NPY file of an array; ValueError for an object array (it would need pickle)."""
+    buffer = io.BytesIO()
+    np.save(buffer, array, allow_pickle=False)
+    return buffer.getvalue()

@@ -1,0 +1,78 @@
+"""POST /invocations for a toolkit script: `input_fn` -> `predict_fn` -> `output_fn`, or `transform_fn`.
+
+Exceptions go to the app's error handlers: HandlerError (the toolkit's errors are HandlerErrors) with its
+status, falcon.HTTPError with its own, anything else 500.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import falcon
+
+from ..errors import HandlerError
+from ..proxy import answers
+from . import arrays
+from .context import Context
+from .lifecycle import Loaded
+
+ANY = "*/*"
+
+
+def input_data(body: bytes, content_type: str) -> str | bytearray:
+    """What input_fn and transform_fn receive: str for JSON and CSV (decoded with the charset parameter,
+    default UTF-8), else a bytearray of the body, as the toolkit gives."""
+    if arrays.media_type(content_type) not in arrays.TEXT_TYPES:
+        return bytearray(body)
+    charset = "utf-8"
+    for parameter in content_type.split(";")[1:]:
+        name, _, value = parameter.partition("=")
+        if name.strip().lower() == "charset" and value.strip():
+            charset = value.strip().strip('"')
+    try:
+        return body.decode(charset)
+    except LookupError:
+        raise HandlerError(400, f"unknown charset {charset!r} in Content-Type {content_type!r}") from None
+    except UnicodeDecodeError as exc:
+        raise HandlerError(400, f"the request body is not {charset} text: invalid byte at position "
+                                f"{exc.start}") from None
+
+
+class ToolkitInvocations:
+    """The /invocations resource of one worker, shared by its threads: each request gets its own Context."""
+
+    def __init__(self, loaded: Loaded, default_accept: str, request_id_header: str, request_id: Any):
+        self._loaded = loaded
+        self._default_accept = default_accept
+        self._request_id_header = request_id_header
+        self._request_id = request_id
+        functions = loaded.functions
+        self._who = "transform_fn" if functions.transform_fn else "output_fn" if functions.output_fn else \
+            "the default output_fn"
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        env = req.env
+        resp.set_header(self._request_id_header, self._request_id(env))
+        content_type = env.get("CONTENT_TYPE") or arrays.JSON
+        accept = env.get("HTTP_ACCEPT")
+        if not accept or accept == ANY:
+            accept = self._default_accept
+        data = input_data(req.stream.read(), content_type)
+        loaded = self._loaded
+        context = Context(loaded.system_properties, loaded.model_name, env)
+        result = self._call(context, data, content_type, accept)
+        status, body, response_type = answers.from_return_value(result, accept, self._who)
+        if context.response_status is not None:
+            status = context.response_status[0]
+        resp.status = status
+        resp.data = body
+        resp.content_type = context.response_content_type or response_type
+
+    def _call(self, context: Context, data: Any, content_type: str, accept: str) -> Any:
+        loaded = self._loaded
+        f = loaded.functions
+        if f.transform_fn:
+            return f.transform_fn(context, loaded.model, data, content_type, accept)
+        decoded = f.input_fn(context, data, content_type) if f.input_fn else arrays.decode(data, content_type)
+        prediction = f.predict_fn(context, decoded, loaded.model) if f.predict_fn else loaded.model.predict(decoded)
+        return f.output_fn(context, prediction, accept) if f.output_fn else arrays.default_output(prediction, accept)
