@@ -36,12 +36,13 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def _run(function: Function, context: Context, *args: Any) -> Any:
+def _run(functions: ToolkitFunctions, function: Function, context: Context, *args: Any) -> Any:
     started = time.monotonic()
     try:
         result = function(context, *args)
     except Exception as exc:
-        raise StartupFailure(f"{function.name} failed: {type(exc).__name__}: {_one_line(str(exc))}") from exc
+        raise StartupFailure(f"{functions.script}: {function.name} raised {type(exc).__name__}: "
+                             f"{_one_line(str(exc))}") from exc
     log.info("%s done in %.2f s", function.name, time.monotonic() - started)
     return result
 
@@ -53,16 +54,16 @@ def start(functions: ToolkitFunctions, model_dir: str, model_name: str, gpu_id: 
     system_properties = {"model_dir": model_dir, "gpu_id": gpu_id, "batch_size": 1}
     context = Context(system_properties, model_name)
     if functions.pre_model_fn:
-        _run(functions.pre_model_fn, context, model_dir)
+        _run(functions, functions.pre_model_fn, context, model_dir)
     if functions.model_fn:
-        model = _run(functions.model_fn, context, model_dir)
+        model = _run(functions, functions.model_fn, context, model_dir)
     elif served_model is not None:
         model = served_model()
     else:
         raise StartupFailure(f"{functions.script} has no model_fn and {model_dir} holds no SavedModel for the model "
                              f"server: {NO_MODEL_FN}")
     if functions.model_warmup_fn:
-        _run(functions.model_warmup_fn, context, model_dir, model)
+        _run(functions, functions.model_warmup_fn, context, model_dir, model)
     if not (functions.transform_fn or functions.predict_fn or callable(getattr(model, "predict", None))):
         raise StartupFailure(f"{functions.script} has no predict_fn and the model from model_fn "
                              f"({type(model).__name__}) has no predict method: {NO_PREDICT_FN}")
