@@ -77,11 +77,13 @@ def handler_contract(script: Path, choice: str = "auto") -> str:
 
 
 def is_toolkit_script(script: Path, choice: str = "auto") -> bool:
-    """Whether the script uses the inference toolkit contract (a wrong script is reported later, by the app)."""
+    """Whether the script uses the inference toolkit contract; ScriptError when it mixes both (a script that
+    does not compile is reported by the app, with its import error)."""
     try:
-        return choose_contract(script_names(script), script, choice) is Contract.TOOLKIT
-    except (PackagingError, ScriptError):
+        names = script_names(script)
+    except PackagingError:
         return False
+    return choose_contract(names, script, choice) is Contract.TOOLKIT
 
 
 def check_requirements(requirements: Path) -> list[str]:
@@ -106,7 +108,7 @@ def check_model_dir(model_dir: Path) -> list[str]:
     """Check an unpacked model folder; returns a summary, one line per finding."""
     try:
         tree: ModelTree = find_models(model_dir, allow_no_model=is_toolkit_script)
-    except ModelTreeError as exc:
+    except (ModelTreeError, ScriptError) as exc:
         raise PackagingError(str(exc)) from None
     summary = [f"model {m.name}: version(s) {', '.join(map(str, m.versions))}" for m in tree.models] or \
         ["no SavedModel: the script's model_fn loads the model, no model server is started"]

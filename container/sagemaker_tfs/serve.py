@@ -40,6 +40,7 @@ from .config import ConfigError, Settings
 from .model_tree import ModelTree, ModelTreeError
 from .packaging import is_toolkit_script
 from .proxy import gunicorn_hooks
+from .proxy.script import ScriptError
 
 log = logging.getLogger("serve")
 
@@ -429,7 +430,7 @@ def main(argv: list[str] | None = None) -> int:
         lock = _lock_runtime_dir(Path(settings.runtime_dir))
         stack = Stack(settings, tree)
         stack.start()
-    except (ConfigError, ModelTreeError, StartupError) as exc:
+    except (ConfigError, ModelTreeError, ScriptError, StartupError) as exc:
         log.error("cannot start: %s", exc)
         if stack is not None:
             stack.stopping.set()
