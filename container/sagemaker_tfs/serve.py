@@ -39,6 +39,7 @@ from . import __version__, model_tree, nginx
 from .config import ConfigError, Settings
 from .model_tree import ModelTree, ModelTreeError
 from .packaging import is_toolkit_script
+from .provided_requirements import requirements_for_pip
 from .proxy import gunicorn_hooks
 from .proxy.script import ScriptError
 
@@ -183,7 +184,7 @@ def install_requirements(tree: ModelTree, runtime_dir: Path) -> subprocess.Popen
             pass
     constraints.write_text("\n".join(pins) + "\n")
     args = [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", "--no-input",
-            "-r", str(requirements), "-c", str(constraints)]
+            "-r", str(requirements_for_pip(requirements, runtime_dir)), "-c", str(constraints)]
     log.info("installing %s (the container's own packages are pinned by %s)", requirements, constraints)
     return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 
