@@ -7,6 +7,7 @@ and encoder. A pickled (object) array is refused: unpickling a request body runs
 from __future__ import annotations
 
 import io
+import json
 
 import numpy as np
 
@@ -38,3 +39,27 @@ def dump(array: np.ndarray) -> bytes:
     buffer = io.BytesIO()
     np.save(buffer, array, allow_pickle=False)
     return buffer.getvalue()
+
+
+def tfs_request(body: bytes) -> bytes:
+    """The TFS REST request of an NPY body: the array (its first axis) as the instances."""
+    array = load(body)
+    try:
+        instances = json.dumps(array.tolist())
+    except TypeError:
+        raise HandlerError(400, f"the NPY array's dtype {array.dtype} cannot be sent to the model server as JSON: "
+                                "send numbers, booleans or unicode strings") from None
+    return b'{"instances": ' + instances.encode() + b"}"
+
+
+def predictions_body(predictions: list) -> bytes:
+    """The predictions as one NPY array; HandlerError 406 naming why when they are not rectangular numbers."""
+    try:
+        array = np.asarray(predictions)
+    except ValueError as exc:
+        raise HandlerError(406, f"the predictions cannot be an NPY array: they are not rectangular ({exc}); accept "
+                                "application/json") from None
+    if array.dtype == object:
+        raise HandlerError(406, "the predictions cannot be an NPY array: they hold objects (a model with several "
+                                "outputs answers one object per instance); accept application/json")
+    return dump(array)
