@@ -23,6 +23,8 @@ from the body:
   application/jsonlines, application/jsons
                       JSON lines: each non-blank line is one JSON value, one instance
                       (`1\\n[2]\\n` becomes `{"instances": [1, [2]]}`); a trailing newline is fine.
+  application/x-npy   an NPY array (the SageMaker SDK's NumpySerializer), never unpickled: its first axis
+                      is the instances (`[[1, 2], [3, 4]]` becomes `{"instances": [[1, 2], [3, 4]]}`).
   text/csv            RFC 4180: each row is one instance; a row of one field is a scalar instance
                       (`1.0\\n2.0` becomes `{"instances": [1.0, 2.0]}`), a longer row a list (`1,2,3` becomes
                       `{"instances": [[1,2,3]]}`). Quoted fields may hold commas, quotes ("") and newlines.
@@ -45,6 +47,7 @@ highest q wins, ties go to the type listed first, then to JSON. No Accept (or `*
                       the line, the outputs of a multi-output prediction are columns in sorted name order,
                       strings are quoted per RFC 4180 when they hold a comma, quote or line break, booleans are
                       true/false, null is an empty field.
+  application/x-npy   the predictions as one NPY array, when they are rectangular numbers (else 406).
   The predictions are the answer's "predictions" (row format), else "outputs" (columnar: a list gives a line
   per element, an object of equally long lists a line per index, anything else one line), else "results"
   (classify, regress); so a request of N instances gives N lines, as Batch Transform's AssembleWith=Line and
@@ -64,14 +67,16 @@ import math
 import re
 from typing import Any
 
+from . import npy
 from .errors import HandlerError
 
 JSON = "application/json"
 JSONLINES = "application/jsonlines"
 JSONS = "application/jsons"
 CSV = "text/csv"
-REQUEST_TYPES = (JSON, JSONLINES, JSONS, CSV)
-RESPONSE_TYPES = (JSON, JSONLINES, JSONS, CSV)  # in order of preference when a wildcard allows several
+NPY = npy.NPY
+REQUEST_TYPES = (JSON, JSONLINES, JSONS, CSV, NPY)
+RESPONSE_TYPES = (JSON, JSONLINES, JSONS, CSV, NPY)  # in order of preference when a wildcard allows several
 
 _TFS_REQUEST_KEYS = ("instances", "inputs", "examples")
 
@@ -163,6 +168,8 @@ def tfs_request(body: bytes, content_type: str | None = JSON) -> bytes:
     if media not in REQUEST_TYPES:
         raise HandlerError(415, f"unsupported content type {content_type!r}: the default input handler reads "
                                 f"{', '.join(REQUEST_TYPES)} (a code/inference.py script can read others)")
+    if media == NPY:
+        return npy.tfs_request(body)
     if body.startswith(b"\xef\xbb\xbf"):
         body = body[3:]
     try:
@@ -322,21 +329,26 @@ def default_output_handler(response: Any, context: Any) -> tuple:
     media = response_type(context.accept_header)
     if media == JSON:
         return response.content, JSON
+    if media == NPY:
+        return npy.predictions_body(predictions(_answer(response.content))), NPY
     return encode_predictions(response.content, media), media
 
 
 def encode_predictions(tfs_body: bytes, media: str) -> bytes:
     """The model server's JSON answer as JSON lines or CSV (`media`), one line per prediction."""
-    try:
-        answer = json.loads(tfs_body)
-    except ValueError as exc:
-        raise ValueError(f"the model server's answer is not JSON ({exc}): {tfs_body[:200]!r}") from None
-    rows = predictions(answer)
+    rows = predictions(_answer(tfs_body))
     text = _numeric_lines(rows, media)
     if text is None:
         line = _csv_line if media == CSV else _compact
         text = "\n".join(map(line, rows))
     return (text + "\n").encode() if rows else b""
+
+
+def _answer(tfs_body: bytes) -> Any:
+    try:
+        return json.loads(tfs_body)
+    except ValueError as exc:
+        raise ValueError(f"the model server's answer is not JSON ({exc}): {tfs_body[:200]!r}") from None
 
 
 def predictions(answer: Any) -> list:

@@ -62,4 +62,7 @@ def predictions_body(predictions: list) -> bytes:
     if array.dtype == object:
         raise HandlerError(406, "the predictions cannot be an NPY array: they hold objects (a model with several "
                                 "outputs answers one object per instance); accept application/json")
+    if array.dtype.kind == "U" and array.tolist() != predictions:  # numpy made strings of the numbers
+        raise HandlerError(406, "the predictions cannot be an NPY array: they mix strings and numbers; accept "
+                                "application/json")
     return dump(array)

@@ -134,7 +134,7 @@ def _float(field: str, line: int) -> float:
 
 # ---- encoding ----
 
-def _plain(value: Any) -> Any:
+def json_default(value: Any) -> Any:
     """json.dumps' fallback: numpy arrays and scalars as Python values."""
     if hasattr(value, "tolist"):
         return value.tolist()
@@ -145,7 +145,7 @@ def encode(prediction: Any, content_type: str) -> str | bytes:
     """The body of `prediction` as `content_type` (one type): str for the text types, bytes for NPY."""
     media = media_type(content_type)
     if media == JSON:
-        return json.dumps(prediction, default=_plain)
+        return json.dumps(prediction, default=json_default)
     if media == CSV:
         return _csv_text(np.asarray(prediction))
     if media == NPY:
@@ -153,7 +153,7 @@ def encode(prediction: Any, content_type: str) -> str | bytes:
     if media == JSONLINES:
         items = prediction.tolist() if hasattr(prediction, "tolist") else prediction
         items = items if isinstance(items, (list, tuple)) else [items]
-        return "\n".join(json.dumps(item, default=_plain) for item in items)
+        return "\n".join(json.dumps(item, default=json_default) for item in items)
     raise UnsupportedFormatError(content_type, 406)
 
 

@@ -8,17 +8,11 @@ import json
 import os
 from typing import Any
 
+from ..codecs import _TFS_REQUEST_KEYS
 from ..errors import HandlerError
 from ..proxy.context import model_path
 from ..proxy.model_servers import ModelServer, ModelServerClient
-
-_TFS_REQUEST_KEYS = ("instances", "inputs", "examples")
-
-
-def _plain(value: Any) -> Any:
-    if hasattr(value, "tolist"):
-        return value.tolist()
-    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+from .arrays import json_default
 
 
 class ServedModel:
@@ -50,7 +44,7 @@ class ServedModel:
         """Any TFS REST request (`predict`, `classify`, `regress`): `body` as a dict or list (sent as JSON,
         numpy through .tolist()), or the JSON text as str or bytes. Returns the parsed answer."""
         if isinstance(body, (dict, list)):
-            body = json.dumps(body, default=_plain)
+            body = json.dumps(body, default=json_default)
         path = model_path(self.name, None if version is None else str(version), method)
         response = self._client.request(self._next_server(), "POST", path, body)
         try:
