@@ -300,8 +300,9 @@ class Stack:
         self._wait(lambda: http_get(s.bind_port, "/ping") is not None, self.nginx, deadline,
                    f"nginx to listen on port {s.bind_port}")
         log.info("ready: %s on port %d (default model %s%s)", ", ".join(
-            f"{m.name} v{','.join(map(str, m.versions))}" for m in self.tree.models), s.bind_port,
-            self.tree.default_model, f", handler script {self.tree.script}" if self.tree.script else "")
+            f"{m.name} v{','.join(map(str, m.versions))}" for m in self.tree.models) or "the script's model",
+            s.bind_port, self.tree.default_model or "none",
+            f", handler script {self.tree.script}" if self.tree.script else "")
 
     def _wait(self, ready: Callable[[], bool], child: Child, deadline: float, what: str) -> None:
         while not ready():
