@@ -12,8 +12,7 @@ import json
 import numpy as np
 
 from .errors import HandlerError
-
-NPY = "application/x-npy"
+from .media_types import NPY
 MAGIC = b"\x93NUMPY"
 
 

@@ -22,11 +22,10 @@ import tarfile
 import tempfile
 from pathlib import Path
 
+from .handler_contract import (HOW_TO_FIX, TOOLKIT_NAMES, Contract, IncompleteContract, MixedContracts, detect,
+                               ignored)
 from .model_tree import ModelTree, ModelTreeError, find_models
-from .proxy.script import TOOLKIT_NAMES, Contract, ScriptError, choose_contract
 from .toolkit.functions import TRANSFORM_CONFLICT
-
-HANDLER_NAMES = {"handler", "input_handler", "output_handler"}
 
 
 class PackagingError(ValueError):
@@ -51,39 +50,42 @@ def script_names(script: Path) -> set[str]:
     return names
 
 
-def handler_contract(script: Path, choice: str = "auto") -> str:
-    """'handler', 'input_handler/output_handler' or 'inference toolkit: <functions>', from the script's
-    top-level names, without running it (the contract rules of proxy/script.py)."""
+def handler_contract(script: Path, choice: str = "auto") -> Contract:
+    """The script's contract, from its top-level names, without running it."""
     names = script_names(script)
     try:
-        contract = choose_contract(names, script, choice)
-    except ScriptError as exc:
-        raise PackagingError(str(exc)) from None
-    if contract is Contract.TOOLKIT:
-        found = [name for name in TOOLKIT_NAMES if name in names]
-        if "transform_fn" in found and {"input_fn", "predict_fn", "output_fn"} & set(found):
-            raise PackagingError(f"{script}: {TRANSFORM_CONFLICT}")
-        return "inference toolkit: " + ", ".join(found)
-    if "handler" in names:
-        return "handler"
-    if {"input_handler", "output_handler"} <= names:
-        return "input_handler/output_handler"
-    present = sorted(names & HANDLER_NAMES)
-    raise PackagingError(
-        f"{script} defines {' and '.join(present) if present else 'none of the handler functions'}: define "
-        "handler(data, context), or both input_handler(data, context) and output_handler(response, context)"
-        " (or the inference toolkit's model_fn, input_fn, predict_fn, output_fn)"
-    )
+        contract = detect(names, choice)
+    except MixedContracts as exc:
+        raise PackagingError(f"{script} {exc}") from None
+    except IncompleteContract as exc:
+        found = " and ".join(exc.present) or "none of the handler functions"
+        raise PackagingError(f"{script} defines {found}: {HOW_TO_FIX}") from None
+    if contract is Contract.TOOLKIT and "transform_fn" in names and {"input_fn", "predict_fn", "output_fn"} & names:
+        raise PackagingError(f"{script}: {TRANSFORM_CONFLICT}")
+    return contract
 
 
 def is_toolkit_script(script: Path, choice: str = "auto") -> bool:
-    """Whether the script uses the inference toolkit contract; ScriptError when it mixes both (a script that
-    does not compile is reported by the app, with its import error)."""
+    """Whether serve may start without a SavedModel for this script: it uses the inference toolkit contract.
+    ModelTreeError when it mixes both contracts (a script that does not compile is left to the app, which
+    reports its import error)."""
     try:
         names = script_names(script)
     except PackagingError:
         return False
-    return choose_contract(names, script, choice) is Contract.TOOLKIT
+    try:
+        return detect(names, choice) is Contract.TOOLKIT
+    except MixedContracts as exc:
+        raise ModelTreeError(f"{script} {exc}") from None
+    except IncompleteContract:
+        return False
+
+
+def _describe(script: Path) -> str:
+    contract = handler_contract(script)
+    if contract is Contract.TOOLKIT:
+        return f"{contract.value}: {', '.join(ignored(script_names(script), Contract.HANDLER))}"
+    return contract.value
 
 
 def check_requirements(requirements: Path) -> list[str]:
@@ -108,13 +110,13 @@ def check_model_dir(model_dir: Path) -> list[str]:
     """Check an unpacked model folder; returns a summary, one line per finding."""
     try:
         tree: ModelTree = find_models(model_dir, allow_no_model=is_toolkit_script)
-    except (ModelTreeError, ScriptError) as exc:
+    except ModelTreeError as exc:
         raise PackagingError(str(exc)) from None
     summary = [f"model {m.name}: version(s) {', '.join(map(str, m.versions))}" for m in tree.models] or \
         ["no SavedModel: the script's model_fn loads the model, no model server is started"]
     code = model_dir / "code"
     if tree.script:
-        summary.append(f"code/inference.py: {handler_contract(tree.script)}")
+        summary.append(f"code/inference.py: {_describe(tree.script)}")
     elif code.is_dir():
         summary.append("code/: no inference.py, the default handler serves JSON, JSON lines and CSV")
     requirements = code / "requirements.txt"

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import support
+from sagemaker_tfs import runtime_dir
 from stack_support import invoke
 
 NO_SUPPORT = ("is not supported by this framework. Please implement input_fn to deserialize the request data or an "
@@ -275,7 +276,7 @@ def test_every_worker_ran_the_start_up_functions_in_order_outliving_gunicorn_s_t
         ["model_warmup_fn", model_dir, "Context"],
     ]
     # serve opened the port once both workers had run them (model_fn takes 4 s, gunicorn's timeout is 2 s)
-    assert len(list((probe.runtime_dir / "workers-ready").iterdir())) == 2
+    assert runtime_dir.ready_workers(probe.runtime_dir) == 2
     assert probe.log().count("sagemaker_tfs.toolkit: model_warmup_fn done in") == 2
     assert "WORKER TIMEOUT" not in probe.log()
 
@@ -351,7 +352,6 @@ def test_a_body_of_another_type_is_500_naming_it(probe, kind, shown):
     ("generic", 409, "conflicting record"),
     ("base", 429, "slow down"),
     ("handler", 422, "field x is missing"),
-    ("falcon", 503, "busy"),
     ("unsupported", 415, f"Content type application/x-foo {NO_SUPPORT}"),
     ("value", 500, "boom"),
 ])
@@ -359,14 +359,19 @@ def test_errors_choose_the_status_with_a_json_body(probe, probe_name, status, er
     answer = run(probe, probe_name, X_Amzn_RequestId=f"req-{probe_name}")
     assert (answer.status, answer.json()) == (status, {"error": error})
     assert answer.headers["x-amzn-requestid"] == f"req-{probe_name}"
-    if probe_name == "falcon":
-        assert answer.headers["retry-after"] == "3"
+
+
+def test_a_falcon_http_error_keeps_its_status_and_headers(probe):
+    answer = run(probe, "falcon")
+    assert (answer.status, answer.headers["retry-after"]) == (503, "3")
+    assert answer.json() == {"error": "busy", "title": "503 Service Unavailable", "description": "busy"}
 
 
 def test_an_unexpected_error_logs_its_traceback_with_the_request_id(probe):
     run(probe, "value", X_Amzn_RequestId="req-traceback")
-    support.wait_for(lambda: "request req-traceback: POST /invocations: 500 ValueError: boom" in probe.log(), what="the log line")
-    assert "Traceback (most recent call last)" in probe.log().split("request req-traceback: POST /invocations: 500 ValueError: boom")[1]
+    line = "request req-traceback: 500 ValueError: boom (POST /invocations)"
+    support.wait_for(lambda: line in probe.log(), what="the log line")
+    assert "Traceback (most recent call last)" in probe.log().split(line)[1]
 
 
 def test_the_compatibility_imports_decode_and_encode(probe):

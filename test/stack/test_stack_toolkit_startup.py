@@ -65,7 +65,8 @@ def test_a_script_with_neither_contract_gets_the_tfs_message(tmp_path):
     ("SAGEMAKER_PROGRAM", "lib/serve.py", "SAGEMAKER_PROGRAM='lib/serve.py' is not valid: must be a file name in "
                                           "code/ ending in .py, without '/', such as inference.py"),
     ("SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT", "image/png", "SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT='image/png' is not "
-     "valid: must be one of application/json, text/csv, application/x-npy, application/jsonlines"),
+     "valid: must be one of application/json, application/jsonlines, application/jsons, application/x-jsonlines, "
+     "application/jsonl, text/csv, application/x-npy"),
 ])
 def test_an_invalid_variable_stops_serve_naming_it(tmp_path, variable, value, message):
     folder = code_only(tmp_path, "def model_fn(model_dir):\n    return None\n")

@@ -13,7 +13,7 @@ from sagemaker_tfs import npy
 from sagemaker_tfs.config import Settings
 from sagemaker_tfs.errors import HandlerError
 from sagemaker_tfs.packaging import PackagingError, check_model_dir, handler_contract
-from sagemaker_tfs.provided_requirements import requirements_for_pip
+from sagemaker_tfs.requirements import requirements_for_pip
 
 
 def test_requirements_naming_the_toolkit_are_filtered_into_a_copy(tmp_path, caplog):

@@ -2,75 +2,48 @@
 
 from __future__ import annotations
 
-import enum
 import importlib.util
 import logging
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
 from .. import codecs
+from ..handler_contract import (HANDLER_NAMES, HOW_TO_FIX, TOOLKIT_NAMES, Contract, IncompleteContract,
+                                MixedContracts, detect, ignored)
 from ..toolkit import functions
-from ..toolkit.functions import NAMES as TOOLKIT_NAMES
 
 log = logging.getLogger("sagemaker_tfs.proxy")
 
 # The original container's message, kept so that searches for it find the explanation.
 HANDLERS_NOT_IMPLEMENTED = "Handlers are not implemented correctly in user script."
-TFS_NAMES = ("handler", "input_handler", "output_handler")
 
 
 class ScriptError(RuntimeError):
     """The handler script cannot be used; the message says why."""
 
 
-class Contract(enum.Enum):
-    TFS = "tfs"  # handler, or input_handler + output_handler
-    TOOLKIT = "toolkit"  # the SageMaker inference toolkit's model_fn, input_fn, predict_fn, output_fn, ...
-
-
-def choose_contract(names: Iterable[str], path: Path | str, choice: str = "auto") -> Contract:
-    """The contract of a script defining `names` (module-level, imported ones count): SAGEMAKER_INFERENCE_CONTRACT
-    (`choice`) when it is tfs or toolkit, else the set the names belong to; ScriptError for both sets or neither."""
-    names = set(names)
-    tfs = [name for name in TFS_NAMES if name in names]
-    toolkit = [name for name in TOOLKIT_NAMES if name in names]
-    if choice != "auto":
-        contract = Contract(choice)
-        ignored = toolkit if contract is Contract.TFS else tfs
-        if ignored:
-            log.info("%s: SAGEMAKER_INFERENCE_CONTRACT=%s, so %s %s ignored", path, choice, ", ".join(ignored),
-                     "is" if len(ignored) == 1 else "are")
-        return contract
-    if tfs and toolkit:
-        raise ScriptError(f"{path} defines both TensorFlow Serving handlers ({', '.join(tfs)}) and inference "
-                          f"toolkit functions ({', '.join(toolkit)}): keep one contract, or set "
-                          "SAGEMAKER_INFERENCE_CONTRACT to tfs or toolkit")
-    return Contract.TOOLKIT if toolkit else Contract.TFS
-
-
 @dataclass(frozen=True)
 class Handlers:
     """The entry points of the chosen contract: `handler` alone, `input_handler` + `output_handler`, or the
-    toolkit's functions."""
+    inference toolkit's functions."""
 
-    contract: str  # "handler", "input_handler + output_handler", "default" or "toolkit"
+    contract: Contract
     script: Path | None
     handler: Callable | None = None
     input_handler: Callable | None = None
     output_handler: Callable | None = None
-    toolkit: Any = None  # toolkit.functions.ToolkitFunctions for the toolkit contract
+    toolkit: Any = None  # toolkit.functions.ToolkitFunctions, for Contract.TOOLKIT
 
 
-DEFAULT = Handlers("default", None, input_handler=codecs.default_input_handler,
+DEFAULT = Handlers(Contract.DEFAULT, None, input_handler=codecs.default_input_handler,
                    output_handler=codecs.default_output_handler)
 
 
 def load(model_dir: str | Path, program: str = "inference.py", choice: str = "auto") -> Handlers:
-    """Import code/<program> (with code/ and code/lib on sys.path) and pick its contract (choose_contract; for
-    TFS, `handler` wins, else the `input_handler` + `output_handler` pair); no script means the default
-    handler (codecs)."""
+    """Import code/<program> (with code/ and code/lib on sys.path) and pick its contract (handler_contract.detect,
+    with SAGEMAKER_INFERENCE_CONTRACT as `choice`); no script means the default handler (codecs)."""
     code = Path(model_dir) / "code"
     path = code / program
     if not path.is_file():
@@ -81,10 +54,7 @@ def load(model_dir: str | Path, program: str = "inference.py", choice: str = "au
         if folder.is_dir() and str(folder) not in sys.path:
             sys.path.insert(0, str(folder))
     module = _import(path)
-    if choose_contract((name for name in TFS_NAMES + TOOLKIT_NAMES if hasattr(module, name)), path,
-                       choice) is Contract.TOOLKIT:
-        return _toolkit(module, path)
-    handlers = contract(module, path)
+    handlers = contract(module, path, choice)
     log.info("handler script %s: %s", path, _signature(handlers))
     return handlers
 
@@ -103,32 +73,54 @@ def _import(path: Path):
     return module
 
 
-def contract(module, path: Path) -> Handlers:
+def contract(module, path: Path, choice: str = "auto") -> Handlers:
     """The contract a script module implements (presence of names, as the original), or ScriptError."""
-    names = [name for name in ("handler", "input_handler", "output_handler") if hasattr(module, name)]
+    present = [name for name in HANDLER_NAMES + TOOLKIT_NAMES if hasattr(module, name)]
+    try:
+        chosen = detect(present, choice)
+    except MixedContracts as exc:
+        raise ScriptError(f"{path} {exc}") from None
+    except IncompleteContract:
+        chosen = Contract.HANDLER  # not complete: worded below, after the names' callability
+    skipped = ignored(present, chosen)
+    if skipped:
+        log.info("%s: SAGEMAKER_INFERENCE_CONTRACT=%s, so %s %s ignored", path, choice, ", ".join(skipped),
+                 "is" if len(skipped) == 1 else "are")
+    if chosen is Contract.TOOLKIT:
+        try:
+            bound = functions.from_module(module, path)
+        except functions.FunctionError as exc:
+            raise ScriptError(f"{path}: {exc}") from None
+        return Handlers(chosen, path, toolkit=bound)
+    names = [name for name in HANDLER_NAMES if hasattr(module, name)]
     for name in names:
         if not callable(getattr(module, name)):
             raise ScriptError(f"{HANDLERS_NOT_IMPLEMENTED} {path}: {name} is not a function")
-    if "handler" in names:
-        return Handlers("handler", path, handler=module.handler)
-    if names == ["input_handler", "output_handler"]:
-        return Handlers("input_handler + output_handler", path, input_handler=module.input_handler,
-                        output_handler=module.output_handler)
-    found = f"defines only {names[0]}" if names else "defines none of them"
-    raise ScriptError(f"{HANDLERS_NOT_IMPLEMENTED} {path} {found}: define handler(data, context), or both "
-                      "input_handler(data, context) and output_handler(response, context)")
-
-
-def _toolkit(module, path: Path) -> Handlers:
     try:
-        bound = functions.from_module(module, path)
-    except functions.FunctionError as exc:
-        raise ScriptError(f"{path}: {exc}") from None
-    log.info("handler script %s: inference toolkit functions %s", path, ", ".join(bound.defined))
-    return Handlers("toolkit", path, toolkit=bound)
+        chosen = detect(names)
+    except IncompleteContract as exc:
+        found = f"defines only {exc.present[0]}" if exc.present else "defines none of them"
+        raise ScriptError(f"{HANDLERS_NOT_IMPLEMENTED} {path} {found}: {HOW_TO_FIX}") from None
+    if chosen is Contract.HANDLER:
+        return Handlers(chosen, path, handler=module.handler)
+    return Handlers(chosen, path, input_handler=module.input_handler, output_handler=module.output_handler)
 
 
 def _signature(handlers: Handlers) -> str:
-    if handlers.contract == "handler":
+    if handlers.contract is Contract.TOOLKIT:
+        return "inference toolkit functions " + ", ".join(handlers.toolkit.defined)
+    if handlers.contract is Contract.HANDLER:
         return "handler(data, context) answers each request"
     return "input_handler(data, context) -> model server -> output_handler(response, context)"
+
+
+def unload(model_dir: str | Path) -> None:
+    """Undo load() in a process that loads another script next (in-process tests): drop code/ and code/lib
+    from sys.path, and the modules imported from them (inference and its helpers) from sys.modules."""
+    code = Path(model_dir) / "code"
+    folders = (str(code), str(code / "lib"))
+    sys.path[:] = [entry for entry in sys.path if entry not in folders]
+    for name, module in list(sys.modules.items()):
+        file = getattr(module, "__file__", None)
+        if isinstance(file, str) and Path(file).is_relative_to(code):
+            del sys.modules[name]

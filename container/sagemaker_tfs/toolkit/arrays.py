@@ -24,39 +24,33 @@ from typing import Any
 
 import numpy as np
 
-from .. import codecs, npy
+from .. import codecs, media_types, npy
 from ..errors import HandlerError
+from ..media_types import CSV, JSON, NPY, Format
 from .errors import UnsupportedFormatError
 
-JSON = "application/json"
-CSV = "text/csv"
-NPY = npy.NPY
-JSONLINES = "application/jsonlines"
-TYPES = (JSON, CSV, NPY, JSONLINES)  # JSON first: the choice for a wildcard Accept
+TYPES = media_types.names(*media_types.TOOLKIT_FORMATS)  # with the JSON lines aliases; JSON first for `*/*`
 TEXT_TYPES = (JSON, CSV)  # what input_fn receives as str rather than bytes
-
-
-def media_type(content_type: str | None) -> str:
-    return codecs.media_type(content_type)
+media_type = media_types.base
 
 
 # ---- decoding ----
 
 def decode(body: Any, content_type: str | None) -> Any:
     """The default input_fn: the request `body` (str or bytes) of `content_type` as numpy data."""
-    media = media_type(content_type) or JSON
-    if media not in TYPES:
+    kind = media_types.format_of(content_type or JSON)
+    if kind not in media_types.TOOLKIT_FORMATS:
         raise UnsupportedFormatError(content_type, 415)
     if not body:
         raise HandlerError(400, "empty request body")
-    if media == NPY:
+    if kind is Format.NPY:
         return npy.load(body.encode() if isinstance(body, str) else body)
     text = body if isinstance(body, str) else _utf8(body)
     if not text.strip():
         raise HandlerError(400, "empty request body")
-    if media == JSON:
+    if kind is Format.JSON:
         return _json(text)
-    if media == CSV:
+    if kind is Format.CSV:
         return _csv(text)
     return _json_lines(text)
 
@@ -143,14 +137,14 @@ def json_default(value: Any) -> Any:
 
 def encode(prediction: Any, content_type: str) -> str | bytes:
     """The body of `prediction` as `content_type` (one type): str for the text types, bytes for NPY."""
-    media = media_type(content_type)
-    if media == JSON:
+    kind = media_types.format_of(content_type)
+    if kind is Format.JSON:
         return json.dumps(prediction, default=json_default)
-    if media == CSV:
+    if kind is Format.CSV:
         return _csv_text(np.asarray(prediction))
-    if media == NPY:
+    if kind is Format.NPY:
         return npy.dump(np.asarray(prediction))
-    if media == JSONLINES:
+    if kind is Format.JSON_LINES:
         items = prediction.tolist() if hasattr(prediction, "tolist") else prediction
         items = items if isinstance(items, (list, tuple)) else [items]
         return "\n".join(json.dumps(item, default=json_default) for item in items)

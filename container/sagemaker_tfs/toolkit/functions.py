@@ -13,6 +13,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
 
+from ..handler_contract import TOOLKIT_NAMES
+
 # name -> the contract arguments it is called with (the context comes after them)
 ARGUMENTS = {
     "pre_model_fn": ("model_dir",),
@@ -23,7 +25,7 @@ ARGUMENTS = {
     "output_fn": ("prediction", "accept"),
     "transform_fn": ("model", "input_data", "content_type", "accept"),
 }
-NAMES = tuple(ARGUMENTS)
+NAMES = TOOLKIT_NAMES
 TRANSFORM_CONFLICT = ("Cannot use transform_fn implementation in conjunction with input_fn, predict_fn, and/or "
                       "output_fn implementation")
 

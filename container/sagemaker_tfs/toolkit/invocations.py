@@ -1,7 +1,7 @@
 """POST /invocations for a toolkit script: `input_fn` -> `predict_fn` -> `output_fn`, or `transform_fn`.
 
-Exceptions go to the app's error handlers: HandlerError (the toolkit's errors are HandlerErrors) with its
-status, falcon.HTTPError with its own, anything else 500.
+Exceptions go to the app's error handlers (proxy/middleware.py): HandlerError (the toolkit's errors are
+HandlerErrors) with its status, falcon.HTTPError with its own, anything else 500.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import falcon
 
 from ..errors import HandlerError
 from ..proxy import answers
+from ..proxy.invocations import body_stream
 from . import arrays
 from .context import Context
 from .lifecycle import Loaded
@@ -41,23 +42,20 @@ def input_data(body: bytes, content_type: str) -> str | bytearray:
 class ToolkitInvocations:
     """The /invocations resource of one worker, shared by its threads: each request gets its own Context."""
 
-    def __init__(self, loaded: Loaded, default_accept: str, request_id_header: str, request_id: Any):
+    def __init__(self, loaded: Loaded, default_accept: str):
         self._loaded = loaded
         self._default_accept = default_accept
-        self._request_id_header = request_id_header
-        self._request_id = request_id
         functions = loaded.functions
         self._who = "transform_fn" if functions.transform_fn else "output_fn" if functions.output_fn else \
             "the default output_fn"
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         env = req.env
-        resp.set_header(self._request_id_header, self._request_id(env))
         content_type = env.get("CONTENT_TYPE") or arrays.JSON
         accept = env.get("HTTP_ACCEPT")
         if not accept or accept == ANY:
             accept = self._default_accept
-        data = input_data(req.stream.read(), content_type)
+        data = input_data(body_stream(req, env).read(), content_type)
         loaded = self._loaded
         context = Context(loaded.system_properties, loaded.model_name, env)
         result = self._call(context, data, content_type, accept)

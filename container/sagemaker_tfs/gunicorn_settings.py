@@ -1,0 +1,60 @@
+"""gunicorn's settings file for the gunicorn `serve` starts (`--config python:sagemaker_tfs.gunicorn_settings`).
+
+gunicorn reads the names below that are its settings and ignores the others, so this file suits gunicorn
+versions with and without a control socket. Imports are private names: a public one could be taken for a setting.
+"""
+
+import json as _json
+import threading as _threading
+import time as _time
+from pathlib import Path as _Path
+
+from gunicorn import util as _util
+
+# gunicorn >= 25.1 opens a control socket (status, kill workers, reload, shutdown) at $XDG_RUNTIME_DIR/gunicorn.ctl
+# or $HOME/.gunicorn/gunicorn.ctl, one path for every stack of the user; serve supervises gunicorn itself.
+control_socket_disable = True
+
+
+def _write_json_error(sock, status_int: int, reason: str, mesg: str) -> None:
+    """gunicorn.util.write_error's contract, with a JSON body."""
+    body = _json.dumps({"error": f"{reason}: {mesg}" if mesg else reason}).encode()
+    head = (f"HTTP/1.1 {status_int} {reason}\r\nConnection: close\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n")
+    _util.write_nonblock(sock, head.encode("latin-1") + body)
+
+
+def on_starting(server) -> None:
+    """Requests gunicorn refuses itself, before the app sees them (two Content-Type headers, more header fields
+    than its limit, a malformed chunk...), are answered by gunicorn.util.write_error, which writes HTML. Every
+    error of the stack is JSON: the writer is replaced in the master, before any worker is forked, so that every
+    worker class (sync, gthread, gevent) writes JSON with gunicorn's status and message."""
+    _util.write_error = _write_json_error
+
+
+def post_fork(server, worker) -> None:
+    """gunicorn kills a worker silent for longer than its timeout, also while the worker creates the app, and
+    creating it runs the script's start-up functions (the inference toolkit's pre_model_fn, model_fn,
+    model_warmup_fn), which may take minutes. So a thread keeps the heartbeat until the app exists, for at most
+    SAGEMAKER_TFS_WAIT_TIME_SECONDS (the start-up budget); the worker takes no request before then."""
+    from .config import Settings
+
+    created = worker.sagemaker_app_created = _threading.Event()
+    interval = max(0.2, min(5.0, worker.cfg.timeout / 4))
+    deadline = _time.monotonic() + Settings.from_env().tfs_wait_time_seconds
+
+    def heartbeat() -> None:
+        while not created.wait(interval) and _time.monotonic() < deadline:
+            worker.notify()
+
+    _threading.Thread(target=heartbeat, name="start-up heartbeat", daemon=True).start()
+
+
+def post_worker_init(worker) -> None:
+    """The worker has created the app: its heartbeat is gunicorn's again, and it says so in the runtime folder,
+    where serve's start-up check looks (a check that never queues behind client requests, as a /ping would)."""
+    from .config import Settings
+    from .runtime_dir import mark_worker_ready
+
+    worker.sagemaker_app_created.set()
+    mark_worker_ready(_Path(Settings.from_env().runtime_dir), worker.pid)
