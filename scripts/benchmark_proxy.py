@@ -20,6 +20,7 @@ stand-in at concurrency 8 (target >= 90%).
 
   .venv/bin/python scripts/benchmark_proxy.py [--duration 5] [--json results.json]
   .venv/bin/python scripts/benchmark_proxy.py --backends stand-in --targets pair,toolkit --concurrency 8
+  .venv/bin/python scripts/benchmark_proxy.py --paired-rounds 5 --duration 3   # toolkit vs pair only, alternating
 
 Needs nginx and wrk (scripts/install.sh installs both). Timings on a shared machine are noisy: compare figures
 of one run.
@@ -167,6 +168,30 @@ def run_backend(name: str, env: dict[str, str], root: Path, lua: Path, duration:
             shutil.rmtree(stack.runtime_dir, ignore_errors=True)
 
 
+def paired_rounds(env: dict[str, str], root: Path, lua: Path, duration: int, rounds: int) -> list[float]:
+    """toolkit / pair requests/s at c8 against the stand-in, measured alternately on two stacks up side by side,
+    so that the machine's changing load weighs on both alike."""
+    stacks = {target: support.Stack(model_folder(root / target, SCRIPTS[target]), env=env)
+              for target in ("pair", "toolkit")}
+    ratios = []
+    try:
+        for stack in stacks.values():
+            stack.start()
+            check_answer(f"{stack.url}/invocations")
+        for number in range(1, rounds + 1):
+            rates = {target: wrk(f"{stack.url}/invocations", lua, 8, duration)["requests_per_s"]
+                     for target, stack in stacks.items()}
+            ratios.append(rates["toolkit"] / rates["pair"])
+            print(f"round {number}: pair {rates['pair']} req/s, toolkit {rates['toolkit']} req/s: "
+                  f"{ratios[-1]:.0%}", flush=True)
+    finally:
+        for stack in stacks.values():
+            stack.stop()
+            stack.log_path.unlink(missing_ok=True)
+            shutil.rmtree(stack.runtime_dir, ignore_errors=True)
+    return ratios
+
+
 def measure(stack: support.Stack, name: str, target: str, lua: Path, duration: int, table: list,
             concurrency: list[int]) -> None:
     """The rows of one stack: its target at each concurrency (and the model server directly, once per backend)."""
@@ -194,6 +219,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backends", default="stand-in,model server", help="comma-separated (default: both)")
     parser.add_argument("--targets", default=",".join(SCRIPTS), help=f"comma-separated among {', '.join(SCRIPTS)}")
     parser.add_argument("--concurrency", default=",".join(map(str, CONCURRENCY)), help="comma-separated levels")
+    parser.add_argument("--paired-rounds", type=int, default=0,
+                        help="only toolkit vs pair against the stand-in at c8, in this many alternating rounds")
     args = parser.parse_args(argv)
     backends = args.backends.split(",")
     targets = [t for t in SCRIPTS if t in args.targets.split(",")]
@@ -214,10 +241,18 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{os.cpu_count()} cores; gunicorn: {settings.gunicorn_workers} {settings.gunicorn_worker_class} worker(s) "
           f"x {settings.gunicorn_threads} thread(s); body {REQUEST_BODY}; wrk {args.duration} s per row", flush=True)
     table: list[dict] = []
+    standin_env = {"PATH": f"{standin / 'bin'}:{os.environ['PATH']}", "STANDIN_DIR": str(standin)}
+    if args.paired_rounds:
+        try:
+            ratios = sorted(paired_rounds(standin_env, root, lua, args.duration, args.paired_rounds))
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+        print(f"\ntoolkit vs pair against the stand-in at c8, median of {len(ratios)} rounds: "
+              f"{ratios[len(ratios) // 2]:.0%} (target >= 90%; rounds {', '.join(f'{r:.0%}' for r in ratios)})")
+        return 0
     try:
         if "stand-in" in backends:
-            run_backend("stand-in", {"PATH": f"{standin / 'bin'}:{os.environ['PATH']}", "STANDIN_DIR": str(standin)},
-                        root, lua, args.duration, table, targets, concurrency)
+            run_backend("stand-in", standin_env, root, lua, args.duration, table, targets, concurrency)
         if "model server" in backends:
             run_backend("model server", {}, root, lua, args.duration, table, targets, concurrency)
     finally:
