@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 import support
@@ -118,3 +120,28 @@ def test_no_predict_fn_for_a_model_without_predict_stops_serve(tmp_path):
     assert cannot_start(serve_fails(folder)) == (
         f"{folder}/code/inference.py has no predict_fn and the model from model_fn (dict) has no predict method: "
         "Please provide a predict_fn implementation.")
+
+
+@pytest.fixture
+def without_numpy(tmp_path) -> dict[str, str]:
+    """The environment of a stack that cannot import numpy, as in the serving image."""
+    (tmp_path / "no-numpy" / "numpy").mkdir(parents=True)
+    (tmp_path / "no-numpy" / "numpy" / "__init__.py").write_text("raise ImportError('No module named numpy')\n")
+    return {"PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path / "no-numpy"), os.environ.get("PYTHONPATH")]))}
+
+
+def test_without_numpy_a_script_with_its_own_functions_serves(tmp_path, without_numpy):
+    folder = code_only(tmp_path, "import json\n\ndef model_fn(model_dir):\n    return len\n\n"
+                                 "def input_fn(data, content_type):\n    return json.loads(data)\n\n"
+                                 "def predict_fn(data, model):\n    return model(data)\n\n"
+                                 "def output_fn(prediction, accept):\n    return json.dumps(prediction)\n")
+    with support.Stack(folder, env=without_numpy) as stack:
+        assert invoke(stack, "[1, 2, 3]").text == "3"
+
+
+def test_without_numpy_the_default_input_fn_stops_start_up_saying_so(tmp_path, without_numpy):
+    folder = code_only(tmp_path, "def model_fn(model_dir):\n    return len\n\ndef predict_fn(data, model):\n"
+                                 "    return model(data)\n")
+    assert cannot_start(serve_fails(folder, **without_numpy)) == (
+        f"{folder}/code/inference.py: the default input_fn and output_fn need numpy, which is not installed (No "
+        "module named numpy): add numpy to code/requirements.txt, or define both")

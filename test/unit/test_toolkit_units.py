@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import logging
+import sys
 
 import numpy as np
 import pytest
@@ -83,3 +84,11 @@ def test_npy_predictions_must_be_rectangular_numbers():
     with pytest.raises(HandlerError) as error:
         npy.predictions_body([{"a": 1}])
     assert error.value.status == 406 and "they hold objects" in error.value.message
+
+
+def test_npy_without_numpy_is_415_saying_how_to_get_it(monkeypatch):
+    monkeypatch.setitem(sys.modules, "numpy", None)  # what the serving image has
+    with pytest.raises(HandlerError) as error:
+        npy.load(b"\x93NUMPY\x01\x00")
+    assert (error.value.status, error.value.message) == (
+        415, "application/x-npy needs numpy, which is not installed: add numpy to code/requirements.txt")

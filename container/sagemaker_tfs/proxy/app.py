@@ -123,7 +123,11 @@ def toolkit_invocations(handlers: script.Handlers, settings: Settings, servers: 
     served = (lambda: ServedModel(model_name, servers, client)) if servers else None
     loaded = start(handlers.toolkit, str(Path(settings.model_dir).resolve()), model_name,
                    0 if gpu_count() else None, served)
-    return ToolkitInvocations(loaded, settings.default_invocations_accept)
+    try:
+        return ToolkitInvocations(loaded, settings.default_invocations_accept)
+    except ImportError as exc:
+        raise StartupFailure(f"{handlers.script}: the default input_fn and output_fn need numpy, which is not "
+                             f"installed ({exc}): add numpy to code/requirements.txt, or define both") from None
 
 
 def _configure_logging(level: str) -> None:

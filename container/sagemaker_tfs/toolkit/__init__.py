@@ -8,6 +8,7 @@
     context.py       the per-request context object
     served_model.py  ServedModel: the default model_fn's client of the model server
     invocations.py   POST /invocations: input_fn -> predict_fn -> output_fn, or transform_fn
+    plain.py         numpy values as JSON, without numpy
 
 `from sagemaker_tfs.toolkit import ServedModel` is all a script needs from here; the `sagemaker_inference`
 package gives the toolkit's own import names.

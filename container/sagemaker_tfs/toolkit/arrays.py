@@ -28,10 +28,9 @@ from .. import codecs, media_types, npy
 from ..errors import HandlerError
 from ..media_types import CSV, JSON, NPY, Format
 from .errors import UnsupportedFormatError
+from .plain import json_default
 
 TYPES = media_types.names(*media_types.TOOLKIT_FORMATS)  # with the JSON lines aliases; JSON first for `*/*`
-TEXT_TYPES = (JSON, CSV)  # what input_fn receives as str rather than bytes
-media_type = media_types.base
 
 
 # ---- decoding ----
@@ -127,13 +126,6 @@ def _float(field: str, line: int) -> float:
 
 
 # ---- encoding ----
-
-def json_default(value: Any) -> Any:
-    """json.dumps' fallback: numpy arrays and scalars as Python values."""
-    if hasattr(value, "tolist"):
-        return value.tolist()
-    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
-
 
 def encode(prediction: Any, content_type: str) -> str | bytes:
     """The body of `prediction` as `content_type` (one type): str for the text types, bytes for NPY."""

@@ -10,20 +10,21 @@ from typing import Any
 
 import falcon
 
+from .. import media_types
 from ..errors import HandlerError
 from ..proxy import answers
 from ..proxy.invocations import body_stream
-from . import arrays
 from .context import Context
 from .lifecycle import Loaded
 
 ANY = "*/*"
+TEXT_TYPES = (media_types.JSON, media_types.CSV)  # what input_fn receives as str rather than bytes
 
 
 def input_data(body: bytes, content_type: str) -> str | bytearray:
     """What input_fn and transform_fn receive: str for JSON and CSV (decoded with the charset parameter,
     default UTF-8), else a bytearray of the body, as the toolkit gives."""
-    if arrays.media_type(content_type) not in arrays.TEXT_TYPES:
+    if media_types.base(content_type) not in TEXT_TYPES:
         return bytearray(body)
     charset = "utf-8"
     for parameter in content_type.split(";")[1:]:
@@ -46,12 +47,16 @@ class ToolkitInvocations:
         self._loaded = loaded
         self._default_accept = default_accept
         functions = loaded.functions
+        if not functions.transform_fn and not (functions.input_fn and functions.output_fn):
+            from . import arrays  # the defaults use numpy (ImportError without it): only scripts that need them
+
+            self._decode, self._encode = arrays.decode, arrays.default_output
         self._who = "transform_fn" if functions.transform_fn else "output_fn" if functions.output_fn else \
             "the default output_fn"
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         env = req.env
-        content_type = env.get("CONTENT_TYPE") or arrays.JSON
+        content_type = env.get("CONTENT_TYPE") or media_types.JSON
         accept = env.get("HTTP_ACCEPT")
         if not accept or accept == ANY:
             accept = self._default_accept
@@ -71,6 +76,6 @@ class ToolkitInvocations:
         f = loaded.functions
         if f.transform_fn:
             return f.transform_fn(context, loaded.model, data, content_type, accept)
-        decoded = f.input_fn(context, data, content_type) if f.input_fn else arrays.decode(data, content_type)
+        decoded = f.input_fn(context, data, content_type) if f.input_fn else self._decode(data, content_type)
         prediction = f.predict_fn(context, decoded, loaded.model) if f.predict_fn else loaded.model.predict(decoded)
-        return f.output_fn(context, prediction, accept) if f.output_fn else arrays.default_output(prediction, accept)
+        return f.output_fn(context, prediction, accept) if f.output_fn else self._encode(prediction, accept)

@@ -1,6 +1,6 @@
 """Start-up of a toolkit script in one worker: `pre_model_fn` -> `model_fn` (or the served model) ->
 `model_warmup_fn`, then the check that requests can be predicted. Runs in the app factory, while the gunicorn
-hooks (proxy/gunicorn_hooks.py) keep the worker's heartbeat alive however long it takes."""
+settings (gunicorn_settings.py) keep the worker's heartbeat alive however long it takes."""
 
 from __future__ import annotations
 

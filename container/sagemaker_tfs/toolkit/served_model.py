@@ -12,7 +12,7 @@ from ..codecs import _TFS_REQUEST_KEYS
 from ..errors import HandlerError
 from ..proxy.context import model_path
 from ..proxy.model_servers import ModelServer, ModelServerClient
-from .arrays import json_default
+from .plain import json_default
 
 
 class ServedModel:
