@@ -4,7 +4,6 @@ InstanceCount=2."""
 
 from __future__ import annotations
 
-import io
 import json
 from pathlib import Path
 
@@ -15,7 +14,7 @@ import requests
 
 from examples_support import encode_image, held_out_digits
 from sagemaker_tfs.transform import transform
-from support import Stack
+from support import Stack, npy_body
 
 NO_SUPPORT = ("is not supported by this framework. Please implement input_fn to deserialize the request data or an "
               "output_fn to serialize the response.")
@@ -44,12 +43,6 @@ def invoke(stack, body: bytes, content_type: str) -> requests.Response:
     return requests.post(f"{stack.url}/invocations", data=body, headers={"Content-Type": content_type})
 
 
-def npy(array: np.ndarray) -> bytes:
-    buffer = io.BytesIO()
-    np.save(buffer, array)
-    return buffer.getvalue()
-
-
 def test_requirements_are_installed_but_not_the_toolkit_s_package(stack):
     log = stack.log()
     assert "'sagemaker-inference' is satisfied by the container's sagemaker_inference package, not installed" in log
@@ -71,7 +64,7 @@ def test_held_out_images_get_the_model_s_answers(stack, expected, image_format):
 
 def test_a_batch_as_npy_and_one_image_as_json(stack, expected):
     images, _ = held_out_digits()
-    answer = invoke(stack, npy(images), "application/x-npy")
+    answer = invoke(stack, npy_body(images), "application/x-npy")
     assert (answer.status_code, answer.headers["Content-Type"]) == (200, "application/json")
     assert answer.json() == {"predictions": expected[0]}
     answer = invoke(stack, json.dumps(images[0].tolist()).encode(), "application/json")

@@ -9,15 +9,10 @@ import numpy as np
 import pytest
 
 import support
+from support import npy_body
 from stack_support import invoke, model_dir, pretty_predictions
 
 NPY = "application/x-npy"
-
-
-def npy(array: np.ndarray, allow_pickle: bool = False) -> bytes:
-    buffer = io.BytesIO()
-    np.save(buffer, array, allow_pickle=allow_pickle)
-    return buffer.getvalue()
 
 
 @pytest.fixture(scope="module")
@@ -27,13 +22,13 @@ def stack(tmp_path_factory):
 
 
 def test_an_npy_array_is_the_instances(stack):
-    answer = invoke(stack, npy(np.array([1.0, 2.0, 5.0], dtype=np.float32)), NPY)
+    answer = invoke(stack, npy_body(np.array([1.0, 2.0, 5.0], dtype=np.float32)), NPY)
     assert (answer.status, answer.content_type, answer.text) == (200, "application/json",
                                                                  pretty_predictions("2.5, 3.0, 4.5"))
 
 
 @pytest.mark.parametrize("body, content_type", [
-    (npy(np.array([[1.0], [2.0]])), NPY),
+    (npy_body(np.array([[1.0], [2.0]])), NPY),
     ("[[1.0], [2.0]]", "application/json"),
 ])
 def test_accept_npy_answers_the_predictions_as_an_array(stack, body, content_type):
@@ -44,14 +39,14 @@ def test_accept_npy_answers_the_predictions_as_an_array(stack, body, content_typ
 
 
 def test_a_pickled_npy_body_is_refused(stack):
-    answer = invoke(stack, npy(np.array([{"x": 1.0}], dtype=object), allow_pickle=True), NPY)
+    answer = invoke(stack, npy_body(np.array([{"x": 1.0}], dtype=object), allow_pickle=True), NPY)
     assert (answer.status, answer.json()) == (400, {"error": (
         "cannot read the NPY body: it holds Python objects (a pickled payload), which are refused "
         "(allow_pickle=False); send an array of numbers or strings")})
 
 
 def test_a_corrupt_npy_body_is_400(stack):
-    answer = invoke(stack, npy(np.array([1.0, 2.0]))[:-4], NPY)
+    answer = invoke(stack, npy_body(np.array([1.0, 2.0]))[:-4], NPY)
     assert answer.status == 400
     assert answer.json()["error"].startswith("cannot read the NPY body: ")
 

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import support
+from support import npy_body
 from sagemaker_tfs import runtime_dir
 from stack_support import invoke
 
@@ -37,12 +38,6 @@ def defaults(tmp_path_factory):
     folder = support.write_code(tmp_path_factory.mktemp("defaults") / "model", DEFAULTS)
     with support.Stack(folder, env={"SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT": "text/csv"}) as stack:
         yield stack
-
-
-def npy(array: np.ndarray, allow_pickle: bool = False) -> bytes:
-    buffer = io.BytesIO()
-    np.save(buffer, array, allow_pickle=allow_pickle)
-    return buffer.getvalue()
 
 
 def test_no_model_server_runs_without_a_saved_model(defaults):
@@ -78,19 +73,19 @@ def test_default_decoders_and_encoders(defaults, body, content_type, accept, exp
 
 def test_npy_in_and_out_never_pickled(defaults):
     array = np.array([[1.5, 2.0], [3.0, 4.0]], dtype=np.float32)
-    answer = invoke(defaults, npy(array), "application/x-npy", Accept="application/x-npy")
+    answer = invoke(defaults, npy_body(array), "application/x-npy", Accept="application/x-npy")
     assert (answer.status, answer.content_type) == (200, "application/x-npy")
     result = np.load(io.BytesIO(answer.body), allow_pickle=False)
     assert result.dtype == np.float32 and result.tolist() == [[3.0, 4.0], [6.0, 8.0]]
-    assert invoke(defaults, npy(np.array([1, 2])), "application/x-npy", Accept="application/json").text == "[2, 4]"
+    assert invoke(defaults, npy_body(np.array([1, 2])), "application/x-npy", Accept="application/json").text == "[2, 4]"
 
 
 @pytest.mark.parametrize("body, error", [
-    (npy(np.array([{"x": 1}], dtype=object), allow_pickle=True),
+    (npy_body(np.array([{"x": 1}], dtype=object), allow_pickle=True),
      "cannot read the NPY body: it holds Python objects (a pickled payload), which are refused (allow_pickle=False); "
      "send an array of numbers or strings"),
     (b"\x80\x04\x95 a pickle", "cannot read the NPY body: it does not start with the NPY magic \\x93NUMPY"),
-    (npy(np.array([1.0, 2.0]))[:-3], "cannot read the NPY body: "),
+    (npy_body(np.array([1.0, 2.0]))[:-3], "cannot read the NPY body: "),
 ])
 def test_a_pickled_or_corrupt_npy_body_is_400(defaults, body, error):
     answer = invoke(defaults, body, "application/x-npy")
@@ -377,7 +372,7 @@ def test_an_unexpected_error_logs_its_traceback_with_the_request_id(probe):
 def test_the_compatibility_imports_decode_and_encode(probe):
     answer = run(probe, "compat", "1,2\n3,4", "text/csv")
     assert (answer.status, answer.content_type, answer.text) == (200, "text/csv", "2,4\n6,8\n")
-    pickled = npy(np.array([{"x": 1}], dtype=object), allow_pickle=True)
+    pickled = npy_body(np.array([{"x": 1}], dtype=object), allow_pickle=True)
     answer = run(probe, "compat", pickled, "application/x-npy")
     assert answer.status == 400 and "refused (allow_pickle=False)" in answer.json()["error"]
 
