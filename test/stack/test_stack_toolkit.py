@@ -145,6 +145,7 @@ PROBE = """
 
     import falcon
     import numpy as np
+    import probe_helper  # from code/lib
     from sagemaker_inference import content_types, decoder, encoder, errors
     from sagemaker_inference.default_inference_handler import DefaultInferenceHandler
     from sagemaker_tfs import HandlerError
@@ -211,7 +212,7 @@ PROBE = """
         context.seen.append(id(context))
         probe = context.get_request_header(0, "X-Probe")
         if probe == "startup":
-            return {"calls": CALLS, "pid": os.getpid()}
+            return {"calls": CALLS, "pid": os.getpid(), "helper": probe_helper.__file__}
         if probe == "received":
             return {**prediction["data"], "accept": accept}
         if probe == "context":
@@ -241,7 +242,7 @@ PROBE = """
 @pytest.fixture(scope="module")
 def probe(tmp_path_factory):
     folder = tmp_path_factory.mktemp("probe") / "model"
-    support.write_code(folder, files={"probe.py": PROBE})
+    support.write_code(folder, files={"probe.py": PROBE, "lib/probe_helper.py": "HELPS = True\n"})
     env = {"SAGEMAKER_PROGRAM": "probe.py", "SAGEMAKER_MODEL_SERVER_WORKERS": "2", "SAGEMAKER_GUNICORN_THREADS": "4",
            "SAGEMAKER_MODEL_SERVER_TIMEOUT": "2", "PROBE_MODEL_FN_SECONDS": "4"}
     with support.Stack(folder, env=env) as stack:
@@ -270,6 +271,7 @@ def test_every_worker_ran_the_start_up_functions_in_order_outliving_gunicorn_s_t
         ["model_fn", model_dir],
         ["model_warmup_fn", model_dir, "Context"],
     ]
+    assert answer.json()["helper"] == f"{model_dir}/code/lib/probe_helper.py"
     # serve opened the port once both workers had run them (model_fn takes 4 s, gunicorn's timeout is 2 s)
     assert runtime_dir.ready_workers(probe.runtime_dir) == 2
     assert probe.log().count("sagemaker_tfs.toolkit: model_warmup_fn done in") == 2
