@@ -6,6 +6,8 @@ Targets, each measured through the real `serve` (nginx -> gunicorn -> Falcon app
   no script     POST /invocations, default handler
   pair          POST /invocations, pass-through input_handler/output_handler
   handler       POST /invocations, a handler() that posts to context.rest_uri with a requests.Session
+  toolkit       POST /invocations, a pass-through inference toolkit script: input_fn returns the body, predict_fn
+                calls the served model (ServedModel.request), output_fn returns its answer
 Backends:
   model server  the real one (the embedded tfs-model-server, or tensorflow_model_server when on PATH) running
                 half_plus_three
@@ -13,11 +15,14 @@ Backends:
                 `tensorflow_model_server` on serve's PATH, so serve starts it exactly as it would the real binary;
                 it isolates the proxy's own cost
 Headlines: pair vs the stand-in at concurrency 8 (target >= 2,500 req/s on 2 cores), and the p50 the proxy adds at
-concurrency 1 (pair through nginx minus the stand-in called directly; target < 1 ms).
+concurrency 1 (pair through nginx minus the stand-in called directly; target < 1 ms); toolkit vs pair against the
+stand-in at concurrency 8 (target >= 90%).
 
   .venv/bin/python scripts/benchmark_proxy.py [--duration 5] [--json results.json]
   .venv/bin/python scripts/benchmark_proxy.py --metrics-overhead --duration 4   # only: pair vs the stand-in at
         c8, SAGEMAKER_METRICS off then on, three times; the median of the requests/s lost (target <= 5%)
+  .venv/bin/python scripts/benchmark_proxy.py --backends stand-in --targets pair,toolkit --concurrency 8
+  .venv/bin/python scripts/benchmark_proxy.py --paired-rounds 5 --duration 3   # toolkit vs pair only, alternating
 
 Needs nginx and wrk (scripts/install.sh installs both). Timings on a shared machine are noisy: compare figures
 of one run.
@@ -64,6 +69,18 @@ session = requests.Session()  # keep-alive to the model server, per worker
 def handler(data, context):
     response = session.post(context.rest_uri, data=data.read(), timeout=context.timeout)
     return response.content, "application/json"
+''',
+    "toolkit": '''\
+def input_fn(input_data, content_type):
+    return input_data
+
+
+def predict_fn(data, model):
+    return model.request(data)
+
+
+def output_fn(prediction, accept):
+    return prediction
 ''',
 }
 
@@ -141,17 +158,44 @@ def check_answer(url: str) -> None:
         raise SystemExit(f"{url} answered {body}")
 
 
-def run_backend(name: str, env: dict[str, str], root: Path, lua: Path, duration: int, table: list) -> None:
-    for target, script in SCRIPTS.items():
+def run_backend(name: str, env: dict[str, str], root: Path, lua: Path, duration: int, table: list,
+                targets: list[str], concurrency: list[int]) -> None:
+    for target in targets:
+        script = SCRIPTS[target]
         stack = support.Stack(model_folder(root, script), env=env)
         try:
-            measure(stack, name, target, lua, duration, table)
+            measure(stack, name, target, lua, duration, table, concurrency)
         finally:  # the stack's log holds nginx's access log: megabytes per stack
             stack.log_path.unlink(missing_ok=True)
             shutil.rmtree(stack.runtime_dir, ignore_errors=True)
 
 
-def measure(stack: support.Stack, name: str, target: str, lua: Path, duration: int, table: list) -> None:
+def paired_rounds(env: dict[str, str], root: Path, lua: Path, duration: int, rounds: int) -> list[float]:
+    """toolkit / pair requests/s at c8 against the stand-in, measured alternately on two stacks up side by side,
+    so that the machine's changing load weighs on both alike."""
+    stacks = {target: support.Stack(model_folder(root / target, SCRIPTS[target]), env=env)
+              for target in ("pair", "toolkit")}
+    ratios = []
+    try:
+        for stack in stacks.values():
+            stack.start()
+            check_answer(f"{stack.url}/invocations")
+        for number in range(1, rounds + 1):
+            rates = {target: wrk(f"{stack.url}/invocations", lua, 8, duration)["requests_per_s"]
+                     for target, stack in stacks.items()}
+            ratios.append(rates["toolkit"] / rates["pair"])
+            print(f"round {number}: pair {rates['pair']} req/s, toolkit {rates['toolkit']} req/s: "
+                  f"{ratios[-1]:.0%}", flush=True)
+    finally:
+        for stack in stacks.values():
+            stack.stop()
+            stack.log_path.unlink(missing_ok=True)
+            shutil.rmtree(stack.runtime_dir, ignore_errors=True)
+    return ratios
+
+
+def measure(stack: support.Stack, name: str, target: str, lua: Path, duration: int, table: list,
+            concurrency: list[int]) -> None:
     """The rows of one stack: its target at each concurrency (and the model server directly, once per backend)."""
     with stack:
         low = int(stack.env["SAGEMAKER_SAFE_PORT_RANGE"].split("-")[0])
@@ -160,7 +204,7 @@ def measure(stack: support.Stack, name: str, target: str, lua: Path, duration: i
             urls = {"direct": f"http://127.0.0.1:{low + 1}/v1/models/{MODEL}:predict", **urls}
         for label, url in urls.items():
             check_answer(url)
-            for connections in CONCURRENCY:
+            for connections in concurrency:
                 row = {"backend": name, "target": label, "concurrency": connections,
                        **wrk(url, lua, connections, duration)}
                 table.append(row)
@@ -203,7 +247,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="write the results here")
     parser.add_argument("--metrics-overhead", action="store_true",
                         help="only measure the cost of SAGEMAKER_METRICS (pair vs the stand-in at c8)")
+    parser.add_argument("--backends", default="stand-in,model server", help="comma-separated (default: both)")
+    parser.add_argument("--targets", default=",".join(SCRIPTS), help=f"comma-separated among {', '.join(SCRIPTS)}")
+    parser.add_argument("--concurrency", default=",".join(map(str, CONCURRENCY)), help="comma-separated levels")
+    parser.add_argument("--paired-rounds", type=int, default=0,
+                        help="only toolkit vs pair against the stand-in at c8, in this many alternating rounds")
     args = parser.parse_args(argv)
+    backends = args.backends.split(",")
+    targets = [t for t in SCRIPTS if t in args.targets.split(",")]
+    concurrency = [int(c) for c in args.concurrency.split(",")]
     for tool in ("nginx", "wrk"):
         if not shutil.which(tool):
             raise SystemExit(f"{tool} is not installed (scripts/install.sh installs it)")
@@ -227,30 +279,52 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             shutil.rmtree(root, ignore_errors=True)
         return 0
+    if args.paired_rounds:
+        try:
+            ratios = sorted(paired_rounds(standin_env, root, lua, args.duration, args.paired_rounds))
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+        print(f"\ntoolkit vs pair against the stand-in at c8, median of {len(ratios)} rounds: "
+              f"{ratios[len(ratios) // 2]:.0%} (target >= 90%; rounds {', '.join(f'{r:.0%}' for r in ratios)})")
+        return 0
     try:
-        run_backend("stand-in", standin_env, root, lua, args.duration, table)
-        run_backend("model server", {}, root, lua, args.duration, table)
+        if "stand-in" in backends:
+            run_backend("stand-in", standin_env, root, lua, args.duration, table, targets, concurrency)
+        if "model server" in backends:
+            run_backend("model server", {}, root, lua, args.duration, table, targets, concurrency)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
-    def figure(backend: str, target: str, connections: int, key: str) -> float:
-        return next(r[key] for r in table if (r["backend"], r["target"], r["concurrency"]) == (backend, target,
-                                                                                              connections))
+    def figure(backend: str, target: str, connections: int, key: str) -> float | None:
+        return next((r[key] for r in table if (r["backend"], r["target"], r["concurrency"]) == (backend, target,
+                                                                                               connections)), None)
 
+    headlines: dict[str, float] = {}
     pair_c8 = figure("stand-in", "pair", 8, "requests_per_s")
-    added = figure("stand-in", "pair", 1, "p50_ms") - figure("stand-in", "direct", 1, "p50_ms")
-    print(f"\npair vs the stand-in at c8: {pair_c8} req/s (target >= 2500); p50 added by the proxy at c1: "
-          f"{added:.3f} ms (target < 1 ms)")
-    for target in ("no script", "pair", "handler"):
-        ratio = figure("model server", target, 8, "requests_per_s") / figure("model server", "direct", 8,
-                                                                             "requests_per_s")
-        over = figure("model server", target, 1, "p50_ms") - figure("model server", "direct", 1, "p50_ms")
-        print(f"model server: {target} reaches {ratio:.0%} of the direct rate at c8 and adds {over:.3f} ms "
-              "to the p50 at c1")
+    direct_c1 = figure("stand-in", "direct", 1, "p50_ms")
+    pair_c1 = figure("stand-in", "pair", 1, "p50_ms")
+    print()
+    if pair_c8 is not None:
+        headlines["pair_standin_c8"] = pair_c8
+        print(f"pair vs the stand-in at c8: {pair_c8} req/s (target >= 2500)")
+    if pair_c1 is not None and direct_c1 is not None:
+        headlines["added_p50_c1_ms"] = pair_c1 - direct_c1
+        print(f"p50 added by the proxy at c1: {pair_c1 - direct_c1:.3f} ms (target < 1 ms)")
+    toolkit_c8 = figure("stand-in", "toolkit", 8, "requests_per_s")
+    if toolkit_c8 is not None and pair_c8:
+        headlines["toolkit_vs_pair_standin_c8"] = round(toolkit_c8 / pair_c8, 3)
+        print(f"toolkit vs pair against the stand-in at c8: {toolkit_c8} / {pair_c8} req/s = "
+              f"{toolkit_c8 / pair_c8:.0%} (target >= 90%)")
+    for target in ("no script", "pair", "handler", "toolkit"):
+        rate, direct = figure("model server", target, 8, "requests_per_s"), figure("model server", "direct", 8,
+                                                                                   "requests_per_s")
+        p50, direct_p50 = figure("model server", target, 1, "p50_ms"), figure("model server", "direct", 1, "p50_ms")
+        if None not in (rate, direct, p50, direct_p50):
+            print(f"model server: {target} reaches {rate / direct:.0%} of the direct rate at c8 and adds "
+                  f"{p50 - direct_p50:.3f} ms to the p50 at c1")
     if args.json:
         args.json.write_text(json.dumps({"cores": os.cpu_count(), "duration_s": args.duration, "body": REQUEST_BODY,
-                                         "rows": table, "pair_standin_c8": pair_c8, "added_p50_c1_ms": added},
-                                        indent=2) + "\n")
+                                         "rows": table, **headlines}, indent=2) + "\n")
     return 0
 
 

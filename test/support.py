@@ -339,3 +339,15 @@ def listening_addresses(port: int) -> set[str]:
                 text = socket.inet_ntop(socket.AF_INET6, words)
                 found.add(text.removeprefix("::ffff:"))  # an IPv4 address on a dual-stack socket
     return found
+
+
+def npy_body(array, allow_pickle: bool = False) -> bytes:
+    """An NPY file of a numpy array, as the SageMaker SDK's NumpySerializer sends it (allow_pickle: an object array,
+    which the container must refuse)."""
+    import io
+
+    import numpy as np
+
+    buffer = io.BytesIO()
+    np.save(buffer, array, allow_pickle=allow_pickle)
+    return buffer.getvalue()

@@ -25,6 +25,8 @@ from the body:
   application/jsonlines, application/jsons, application/x-jsonlines, application/jsonl
                       JSON lines: each non-blank line is one JSON value, one instance
                       (`1\\n[2]\\n` becomes `{"instances": [1, [2]]}`); a trailing newline is fine.
+  application/x-npy   an NPY array (the SageMaker SDK's NumpySerializer), never unpickled: its first axis
+                      is the instances (`[[1, 2], [3, 4]]` becomes `{"instances": [[1, 2], [3, 4]]}`).
   text/csv            RFC 4180: each row is one instance; a row of one field is a scalar instance
                       (`1.0\\n2.0` becomes `{"instances": [1.0, 2.0]}`), a longer row a list (`1,2,3` becomes
                       `{"instances": [[1,2,3]]}`). Quoted fields may hold commas, quotes ("") and newlines.
@@ -48,6 +50,7 @@ highest q wins, ties go to the type listed first, then to JSON. No Accept (or `*
                       the line, the outputs of a multi-output prediction are columns in sorted name order,
                       strings are quoted per RFC 4180 when they hold a comma, quote or line break, booleans are
                       true/false, null is an empty field.
+  application/x-npy   the predictions as one NPY array, when they are rectangular numbers (else 406).
   The predictions are the answer's "predictions" (row format), else "outputs" (columnar: a list gives a line
   per element, an object of equally long lists a line per index, anything else one line), else "results"
   (classify, regress); so a request of N instances gives N lines, as Batch Transform's AssembleWith=Line and
@@ -68,12 +71,12 @@ import math
 import re
 from typing import Any
 
-from . import media_types
+from . import media_types, npy
 from .errors import HandlerError
 from .media_types import CSV, JSON, JSONS, Format
 from .media_types import JSON_LINES as JSONLINES
 
-REQUEST_TYPES = media_types.names(Format.JSON, Format.JSON_LINES, Format.CSV)
+REQUEST_TYPES = media_types.names(Format.JSON, Format.JSON_LINES, Format.CSV, Format.NPY)
 RESPONSE_TYPES = REQUEST_TYPES  # in order of preference when a wildcard allows several
 
 _TFS_REQUEST_KEYS = ("instances", "inputs", "examples")
@@ -115,13 +118,14 @@ def _quality(media: str, ranges: list[tuple[str, float]]) -> tuple[float, int] |
     return None if best is None else (best[1], best[2])
 
 
-def negotiate(accept: str | None) -> str | None:
-    """The response type the Accept header prefers (JSON when it is absent or empty), or None if it accepts none."""
+def negotiate(accept: str | None, types: tuple[str, ...] = RESPONSE_TYPES) -> str | None:
+    """The type of `types` (JSON first) the Accept header prefers (JSON when it is absent or empty), or None if
+    it accepts none of them."""
     if not accept or accept == JSON or accept == "*/*" or accept.isspace():
         return JSON
     ranges = _accept_ranges(accept)
     best, best_key = None, None
-    for order, media in enumerate(RESPONSE_TYPES):
+    for order, media in enumerate(types):
         quality = _quality(media, ranges)
         if quality is None or quality[0] <= 0:
             continue
@@ -163,6 +167,9 @@ def tfs_request(body: bytes, content_type: str | None = JSON) -> bytes:
     if media not in REQUEST_TYPES:
         raise HandlerError(415, f"unsupported content type {content_type!r}: the default input handler reads "
                                 f"{', '.join(REQUEST_TYPES)} (a code/inference.py script can read others)")
+    kind = media_types.format_of(media)
+    if kind is Format.NPY:
+        return npy.tfs_request(body)
     if body.startswith(b"\xef\xbb\xbf"):
         body = body[3:]
     try:
@@ -171,7 +178,6 @@ def tfs_request(body: bytes, content_type: str | None = JSON) -> bytes:
         raise HandlerError(400, f"the request body is not UTF-8 text: invalid byte at position {exc.start}") from None
     if not text or text.isspace():
         raise HandlerError(400, "the request body is empty")
-    kind = media_types.format_of(media)
     if kind is Format.JSON:
         return _json_request(body, text)
     instances = _csv_instances(text) if kind is Format.CSV else _json_lines_instances(text)
@@ -351,21 +357,26 @@ def default_output_handler(response: Any, context: Any) -> tuple:
     media = response_type(context.accept_header)
     if media == JSON:
         return response.content, JSON
+    if media == npy.NPY:
+        return npy.predictions_body(predictions(_answer(response.content))), media
     return encode_predictions(response.content, media), media
 
 
 def encode_predictions(tfs_body: bytes, media: str) -> bytes:
     """The model server's JSON answer as JSON lines or CSV (`media`), one line per prediction."""
-    try:
-        answer = json.loads(tfs_body)
-    except ValueError as exc:
-        raise ValueError(f"the model server's answer is not JSON ({exc}): {tfs_body[:200]!r}") from None
-    rows = predictions(answer)
+    rows = predictions(_answer(tfs_body))
     text = _numeric_lines(rows, media)
     if text is None:
         line = _csv_line if media == CSV else _compact
         text = "\n".join(map(line, rows))
     return text.encode()  # no newline after the last line (see the module docstring)
+
+
+def _answer(tfs_body: bytes) -> Any:
+    try:
+        return json.loads(tfs_body)
+    except ValueError as exc:
+        raise ValueError(f"the model server's answer is not JSON ({exc}): {tfs_body[:200]!r}") from None
 
 
 def predictions(answer: Any) -> list:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from . import runtime_dir
+from . import media_types, runtime_dir
 
 
 class ConfigError(ValueError):
@@ -86,6 +86,8 @@ def _port_range(raw: str) -> tuple[int, int]:
 
 
 def _port_list(raw: str) -> tuple[int, ...]:
+    if raw == NO_PORTS:
+        return ()
     try:
         ports = tuple(int(part) for part in raw.split(","))
     except ValueError:
@@ -119,6 +121,18 @@ def _text(raw: str) -> str:
     return raw
 
 
+def _program(raw: str) -> str:
+    if "/" in raw or not raw.endswith(".py") or raw in (".py", "..py"):
+        raise ValueError("must be a file name in code/ ending in .py, without '/', such as inference.py")
+    return raw
+
+
+def _toolkit_accept(raw: str) -> str:
+    if media_types.base(raw) not in TOOLKIT_ACCEPT_TYPES:
+        raise ValueError(f"must be one of {', '.join(TOOLKIT_ACCEPT_TYPES)}")
+    return raw
+
+
 # ---- renderers: value -> text that parses back to it (None: the variable is left unset) ----
 
 def _render_bool(value: bool) -> str:
@@ -134,7 +148,7 @@ def _render_range(value: tuple[int, int]) -> str:
 
 
 def _render_list(value: tuple[int, ...]) -> str:
-    return ",".join(map(str, value))
+    return ",".join(map(str, value)) or NO_PORTS
 
 
 @dataclass(frozen=True)
@@ -185,6 +199,9 @@ DEFAULT_MAX_PAYLOAD_IN_MB = 6  # SageMaker's, when neither the job nor the conta
 MAX_TRANSFORM_MB = 100  # SageMaker's limit of MaxPayloadInMB and of MaxConcurrentTransforms x MaxPayloadInMB
 BATCH_QUEUE_UNDER_TRANSFORM = 100000000
 _EXEC_PARAMS = "reported by `GET /execution-parameters`"
+NO_PORTS = "none"  # TFS_REST_PORTS / TFS_GRPC_PORTS without SavedModels: no model server runs
+TOOLKIT_ACCEPT_TYPES = media_types.names(*media_types.TOOLKIT_FORMATS)  # the default output_fn writes them
+_TOOLKIT = "the inference toolkit contract's"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -226,8 +243,9 @@ class Settings:
     nginx_loglevel: str = var("SAGEMAKER_TFS_NGINX_LOGLEVEL", _choice(*NGINX_LOG_LEVELS), "error",
                               "nginx `error_log` level")
     # One worker per core, so that CPU-bound handlers do not run one at a time (the original: 1).
-    gunicorn_workers: int = var("SAGEMAKER_GUNICORN_WORKERS", _int_between(1), lambda s: cpu_count(),
-                                "gunicorn worker processes", shown_default="number of cores")
+    gunicorn_workers: int = var("SAGEMAKER_GUNICORN_WORKERS", _int_between(1),
+                                lambda s: s.model_server_workers or cpu_count(), "gunicorn worker processes",
+                                shown_default="`SAGEMAKER_MODEL_SERVER_WORKERS`, else the number of cores")
     gunicorn_threads: int = var("SAGEMAKER_GUNICORN_THREADS", _int_between(1), 1, "threads per worker")
     # gevent is not required: threads when asked for, else one request per process (the original: gevent).
     gunicorn_worker_class: str = var(
@@ -235,8 +253,16 @@ class Settings:
         lambda s: "gthread" if s.gunicorn_threads > 1 else "sync",
         "gunicorn worker class (`gevent` needs the gevent package)",
         shown_default="`sync` (`gthread` when threads > 1)")
-    gunicorn_timeout_seconds: int = var("SAGEMAKER_GUNICORN_TIMEOUT_SECONDS", _int_between(1), 30,
-                                        "gunicorn worker timeout; also the model server's REST timeout")
+    gunicorn_timeout_seconds: int = var("SAGEMAKER_GUNICORN_TIMEOUT_SECONDS", _int_between(1),
+                                        lambda s: s.model_server_timeout or 30,
+                                        "gunicorn worker timeout for requests; also the model server's REST timeout",
+                                        shown_default="`SAGEMAKER_MODEL_SERVER_TIMEOUT`, else `30`")
+    model_server_workers: int | None = var("SAGEMAKER_MODEL_SERVER_WORKERS", _int_between(1), None,
+                                           f"{_TOOLKIT} name of the worker count, used when "
+                                           "`SAGEMAKER_GUNICORN_WORKERS` is unset")
+    model_server_timeout: int | None = var("SAGEMAKER_MODEL_SERVER_TIMEOUT", _int_between(1), None,
+                                           f"{_TOOLKIT} name of the timeout, used when "
+                                           "`SAGEMAKER_GUNICORN_TIMEOUT_SECONDS` is unset")
     gunicorn_loglevel: str = var("SAGEMAKER_GUNICORN_LOGLEVEL", _choice(*GUNICORN_LOG_LEVELS), "info",
                                  "gunicorn log level")
     # Never below the gunicorn timeout, or nginx would give up on requests gunicorn still runs.
@@ -261,6 +287,14 @@ class Settings:
                             "`true` is refused: multi-model endpoints are not supported yet", render=_render_bool)
     model_dir: str = var("SAGEMAKER_MODEL_DIR", _text, "/opt/ml/model",
                          "where the model is (to run outside a container)")
+    program: str = var("SAGEMAKER_PROGRAM", _program, "inference.py",
+                       "the handler script's file name in `code/` (both contracts)")
+    inference_contract: str = var("SAGEMAKER_INFERENCE_CONTRACT", _choice("auto", "tfs", "toolkit"), "auto",
+                                  "`tfs` or `toolkit`: the contract of a script that defines both TensorFlow Serving "
+                                  "handlers and inference toolkit functions (`auto` refuses it)")
+    default_invocations_accept: str = var(
+        "SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT", _toolkit_accept, "application/json",
+        f"{_TOOLKIT} `accept` when a request has none or `*/*`: JSON, CSV, NPY or JSON lines")
     runtime_dir: str = var("SAGEMAKER_RUNTIME_DIR", _text, lambda s: runtime_dir.default_path(s.bind_port),
                            "the stack's config files, sockets, pid files and lock; created `0700`; refused when it "
                            "is a link, another user's, or writable by others",
@@ -288,7 +322,8 @@ class Settings:
         "TFS_GRPC_PORTS", _port_list, None, "gRPC ports of the model server instances, in the same order",
         render=_render_list, set_by_serve=True)
     default_model: str | None = var("TFS_DEFAULT_MODEL_NAME", _text, None,
-                                    "the model `serve` chose for requests that name none", set_by_serve=True)
+                                    "the model `serve` chose for requests that name none (unset without "
+                                    "SavedModels, when the ports are `none`)", set_by_serve=True)
 
     def __post_init__(self) -> None:
         ports = self.ports()  # validates the port range against the instance count
@@ -323,17 +358,19 @@ class Settings:
                 env[variable.name] = text
         return env
 
-    def resolved(self, model_dir: str, default_model: str) -> "Settings":
+    def resolved(self, model_dir: str, default_model: str | None) -> "Settings":
         """The settings `serve` hands to its children: the model folder and default model it found, and the
-        ports it gave the model servers."""
-        ports = self.ports()
+        ports it gave the model servers (none without a default model: no SavedModel, no model server)."""
+        ports = self.ports() if default_model is not None else []
         return dataclasses.replace(self, model_dir=model_dir, default_model=default_model,
                                    model_server_grpc_ports=tuple(grpc for grpc, _ in ports),
                                    model_server_rest_ports=tuple(rest for _, rest in ports))
 
     def require_set_by_serve(self) -> None:
         """ConfigError unless the variables `serve` sets for its children are there."""
-        missing = [v.name for f, v in VARIABLES.items() if v.set_by_serve and getattr(self, f) is None]
+        no_model_server = self.model_server_rest_ports == ()  # then no default model either
+        missing = [v.name for f, v in VARIABLES.items() if v.set_by_serve and getattr(self, f) is None
+                   and not (no_model_server and f == "default_model")]
         if missing:
             raise ConfigError(f"{', '.join(missing)} not set: the app is started by `serve`, which sets them")
 

@@ -5,6 +5,8 @@ versions with and without a control socket. Imports are private names: a public 
 """
 
 import json as _json
+import threading as _threading
+import time as _time
 from pathlib import Path as _Path
 
 from gunicorn import util as _util
@@ -45,12 +47,31 @@ def on_starting(server) -> None:
     _util.write_error = _write_json_error
 
 
+def post_fork(server, worker) -> None:
+    """gunicorn kills a worker silent for longer than its timeout, also while the worker creates the app, and
+    creating it runs the script's start-up functions (the inference toolkit's pre_model_fn, model_fn,
+    model_warmup_fn), which may take minutes. So a thread keeps the heartbeat until the app exists, for at most
+    SAGEMAKER_TFS_WAIT_TIME_SECONDS (the start-up budget); the worker takes no request before then."""
+    from .config import Settings
+
+    created = worker.sagemaker_app_created = _threading.Event()
+    interval = max(0.2, min(5.0, worker.cfg.timeout / 4))
+    deadline = _time.monotonic() + Settings.from_env().tfs_wait_time_seconds
+
+    def heartbeat() -> None:
+        while not created.wait(interval) and _time.monotonic() < deadline:
+            worker.notify()
+
+    _threading.Thread(target=heartbeat, name="start-up heartbeat", daemon=True).start()
+
+
 def post_worker_init(worker) -> None:
-    """The worker has created the app: say so in the runtime folder, where serve's start-up check looks (a
-    check that never queues behind client requests, as a /ping would)."""
+    """The worker has created the app: its heartbeat is gunicorn's again, and it says so in the runtime folder,
+    where serve's start-up check looks (a check that never queues behind client requests, as a /ping would)."""
     from .config import Settings
     from .runtime_dir import mark_worker_ready
 
+    worker.sagemaker_app_created.set()
     mark_worker_ready(_Path(Settings.from_env().runtime_dir), worker.pid)
 
 

@@ -16,9 +16,12 @@ class Contract(Enum):
     HANDLER = "handler"  # handler(data, context) answers each request
     PAIR = "input_handler/output_handler"  # input_handler -> model server -> output_handler
     DEFAULT = "default"  # no script: the default handler (codecs.py)
+    TOOLKIT = "inference toolkit"  # model_fn, input_fn, predict_fn, output_fn, transform_fn... (toolkit/)
 
 
 HANDLER_NAMES = ("handler", "input_handler", "output_handler")
+TOOLKIT_NAMES = ("pre_model_fn", "model_fn", "model_warmup_fn", "input_fn", "predict_fn", "output_fn", "transform_fn")
+CHOICES = ("auto", "tfs", "toolkit")  # SAGEMAKER_INFERENCE_CONTRACT
 HOW_TO_FIX = ("define handler(data, context), or both input_handler(data, context) and "
               "output_handler(response, context)")
 
@@ -31,9 +34,32 @@ class IncompleteContract(ValueError):
         self.present = present
 
 
-def detect(names: Collection[str]) -> Contract:
-    """The contract of a script whose module-level names are `names`, as the original container chooses:
-    `handler` wins, else both `input_handler` and `output_handler`; else IncompleteContract."""
+class MixedContracts(ValueError):
+    """The names belong to both contracts, and SAGEMAKER_INFERENCE_CONTRACT does not choose."""
+
+    def __init__(self, tfs: tuple[str, ...], toolkit: tuple[str, ...]):
+        super().__init__(f"defines both TensorFlow Serving handlers ({', '.join(tfs)}) and inference toolkit "
+                         f"functions ({', '.join(toolkit)}): keep one contract, or set SAGEMAKER_INFERENCE_CONTRACT "
+                         "to tfs or toolkit")
+
+
+def ignored(names: Collection[str], contract: Contract) -> tuple[str, ...]:
+    """The names of the other contract, which a script using `contract` defines for nothing."""
+    other = HANDLER_NAMES if contract is Contract.TOOLKIT else TOOLKIT_NAMES
+    return tuple(name for name in other if name in names)
+
+
+def detect(names: Collection[str], choice: str = "auto") -> Contract:
+    """The contract of a script whose module-level names are `names`: the inference toolkit's when it defines only
+    toolkit names (or `choice`, SAGEMAKER_INFERENCE_CONTRACT, is "toolkit"); else the TFS contracts as the
+    original container chooses: `handler` wins, else both `input_handler` and `output_handler`; else
+    IncompleteContract. Names of both sets with `choice` "auto" are MixedContracts."""
+    tfs = tuple(name for name in HANDLER_NAMES if name in names)
+    toolkit = tuple(name for name in TOOLKIT_NAMES if name in names)
+    if choice == "toolkit" or (choice == "auto" and toolkit and not tfs):
+        return Contract.TOOLKIT
+    if choice == "auto" and toolkit:
+        raise MixedContracts(tfs, toolkit)
     if "handler" in names:
         return Contract.HANDLER
     if "input_handler" in names and "output_handler" in names:

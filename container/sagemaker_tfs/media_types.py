@@ -1,5 +1,6 @@
 """The media types the container reads and writes, with their aliases: one table for the default handler
-(codecs.py) and the local Batch Transform runner (transform/), so that both accept the same names.
+(codecs.py), the inference toolkit contract's defaults (toolkit/arrays.py) and the local Batch Transform runner
+(transform/), so that all accept the same names.
 
 A new type is one row (and a Format member when it is a new format); each user picks the formats it handles
 (`names(Format.JSON, ...)`), so a row for a format it does not handle changes nothing for it. Names are
@@ -15,12 +16,14 @@ JSON = "application/json"
 JSON_LINES = "application/jsonlines"
 JSONS = "application/jsons"  # the original container's alias
 CSV = "text/csv"
+NPY = "application/x-npy"  # the SageMaker SDK's NumpySerializer / NumpyDeserializer
 
 
 class Format(StrEnum):
     JSON = "json"  # one JSON value
     JSON_LINES = "jsonlines"  # one JSON value per line
     CSV = "csv"  # RFC 4180 rows
+    NPY = "npy"  # a NumPy .npy file, never unpickled (npy.py)
 
 
 @dataclass(frozen=True)
@@ -38,9 +41,13 @@ TABLE = (
     MediaType(JSON, Format.JSON),
     MediaType(JSON_LINES, Format.JSON_LINES, aliases=(JSONS, "application/x-jsonlines", "application/jsonl")),
     MediaType(CSV, Format.CSV),
+    MediaType(NPY, Format.NPY),
 )
 
 _BY_NAME = {name: media for media in TABLE for name in media.names}
+
+# The formats of the inference toolkit contract's default input_fn / output_fn (toolkit/arrays.py), JSON first.
+TOOLKIT_FORMATS = (Format.JSON, Format.CSV, Format.NPY, Format.JSON_LINES)
 
 
 def base(content_type: str | None) -> str:

@@ -17,6 +17,7 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from google.protobuf import text_format
 from tensorflow_serving.config import model_server_config_pb2
@@ -48,8 +49,8 @@ class Model:
 class ModelTree:
     model_dir: Path
     models: tuple[Model, ...]
-    default_model: str
-    script: Path | None  # code/inference.py, when present
+    default_model: str | None  # None without SavedModels
+    script: Path | None  # code/<SAGEMAKER_PROGRAM>, when present
 
     @property
     def names(self) -> list[str]:
@@ -101,20 +102,23 @@ def _misplaced_saved_models(model_dir: Path) -> list[Path]:
     return found
 
 
-def _misplaced_scripts(model_dir: Path) -> list[str]:
-    """inference.py files outside <model_dir>/code (and its lib folder)."""
+def _misplaced_scripts(model_dir: Path, program: str) -> list[str]:
+    """Handler scripts (`program`, inference.py) outside <model_dir>/code (and its lib folder)."""
     found = []
     code = model_dir / "code"
     for root, dirs, files in os.walk(model_dir):
         dirs[:] = [d for d in dirs if not d.startswith(".")]
         here = Path(root)
-        if "inference.py" in files and here != code and not here.is_relative_to(code / "lib"):
+        if program in files and here != code and not here.is_relative_to(code / "lib"):
             found.append(str(here / "inference.py"))
     return found
 
 
-def find_models(model_dir: str | Path, default_model: str | None = None) -> ModelTree:
-    """Walk the model directory; raise ModelTreeError with a clear message when nothing can be served."""
+def find_models(model_dir: str | Path, default_model: str | None = None, program: str = "inference.py",
+                allow_no_model: Callable[[Path], bool] = lambda script: False) -> ModelTree:
+    """Walk the model directory; raise ModelTreeError with a clear message when nothing can be served.
+    `program` is the handler script's name in code/; a directory without SavedModels is valid when
+    `allow_no_model(script)` says so (an inference toolkit script, whose model_fn loads the model)."""
     model_dir = Path(model_dir)
     if not model_dir.is_dir():
         raise ModelTreeError(f"model directory {model_dir} does not exist (set SAGEMAKER_MODEL_DIR, or mount one)")
@@ -136,7 +140,11 @@ def find_models(model_dir: str | Path, default_model: str | None = None) -> Mode
                  if (hint := why_not_a_version(part))}  # a folder that looks like a version but is not one
         raise ModelTreeError(f"{what} outside a version folder in {model_dir}: {', '.join(map(str, misplaced))}; "
                              f"{LAYOUT_HELP}" + "".join(f"; {hint}" for hint in sorted(hints)))
+    script = model_dir / "code" / program
     if not models:
+        if script.is_file() and allow_no_model(script):
+            log.info("no SavedModel in %s: %s loads the model, no model server is started", model_dir, script)
+            return ModelTree(model_dir, (), None, script)
         raise ModelTreeError(f"no SavedModel found in {model_dir}: {LAYOUT_HELP}")
 
     names = [m.name for m in models]
@@ -147,8 +155,7 @@ def find_models(model_dir: str | Path, default_model: str | None = None) -> Mode
             f"SAGEMAKER_TFS_DEFAULT_MODEL_NAME={default_model!r} is not a model in {model_dir}; "
             f"found: {', '.join(names)}"
         )
-    script = model_dir / "code" / "inference.py"
-    stray = _misplaced_scripts(model_dir)
+    stray = _misplaced_scripts(model_dir, program)
     if stray and not script.is_file():
         raise ModelTreeError(f"found {', '.join(stray)}, but the handler script must be {script} "
                              "(a code/ folder next to the version folders); move it there")

@@ -5,7 +5,9 @@
       (<export>/<name>/1/saved_model.pb). The archive gets them at its root, next to code/.
   package-model check model.tar.gz | MODEL_DIR
       Applies the rules `serve` applies (model_tree.py), plus: code/inference.py compiles and defines
-      handler(data, context) or both input_handler and output_handler; code/requirements.txt parses.
+      handler(data, context) or both input_handler and output_handler, or inference toolkit functions
+      (model_fn, input_fn, predict_fn, output_fn, transform_fn; then a SavedModel is optional);
+      code/requirements.txt parses.
 Both refuse a wrong layout with a message that says what to fix, and exit with status 1.
 """
 
@@ -20,16 +22,17 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from .handler_contract import HOW_TO_FIX, Contract, IncompleteContract, detect
+from .handler_contract import HOW_TO_FIX, Contract, IncompleteContract, MixedContracts, detect, ignored
 from .model_tree import ModelTree, ModelTreeError, find_models
+from .toolkit.functions import TRANSFORM_CONFLICT
 
 
 class PackagingError(ValueError):
     """The model or archive is not servable; the message says what to fix."""
 
 
-def handler_contract(script: Path) -> Contract:
-    """The script's contract, from its top-level names, without running it."""
+def script_names(script: Path) -> set[str]:
+    """The script's module-level names (functions, classes, imports, assignments), without running it."""
     try:
         tree = ast.parse(script.read_bytes(), filename=str(script))
     except SyntaxError as exc:
@@ -43,11 +46,45 @@ def handler_contract(script: Path) -> Contract:
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             names.update(t.id for t in targets if isinstance(t, ast.Name))
+    return names
+
+
+def handler_contract(script: Path, choice: str = "auto") -> Contract:
+    """The script's contract, from its top-level names, without running it."""
+    names = script_names(script)
     try:
-        return detect(names)
+        contract = detect(names, choice)
+    except MixedContracts as exc:
+        raise PackagingError(f"{script} {exc}") from None
     except IncompleteContract as exc:
         found = " and ".join(exc.present) or "none of the handler functions"
         raise PackagingError(f"{script} defines {found}: {HOW_TO_FIX}") from None
+    if contract is Contract.TOOLKIT and "transform_fn" in names and {"input_fn", "predict_fn", "output_fn"} & names:
+        raise PackagingError(f"{script}: {TRANSFORM_CONFLICT}")
+    return contract
+
+
+def is_toolkit_script(script: Path, choice: str = "auto") -> bool:
+    """Whether serve may start without a SavedModel for this script: it uses the inference toolkit contract.
+    ModelTreeError when it mixes both contracts (a script that does not compile is left to the app, which
+    reports its import error)."""
+    try:
+        names = script_names(script)
+    except PackagingError:
+        return False
+    try:
+        return detect(names, choice) is Contract.TOOLKIT
+    except MixedContracts as exc:
+        raise ModelTreeError(f"{script} {exc}") from None
+    except IncompleteContract:
+        return False
+
+
+def _describe(script: Path) -> str:
+    contract = handler_contract(script)
+    if contract is Contract.TOOLKIT:
+        return f"{contract.value}: {', '.join(ignored(script_names(script), Contract.HANDLER))}"
+    return contract.value
 
 
 def check_requirements(requirements: Path) -> list[str]:
@@ -71,13 +108,14 @@ def check_requirements(requirements: Path) -> list[str]:
 def check_model_dir(model_dir: Path) -> list[str]:
     """Check an unpacked model folder; returns a summary, one line per finding."""
     try:
-        tree: ModelTree = find_models(model_dir)
+        tree: ModelTree = find_models(model_dir, allow_no_model=is_toolkit_script)
     except ModelTreeError as exc:
         raise PackagingError(str(exc)) from None
-    summary = [f"model {m.name}: version(s) {', '.join(map(str, m.versions))}" for m in tree.models]
+    summary = [f"model {m.name}: version(s) {', '.join(map(str, m.versions))}" for m in tree.models] or \
+        ["no SavedModel: the script's model_fn loads the model, no model server is started"]
     code = model_dir / "code"
     if tree.script:
-        summary.append(f"code/inference.py: {handler_contract(tree.script).value}")
+        summary.append(f"code/inference.py: {_describe(tree.script)}")
     elif code.is_dir():
         summary.append("code/: no inference.py, the default handler serves JSON, JSON lines and CSV")
     requirements = code / "requirements.txt"

@@ -1,10 +1,12 @@
 """Installing code/requirements.txt at start-up, the container's own packages pinned so that a requirement cannot
-replace them."""
+replace them, and the packages the container itself provides (the inference toolkit's `sagemaker-inference`,
+whose import names are this container's `sagemaker_inference`) left out."""
 
 from __future__ import annotations
 
 import importlib.metadata
 import logging
+import re
 import sys
 from pathlib import Path
 
@@ -12,6 +14,11 @@ from . import runtime_dir
 from .model_tree import ModelTree
 
 log = logging.getLogger("serve")
+
+# Packages whose import names the container provides: installing them would replace ours.
+PROVIDED = {"sagemaker-inference": "the container's sagemaker_inference package"}
+_NAME = re.compile(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
+_INCLUDE = re.compile(r"(\s*(?:-r|--requirement|-c|--constraint)(?:\s+|=))(\S+)(.*)")
 
 # Packages the container itself runs on: user requirements may not change their versions.
 PINNED_PACKAGES = ("tensorflow", "tensorflow-serving-api", "numpy", "protobuf", "grpcio", "falcon", "gunicorn",
@@ -40,4 +47,30 @@ def pip_command(tree: ModelTree, runtime: Path) -> list[str] | None:
     runtime_dir.write_file(constraints, "\n".join(pins) + "\n")
     log.info("installing %s (the container's own packages are pinned by %s)", requirements, constraints)
     return [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", "--no-input",
-            "-r", str(requirements), "-c", str(constraints)]
+            "-r", str(requirements_for_pip(requirements, runtime)), "-c", str(constraints)]
+
+
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def requirements_for_pip(requirements: Path, runtime: Path) -> Path:
+    """`requirements` itself, or, when it names a PROVIDED package, a copy in the runtime folder without those
+    lines (logged; its nested -r/-c files made absolute, since they are relative to the original's folder)."""
+    kept, dropped = [], []
+    for line in requirements.read_text().splitlines():
+        match = _NAME.match(line)
+        if match and not line.lstrip().startswith("-") and _canonical(match.group(1)) in PROVIDED:
+            dropped.append((line.strip(), _canonical(match.group(1))))
+            continue
+        include = _INCLUDE.match(line)
+        if include and not Path(include.group(2)).is_absolute() and "://" not in include.group(2):
+            line = f"{include.group(1)}{requirements.parent / include.group(2)}{include.group(3)}"
+        kept.append(line)
+    if not dropped:
+        return requirements
+    for line, name in dropped:
+        log.info("%s: %r is satisfied by %s, not installed", requirements, line, PROVIDED[name])
+    copy = runtime / "requirements.txt"
+    runtime_dir.write_file(copy, "\n".join(kept) + "\n")
+    return copy

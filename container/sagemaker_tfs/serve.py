@@ -33,6 +33,7 @@ from . import __version__, commands, logs, model_tree, runtime_dir
 from .config import ConfigError, Settings, log_format
 from .errors import StartupError
 from .model_tree import ModelTree, ModelTreeError
+from .packaging import is_toolkit_script
 from .supervisor import Stack, StopRequested
 
 log = logging.getLogger("serve")
@@ -47,10 +48,12 @@ def prepare() -> tuple[Settings, ModelTree]:
             importlib.util.find_spec(settings.gunicorn_worker_class) is None:
         raise ConfigError(f"SAGEMAKER_GUNICORN_WORKER_CLASS={settings.gunicorn_worker_class} needs the "
                           f"{settings.gunicorn_worker_class} package, which is not installed; use sync or gthread")
-    commands.model_server_base_command()  # fails now, not after the model tree is read, when there is no model server
     if not shutil.which("nginx"):
         raise StartupError("nginx is not installed (apt-get install nginx, or run scripts/install.sh)")
-    tree = model_tree.find_models(settings.model_dir, settings.tfs_default_model_name)
+    tree = model_tree.find_models(settings.model_dir, settings.tfs_default_model_name, settings.program,
+                                  lambda script: is_toolkit_script(script, settings.inference_contract))
+    if tree.models:  # an inference toolkit script without SavedModels needs no model server
+        commands.model_server_base_command()
     return settings.resolved(str(tree.model_dir.resolve()), tree.default_model), tree
 
 

@@ -177,8 +177,10 @@ class Stack:
             monitoring_file = self.runtime / "monitoring_config.pbtxt"
             runtime_dir.write_file(monitoring_file, metrics_page.MODEL_SERVER_MONITORING)
         gpus = commands.gpu_count()
-        for i, (args, extra_env) in enumerate(commands.model_server_commands(s, config_file, batching_file, gpus,
-                                                                             monitoring_file)):
+        # No SavedModel (an inference toolkit script loads the model itself): no model server.
+        servers = commands.model_server_commands(s, config_file, batching_file, gpus, monitoring_file) \
+            if self.tree.models else []
+        for i, (args, extra_env) in enumerate(servers):
             child = Child(f"model server {i}", args, {**self.env, **extra_env}, self.runtime / f"tfs-{i}.pid",
                           self.child_exited.set)
             log.info("starting %s: %s", child.name, " ".join(args))
@@ -208,8 +210,9 @@ class Stack:
                    f"nginx to listen on port {s.bind_port}")
         self.state = "ready"
         log.info("ready: %s on port %d (default model %s%s)", ", ".join(
-            f"{m.name} v{','.join(map(str, m.versions))}" for m in self.tree.models), s.bind_port,
-            self.tree.default_model, f", handler script {self.tree.script}" if self.tree.script else "")
+            f"{m.name} v{','.join(map(str, m.versions))}" for m in self.tree.models) or "the script's model",
+            s.bind_port, self.tree.default_model or "none",
+            f", handler script {self.tree.script}" if self.tree.script else "")
 
     def _wait(self, ready: Callable[[], bool], child: Child, deadline: float, what: str) -> None:
         """Poll ready() while supervising the children already started; the child waited for may not exit."""
@@ -245,6 +248,8 @@ class Stack:
         log.info("installed %s/code/requirements.txt", self.tree.model_dir)
 
     def _wait_for_models(self, deadline: float) -> None:
+        if not self.model_servers:
+            return
         for child, (_, rest_port) in zip(self.model_servers, self.settings.ports()):
             for model in self.tree.models:
                 self._wait(lambda: self._model_ready(child, rest_port, model), child, deadline,

@@ -136,8 +136,8 @@ def test_json_lines_answers_for_multi_output_predictions(stack):
     ("", "application/json", 400, "the request body is empty"),
     ("x", "application/x-unknown", 415,
      "unsupported content type 'application/x-unknown': the default input handler reads application/json, "
-     "application/jsonlines, application/jsons, application/x-jsonlines, application/jsonl, text/csv "
-     "(a code/inference.py script can read others)"),
+     "application/jsonlines, application/jsons, application/x-jsonlines, application/jsonl, text/csv, "
+     "application/x-npy (a code/inference.py script can read others)"),
     ("1,2\n3\n", "text/csv", 400,
      "CSV line 2 has 1 field(s) but line 1 has 2: every row must have the same number of fields"),
     ('{"instances": [1.0', "application/json", 400,

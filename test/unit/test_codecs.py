@@ -41,8 +41,8 @@ def test_media_type(content_type, media):
 def test_unsupported_content_type_is_415_naming_it():
     assert request_error("x", "application/x-image") == (
         415, "unsupported content type 'application/x-image': the default input handler reads application/json, "
-             "application/jsonlines, application/jsons, application/x-jsonlines, application/jsonl, text/csv "
-             "(a code/inference.py script can read others)")
+             "application/jsonlines, application/jsons, application/x-jsonlines, application/jsonl, text/csv, "
+             "application/x-npy (a code/inference.py script can read others)")
 
 
 @pytest.mark.parametrize("content_type", [None, "", "APPLICATION/JSON;charset=UTF-8"])
@@ -243,7 +243,7 @@ def test_nothing_acceptable_is_406():
     assert (error.value.status, error.value.message) == (
         406, "none of the types in the Accept header 'application/xml, text/html' can be produced: the default "
              "output handler answers application/json, application/jsonlines, application/jsons, application/x-jsonlines, "
-             "application/jsonl, text/csv")
+             "application/jsonl, text/csv, application/x-npy")
 
 
 @pytest.mark.parametrize("accept, media", [

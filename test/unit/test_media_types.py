@@ -12,7 +12,7 @@ from sagemaker_tfs.transform.job import TransformJob
 
 JSON_LINES_NAMES = ["application/jsonlines", "application/jsons", "application/x-jsonlines", "application/jsonl"]
 EVERY_NAME = ["application/json", *JSON_LINES_NAMES, "text/csv"]
-NOT_IN_THE_TABLE = ["application/x-npy", "text/plain", "application/json-seq", "application/x-recordio-protobuf"]
+NOT_IN_THE_TABLE = ["application/x-npz", "text/plain", "application/json-seq", "application/x-recordio-protobuf"]
 BODIES = {Format.JSON: b"1\n[2]\n",  # JSON values on lines (a flat list is one instance)
            Format.JSON_LINES: b"1\n[2]\n", Format.CSV: b"1\n2\n"}
 
@@ -23,6 +23,13 @@ def test_the_table():
     for name in JSON_LINES_NAMES:
         assert media_types.lookup(name.upper() + "; charset=utf-8").name == "application/jsonlines"
     assert [media_types.lookup(name) for name in NOT_IN_THE_TABLE + ["", None]] == [None] * 6
+    assert media_types.format_of("Application/X-NPY") is Format.NPY
+
+
+def test_npy_is_read_by_the_default_handler_and_opaque_to_the_transform_runner():
+    """The runner cannot filter or join NPY records (neither can SageMaker): it sends them as they are."""
+    assert "application/x-npy" in codecs.REQUEST_TYPES and codecs.negotiate("application/x-npy") == "application/x-npy"
+    assert data_format("application/x-npy") is None
 
 
 @pytest.mark.parametrize("name", EVERY_NAME)

@@ -2,9 +2,11 @@
 
 Routes:
   GET  /ping                   200 (empty body) when every model server reports the default model AVAILABLE
-                               (and the handler script imported, which create_app guarantees); else 503 with a
-                               JSON body saying what is not ready.
-  POST /invocations            the handler chain (invocations.py).
+                               (and the handler script imported, which create_app guarantees; without a
+                               SavedModel there is no model server to ask); else 503 with a JSON body saying
+                               what is not ready.
+  POST /invocations            the handler chain (invocations.py), or the inference toolkit's functions
+                               (toolkit/invocations.py).
   GET  /execution-parameters   those of "MaxConcurrentTransforms", "BatchStrategy", "MaxPayloadInMB" that are set
                                (Settings.execution_parameters), for Batch Transform.
   anything else                404 {"error": "Not Found"} (405 for another method on a known path).
@@ -13,7 +15,8 @@ Every answer carries X-Amzn-RequestId (the client's, else a new UUID) and every 
 
 Read once at start-up: Settings.from_env(), as `serve` handed them over with Settings.to_env(), including the
 model server instances on 127.0.0.1 and the default model `serve` chose (the handler script is
-<model_dir>/code/inference.py). A problem stops the worker with one message (gunicorn then exits: "Worker
+<model_dir>/code/<SAGEMAKER_PROGRAM>). An inference toolkit script's start-up functions run here, before the app
+exists: gunicorn_settings.py keeps the worker alive meanwhile. A problem stops the worker with one message (gunicorn then exits: "Worker
 failed to boot").
 """
 
@@ -22,12 +25,15 @@ from __future__ import annotations
 import gc
 import json
 import logging
+from pathlib import Path
 from typing import Any, Mapping
 
 import falcon
 
 from .. import logs
 from ..config import Settings
+from ..handler_contract import Contract
+from ..toolkit.lifecycle import StartupFailure
 from . import answers, middleware, script
 from .invocations import Invocations
 from .model_servers import ModelServer, ModelServerClient, ModelServerError
@@ -107,6 +113,25 @@ class ProxyApp(falcon.App):
         script.unload(self._model_dir)
 
 
+def toolkit_invocations(handlers: script.Handlers, settings: Settings, servers: list[ModelServer],
+                        client: ModelServerClient):
+    """The inference toolkit script's /invocations, after its start-up functions ran in this worker."""
+    from ..commands import gpu_count
+    from ..toolkit.invocations import ToolkitInvocations
+    from ..toolkit.lifecycle import start
+    from ..toolkit.served_model import ServedModel
+
+    model_name = settings.default_model or "model"
+    served = (lambda: ServedModel(model_name, servers, client)) if servers else None
+    loaded = start(handlers.toolkit, str(Path(settings.model_dir).resolve()), model_name,
+                   0 if gpu_count() else None, served)
+    try:
+        return ToolkitInvocations(loaded, settings.default_invocations_accept)
+    except ImportError as exc:
+        raise StartupFailure(f"{handlers.script}: the default input_fn and output_fn need numpy, which is not "
+                             f"installed ({exc}): add numpy to code/requirements.txt, or define both") from None
+
+
 def _configure_logging(level: str, log_format: str) -> None:
     """Our log lines (and the handler script's) on stderr next to gunicorn's, in gunicorn's text layout or as JSON,
     unless the host process set up logging already."""
@@ -126,13 +151,17 @@ def create_app(env: Mapping[str, str] | None = None) -> ProxyApp:
     settings.require_set_by_serve()
     _configure_logging(settings.gunicorn_loglevel, settings.log_format)
     servers = model_servers(settings)
-    try:
-        handlers = script.load(settings.model_dir)
-    except script.ScriptError as exc:
-        settings.app_startup_error_file.write_text(f"{exc}\n")
-        raise
     timeout = float(settings.gunicorn_timeout_seconds)
     client = ModelServerClient(timeout)
+    try:
+        handlers = script.load(settings.model_dir, settings.program, settings.inference_contract)
+        if handlers.contract is Contract.TOOLKIT:
+            invocations = toolkit_invocations(handlers, settings, servers, client)
+        else:
+            invocations = Invocations(handlers, servers, client, settings.default_model, timeout)
+    except (script.ScriptError, StartupFailure) as exc:
+        settings.app_startup_error_file.write_text(f"{exc}\n")
+        raise
 
     execution_parameters = settings.execution_parameters()
     metrics = None
@@ -143,7 +172,7 @@ def create_app(env: Mapping[str, str] | None = None) -> ProxyApp:
         metrics = ProxyMetrics(folder(settings.runtime_dir))
     app = ProxyApp(client, settings.model_dir, metrics, settings.server_timing, settings.log_format == logs.JSON)
     app.add_route("/ping", Ping(servers, client, settings.default_model))
-    app.add_route("/invocations", Invocations(handlers, servers, client, settings.default_model, timeout))
+    app.add_route("/invocations", invocations)
     app.add_route("/execution-parameters", ExecutionParameters(execution_parameters))
 
     if env is None:  # the process is ours (a gunicorn worker), not a host that embeds the app (tests)
@@ -157,5 +186,5 @@ def create_app(env: Mapping[str, str] | None = None) -> ProxyApp:
                     "%d: SageMaker refuses more than 100 MB in flight (MaxConcurrentTransforms x MaxPayloadInMB)",
                     execution_parameters["MaxConcurrentTransforms"], settings.max_concurrent_transforms)
     log.info("app ready: model server(s) %s, default model %s, Batch Transform parameters %s",
-             ", ".join(s.address for s in servers), settings.default_model, execution_parameters)
+             ", ".join(s.address for s in servers) or "none", settings.default_model or "none", execution_parameters)
     return app

@@ -22,7 +22,7 @@ from .script import Handlers
 log = logging.getLogger("sagemaker_tfs.proxy")
 
 
-def _body(req: falcon.Request, env: dict) -> Any:
+def body_stream(req: falcon.Request, env: dict) -> Any:
     """The stream handlers read the body from: req.bounded_stream, whose reads stop at Content-Length (nginx
     always sends one) on any WSGI server; a chunked body without Content-Length (gunicorn reached directly)
     is read from the server's own stream, which ends with the body (wsgi.input_terminated)."""
@@ -57,7 +57,7 @@ class Invocations:
         """The answer of the handler chain; errors go to the app's error handlers (middleware.py)."""
         env = req.env
         context, server, path = self._context(env)
-        resp.status, resp.data, resp.content_type = self._invoke(_body(req, env), context, server, path,
+        resp.status, resp.data, resp.content_type = self._invoke(body_stream(req, env), context, server, path,
                                                                  req.context.request_id,
                                                                  getattr(req.context, "timings", None))
 

@@ -1,4 +1,4 @@
-"""Finding `<model_dir>/code/inference.py`, importing it, and telling which handler contract it uses."""
+"""Finding `<model_dir>/code/<SAGEMAKER_PROGRAM>` (inference.py), importing it, and telling which contract it uses."""
 
 from __future__ import annotations
 
@@ -7,10 +7,12 @@ import logging
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from .. import codecs
-from ..handler_contract import HANDLER_NAMES, HOW_TO_FIX, Contract, IncompleteContract, detect
+from ..handler_contract import (HANDLER_NAMES, HOW_TO_FIX, TOOLKIT_NAMES, Contract, IncompleteContract,
+                                MixedContracts, detect, ignored)
+from ..toolkit import functions
 
 log = logging.getLogger("sagemaker_tfs.proxy")
 
@@ -19,29 +21,31 @@ HANDLERS_NOT_IMPLEMENTED = "Handlers are not implemented correctly in user scrip
 
 
 class ScriptError(RuntimeError):
-    """code/inference.py cannot be used; the message says why."""
+    """The handler script cannot be used; the message says why."""
 
 
 @dataclass(frozen=True)
 class Handlers:
-    """The entry points of the chosen contract: `handler` alone, or `input_handler` + `output_handler`."""
+    """The entry points of the chosen contract: `handler` alone, `input_handler` + `output_handler`, or the
+    inference toolkit's functions."""
 
     contract: Contract
     script: Path | None
     handler: Callable | None = None
     input_handler: Callable | None = None
     output_handler: Callable | None = None
+    toolkit: Any = None  # toolkit.functions.ToolkitFunctions, for Contract.TOOLKIT
 
 
 DEFAULT = Handlers(Contract.DEFAULT, None, input_handler=codecs.default_input_handler,
                    output_handler=codecs.default_output_handler)
 
 
-def load(model_dir: str | Path) -> Handlers:
-    """Import code/inference.py (with code/ and code/lib on sys.path) and pick its contract: `handler` wins,
-    else the `input_handler` + `output_handler` pair; no script means the default handler (codecs)."""
+def load(model_dir: str | Path, program: str = "inference.py", choice: str = "auto") -> Handlers:
+    """Import code/<program> (with code/ and code/lib on sys.path) and pick its contract (handler_contract.detect,
+    with SAGEMAKER_INFERENCE_CONTRACT as `choice`); no script means the default handler (codecs)."""
     code = Path(model_dir) / "code"
-    path = code / "inference.py"
+    path = code / program
     if not path.is_file():
         log.info("no handler script at %s: the default handler serves /invocations (JSON, JSON lines and CSV, "
                  "see sagemaker_tfs.codecs)", path)
@@ -50,7 +54,7 @@ def load(model_dir: str | Path) -> Handlers:
         if folder.is_dir() and str(folder) not in sys.path:
             sys.path.insert(0, str(folder))
     module = _import(path)
-    handlers = contract(module, path)
+    handlers = contract(module, path, choice)
     log.info("handler script %s: %s", path, _signature(handlers))
     return handlers
 
@@ -69,8 +73,25 @@ def _import(path: Path):
     return module
 
 
-def contract(module, path: Path) -> Handlers:
+def contract(module, path: Path, choice: str = "auto") -> Handlers:
     """The contract a script module implements (presence of names, as the original), or ScriptError."""
+    present = [name for name in HANDLER_NAMES + TOOLKIT_NAMES if hasattr(module, name)]
+    try:
+        chosen = detect(present, choice)
+    except MixedContracts as exc:
+        raise ScriptError(f"{path} {exc}") from None
+    except IncompleteContract:
+        chosen = Contract.HANDLER  # not complete: worded below, after the names' callability
+    skipped = ignored(present, chosen)
+    if skipped:
+        log.info("%s: SAGEMAKER_INFERENCE_CONTRACT=%s, so %s %s ignored", path, choice, ", ".join(skipped),
+                 "is" if len(skipped) == 1 else "are")
+    if chosen is Contract.TOOLKIT:
+        try:
+            bound = functions.from_module(module, path)
+        except functions.FunctionError as exc:
+            raise ScriptError(f"{path}: {exc}") from None
+        return Handlers(chosen, path, toolkit=bound)
     names = [name for name in HANDLER_NAMES if hasattr(module, name)]
     for name in names:
         if not callable(getattr(module, name)):
@@ -86,6 +107,8 @@ def contract(module, path: Path) -> Handlers:
 
 
 def _signature(handlers: Handlers) -> str:
+    if handlers.contract is Contract.TOOLKIT:
+        return "inference toolkit functions " + ", ".join(handlers.toolkit.defined)
     if handlers.contract is Contract.HANDLER:
         return "handler(data, context) answers each request"
     return "input_handler(data, context) -> model server -> output_handler(response, context)"

@@ -1,0 +1,81 @@
+"""POST /invocations for a toolkit script: `input_fn` -> `predict_fn` -> `output_fn`, or `transform_fn`.
+
+Exceptions go to the app's error handlers (proxy/middleware.py): HandlerError (the toolkit's errors are
+HandlerErrors) with its status, falcon.HTTPError with its own, anything else 500.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import falcon
+
+from .. import media_types
+from ..errors import HandlerError
+from ..proxy import answers
+from ..proxy.invocations import body_stream
+from .context import Context
+from .lifecycle import Loaded
+
+ANY = "*/*"
+TEXT_TYPES = (media_types.JSON, media_types.CSV)  # what input_fn receives as str rather than bytes
+
+
+def input_data(body: bytes, content_type: str) -> str | bytearray:
+    """What input_fn and transform_fn receive: str for JSON and CSV (decoded with the charset parameter,
+    default UTF-8), else a bytearray of the body, as the toolkit gives."""
+    if media_types.base(content_type) not in TEXT_TYPES:
+        return bytearray(body)
+    charset = "utf-8"
+    for parameter in content_type.split(";")[1:]:
+        name, _, value = parameter.partition("=")
+        if name.strip().lower() == "charset" and value.strip():
+            charset = value.strip().strip('"')
+    try:
+        return body.decode(charset)
+    except LookupError:
+        raise HandlerError(400, f"unknown charset {charset!r} in Content-Type {content_type!r}") from None
+    except UnicodeDecodeError as exc:
+        raise HandlerError(400, f"the request body is not {charset} text: invalid byte at position "
+                                f"{exc.start}") from None
+
+
+class ToolkitInvocations:
+    """The /invocations resource of one worker, shared by its threads: each request gets its own Context."""
+
+    def __init__(self, loaded: Loaded, default_accept: str):
+        self._loaded = loaded
+        self._default_accept = default_accept
+        functions = loaded.functions
+        if not functions.transform_fn and not (functions.input_fn and functions.output_fn):
+            from . import arrays  # the defaults use numpy (ImportError without it): only scripts that need them
+
+            self._decode, self._encode = arrays.decode, arrays.default_output
+        self._who = "transform_fn" if functions.transform_fn else "output_fn" if functions.output_fn else \
+            "the default output_fn"
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        env = req.env
+        content_type = env.get("CONTENT_TYPE") or media_types.JSON
+        accept = env.get("HTTP_ACCEPT")
+        if not accept or accept == ANY:
+            accept = self._default_accept
+        data = input_data(body_stream(req, env).read(), content_type)
+        loaded = self._loaded
+        context = Context(loaded.system_properties, loaded.model_name, env)
+        result = self._call(context, data, content_type, accept)
+        status, body, response_type = answers.from_return_value(result, accept, self._who)
+        if context.response_status is not None:
+            status = context.response_status[0]
+        resp.status = status
+        resp.data = body
+        resp.content_type = context.response_content_type or response_type
+
+    def _call(self, context: Context, data: Any, content_type: str, accept: str) -> Any:
+        loaded = self._loaded
+        f = loaded.functions
+        if f.transform_fn:
+            return f.transform_fn(context, loaded.model, data, content_type, accept)
+        decoded = f.input_fn(context, data, content_type) if f.input_fn else self._decode(data, content_type)
+        prediction = f.predict_fn(context, decoded, loaded.model) if f.predict_fn else loaded.model.predict(decoded)
+        return f.output_fn(context, prediction, accept) if f.output_fn else self._encode(prediction, accept)

@@ -1,0 +1,64 @@
+"""`ServedModel`: what the default `model_fn` returns when the model directory holds SavedModels, a thin client
+of the model server (never TensorFlow in the worker), so that a script can write only `input_fn`/`output_fn`."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+from typing import Any
+
+from ..codecs import _TFS_REQUEST_KEYS
+from ..errors import HandlerError
+from ..proxy.context import model_path
+from ..proxy.model_servers import ModelServer, ModelServerClient
+from .plain import json_default
+
+
+class ServedModel:
+    """The model server's `name` model. Calls go over the app's keep-alive connections, round-robin over the
+    model server instances, with the app's timeout; a model server error raises HandlerError(its status,
+    its message), which the client gets unless the script catches it."""
+
+    def __init__(self, name: str, servers: list[ModelServer], client: ModelServerClient):
+        if not servers:
+            raise ValueError("ServedModel needs the model server, which serves only SavedModels")
+        self.name = name
+        self._client = client
+        start = os.getpid() % len(servers)  # workers start on different instances
+        self._next_server = itertools.cycle(servers[start:] + servers[:start]).__next__
+
+    def predict(self, data: Any, *, version: int | str | None = None, signature_name: str | None = None) -> Any:
+        """The `predictions` (row request) or `outputs` (columnar request) for `data`: a TFS request (a dict
+        with instances, inputs or examples) as it is, anything else as the instances."""
+        if isinstance(data, dict) and any(key in data for key in _TFS_REQUEST_KEYS):
+            request = dict(data) if signature_name else data
+        else:
+            request = {"instances": data}
+        if signature_name:
+            request["signature_name"] = signature_name
+        answer = self.request(request, version=version)
+        return answer["outputs"] if "outputs" in answer and "predictions" not in answer else answer["predictions"]
+
+    def request(self, body: Any, *, version: int | str | None = None, method: str = "predict") -> Any:
+        """Any TFS REST request (`predict`, `classify`, `regress`): `body` as a dict or list (sent as JSON,
+        numpy through .tolist()), or the JSON text as str or bytes. Returns the parsed answer."""
+        if isinstance(body, (dict, list)):
+            body = json.dumps(body, default=json_default)
+        path = model_path(self.name, None if version is None else str(version), method)
+        response = self._client.request(self._next_server(), "POST", path, body)
+        try:
+            answer = json.loads(response.content)
+        except ValueError:
+            answer = None
+        if response.status_code != 200:
+            message = answer.get("error") if isinstance(answer, dict) else None
+            raise HandlerError(response.status_code if response.status_code >= 400 else 502,
+                               message or f"the model server answered {response.status_code}: "
+                                          f"{response.content[:200]!r}")
+        if answer is None:
+            raise HandlerError(502, f"the model server's answer is not JSON: {response.content[:200]!r}")
+        return answer
+
+    def __repr__(self) -> str:
+        return f"ServedModel({self.name!r})"
