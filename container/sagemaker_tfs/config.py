@@ -129,6 +129,9 @@ class Settings:
     nginx_proxy_read_timeout_seconds: int = 60
     nginx_client_max_body_size: str = "0"
     multi_model: bool = False
+    multi_model_code_dir: str = "/opt/ml/code"
+    multi_model_max_models: int = 0
+    multi_model_memory_limit_percent: int = 90
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
@@ -138,8 +141,14 @@ class Settings:
         bind_port = _read(env, "SAGEMAKER_BIND_TO_PORT", _int_at_least(1), 8080)
         threads = _read(env, "SAGEMAKER_GUNICORN_THREADS", _int_at_least(1), 1)
         gunicorn_timeout = _read(env, "SAGEMAKER_GUNICORN_TIMEOUT_SECONDS", _int_at_least(1), 30)
+        multi_model = _read(env, "SAGEMAKER_MULTI_MODEL", _bool, False)
+        if multi_model and env.get("SAGEMAKER_MULTI_MODEL_UNIVERSAL_BUCKET") and \
+                env.get("SAGEMAKER_MULTI_MODEL_UNIVERSAL_PREFIX"):
+            raise ConfigError("SAGEMAKER_MULTI_MODEL_UNIVERSAL_BUCKET and SAGEMAKER_MULTI_MODEL_UNIVERSAL_PREFIX are "
+                              "not supported (scripts are not downloaded from S3): put the universal code in the "
+                              "folder SAGEMAKER_MULTI_MODEL_CODE_DIR names (default /opt/ml/code)")
         settings = cls(
-            model_dir=env.get("SAGEMAKER_MODEL_DIR") or "/opt/ml/model",
+            model_dir=env.get("SAGEMAKER_MODEL_DIR") or ("/opt/ml/models" if multi_model else "/opt/ml/model"),
             runtime_dir=env.get("SAGEMAKER_RUNTIME_DIR") or f"/tmp/sagemaker-tfs-{bind_port}",
             bind_port=bind_port,
             safe_port_range=_read(env, "SAGEMAKER_SAFE_PORT_RANGE", _port_range, None),
@@ -176,7 +185,11 @@ class Settings:
                 _read(env, "SAGEMAKER_NGINX_PROXY_READ_TIMEOUT_SECONDS", _int_at_least(1), 60),
             ),
             nginx_client_max_body_size=_read(env, "SAGEMAKER_NGINX_CLIENT_MAX_BODY_SIZE", _body_size, "0"),
-            multi_model=_read(env, "SAGEMAKER_MULTI_MODEL", _bool, False),
+            multi_model=multi_model,
+            multi_model_code_dir=env.get("SAGEMAKER_MULTI_MODEL_CODE_DIR") or "/opt/ml/code",
+            multi_model_max_models=_read(env, "SAGEMAKER_MULTI_MODEL_MAX_MODELS", _int_at_least(0), 0),
+            multi_model_memory_limit_percent=_read(env, "SAGEMAKER_MULTI_MODEL_MEMORY_LIMIT_PERCENT",
+                                                   _percent, 90),
         )
         settings.ports()  # validates the port range against the instance count
         return settings
@@ -193,6 +206,13 @@ class Settings:
                 f"for SAGEMAKER_TFS_INSTANCE_COUNT={count}: each instance needs 2"
             )
         return [(low + 2 * i, low + 2 * i + 1) for i in range(count)]
+
+
+def _percent(raw: str) -> int:
+    value = _int_at_least(1)(raw)
+    if value > 100:
+        raise ValueError("must be between 1 and 100")
+    return value
 
 
 def _body_size(raw: str) -> str:

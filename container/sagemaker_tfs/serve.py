@@ -144,9 +144,9 @@ def model_server_commands(settings: Settings, config_file: Path, batching_file: 
     return commands
 
 
-def gunicorn_command(settings: Settings) -> list[str]:
+def gunicorn_command(settings: Settings, app: str = "sagemaker_tfs.proxy.app:create_app()") -> list[str]:
     return [
-        sys.executable, "-m", "gunicorn", "sagemaker_tfs.proxy.app:create_app()",
+        sys.executable, "-m", "gunicorn", app,
         "--bind", f"unix:{settings.runtime_dir}/gunicorn.sock",
         "--workers", str(settings.gunicorn_workers),
         "--threads", str(settings.gunicorn_threads),
@@ -160,9 +160,8 @@ def gunicorn_command(settings: Settings) -> list[str]:
     ]
 
 
-def install_requirements(tree: ModelTree, runtime_dir: Path) -> subprocess.Popen | None:
+def install_requirements(code: Path, runtime_dir: Path) -> subprocess.Popen | None:
     """Start `pip install -r code/requirements.txt` (skipped when code/lib exists, as in the original)."""
-    code = tree.model_dir / "code"
     requirements = code / "requirements.txt"
     if (code / "lib").is_dir():
         if requirements.is_file():
@@ -228,7 +227,9 @@ def version_states(rest_port: int, model: str) -> dict[int, tuple[str, str]] | N
 class Stack:
     """The model servers, gunicorn and nginx of one container, and their supervision."""
 
-    def __init__(self, settings: Settings, tree: ModelTree):
+    app_factory = "sagemaker_tfs.proxy.app:create_app()"  # gunicorn's
+
+    def __init__(self, settings: Settings, tree: ModelTree | None):
         self.settings = settings
         self.tree = tree
         self.runtime = Path(settings.runtime_dir)
@@ -238,12 +239,29 @@ class Stack:
         self.stopping = threading.Event()
         self.env = dict(os.environ)
         self.env.setdefault("OMP_NUM_THREADS", "1")  # as the original: no oversubscription by BLAS threads
-        self.env["SAGEMAKER_MODEL_DIR"] = str(tree.model_dir.resolve())
         self.env["SAGEMAKER_RUNTIME_DIR"] = str(self.runtime)
         ports = settings.ports()
         self.env["TFS_GRPC_PORTS"] = ",".join(str(grpc) for grpc, _ in ports)
         self.env["TFS_REST_PORTS"] = ",".join(str(rest) for _, rest in ports)
-        self.env["TFS_DEFAULT_MODEL_NAME"] = tree.default_model
+        if tree is not None:
+            self.env["SAGEMAKER_MODEL_DIR"] = str(tree.model_dir.resolve())
+            self.env["TFS_DEFAULT_MODEL_NAME"] = tree.default_model
+
+    @property
+    def code_dir(self) -> Path:
+        """The folder whose requirements.txt is installed at start-up."""
+        return self.tree.model_dir / "code"
+
+    def _write_model_config(self, config_file: Path) -> None:
+        config_file.write_text(model_tree.model_config_text(self.tree))
+
+    def _ready_message(self) -> str:
+        return (", ".join(f"{m.name} v{','.join(map(str, m.versions))}" for m in self.tree.models) +
+                f" (default model {self.tree.default_model}"
+                + (f", handler script {self.tree.script}" if self.tree.script else "") + ")")
+
+    def _restarted(self, child: Child, status: int) -> None:
+        """Called after supervise() restarted a child that had exited with `status`."""
 
     # ---- start-up ----
 
@@ -251,7 +269,7 @@ class Stack:
         s = self.settings
         deadline = time.monotonic() + s.tfs_wait_time_seconds
         config_file = self.runtime / "model_config.pbtxt"
-        config_file.write_text(model_tree.model_config_text(self.tree))
+        self._write_model_config(config_file)
         batching_file = None
         if s.tfs_enable_batching:
             batching_file = self.runtime / "batching_parameters.pbtxt"
@@ -264,20 +282,20 @@ class Stack:
             child.start()
             self.model_servers.append(child)
 
-        pip = install_requirements(self.tree, self.runtime)
+        pip = install_requirements(self.code_dir, self.runtime)
         if pip is not None:
             output, _ = pip.communicate()
             text = output.decode(errors="replace")
             sys.stderr.write(text)
             if pip.returncode != 0:
-                raise StartupError(f"pip could not install {self.tree.model_dir}/code/requirements.txt "
+                raise StartupError(f"pip could not install {self.code_dir}/requirements.txt "
                                    f"(exit {pip.returncode}):\n" + _last_lines(text))
-            log.info("installed %s/code/requirements.txt", self.tree.model_dir)
+            log.info("installed %s/requirements.txt", self.code_dir)
 
         self._wait_for_models(deadline)
 
         s.app_startup_error_file.unlink(missing_ok=True)
-        self.gunicorn = Child("gunicorn", gunicorn_command(s), self.env, self.runtime / "gunicorn-supervised.pid")
+        self.gunicorn = Child("gunicorn", gunicorn_command(s, self.app_factory), self.env, self.runtime / "gunicorn-supervised.pid")
         log.info("starting gunicorn: %d worker(s) x %d thread(s), %s workers", s.gunicorn_workers,
                  s.gunicorn_threads, s.gunicorn_worker_class)
         self.gunicorn.start()
@@ -290,9 +308,7 @@ class Stack:
         self.nginx.start()
         self._wait(lambda: http_get(s.bind_port, "/ping") is not None, self.nginx, deadline,
                    f"nginx to listen on port {s.bind_port}")
-        log.info("ready: %s on port %d (default model %s%s)", ", ".join(
-            f"{m.name} v{','.join(map(str, m.versions))}" for m in self.tree.models), s.bind_port,
-            self.tree.default_model, f", handler script {self.tree.script}" if self.tree.script else "")
+        log.info("ready on port %d: %s", s.bind_port, self._ready_message())
 
     def _wait(self, ready: Callable[[], bool], child: Child, deadline: float, what: str) -> None:
         while not ready():
@@ -343,6 +359,7 @@ class Stack:
                 log.error("%s (pid %d) exited with status %d; restarting it (restart #%d). Last output:\n%s",
                           child.name, child.proc.pid, code, child.restarts, child.last_lines())
                 child.start()
+                self._restarted(child, code)
 
     def children(self) -> list[Child]:
         return [c for c in [*self.model_servers, self.gunicorn, self.nginx] if c is not None]
@@ -377,16 +394,19 @@ def _lock_runtime_dir(runtime: Path):
     return lock
 
 
-def prepare() -> tuple[Settings, ModelTree]:
+def prepare() -> tuple[Settings, ModelTree | None]:
     settings = Settings.from_env()
-    if settings.multi_model:
-        raise ConfigError("SAGEMAKER_MULTI_MODEL=true: multi-model endpoints are not supported by this container yet")
     if settings.gunicorn_worker_class in ("gevent", "eventlet", "tornado") and \
             importlib.util.find_spec(settings.gunicorn_worker_class) is None:
         raise ConfigError(f"SAGEMAKER_GUNICORN_WORKER_CLASS={settings.gunicorn_worker_class} needs the "
                           f"{settings.gunicorn_worker_class} package, which is not installed; use sync or gthread")
     if not shutil.which("nginx"):
         raise StartupError("nginx is not installed (apt-get install nginx, or run scripts/install.sh)")
+    if settings.multi_model:
+        from .multi_model.stack import check_multi_model
+
+        check_multi_model(settings)
+        return settings, None
     tree = model_tree.find_models(settings.model_dir, settings.tfs_default_model_name)
     return settings, tree
 
@@ -417,7 +437,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         settings, tree = prepare()
         lock = _lock_runtime_dir(Path(settings.runtime_dir))
-        stack = Stack(settings, tree)
+        if settings.multi_model:
+            from .multi_model.stack import MultiModelStack
+
+            stack = MultiModelStack(settings)
+        else:
+            stack = Stack(settings, tree)
         stack.start()
     except (ConfigError, ModelTreeError, StartupError) as exc:
         log.error("cannot start: %s", exc)
