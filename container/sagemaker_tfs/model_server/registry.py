@@ -187,12 +187,7 @@ class Registry:
         `sagemaker-tfs-config-generation`): a list older than one already applied changes nothing, and the call
         still waits for the models it names that the newer list kept."""
         with self._reload_lock:
-            current = self.models
-            for config in configs:
-                old = current.get(config.name)
-                if old is not None and old.config.platform != config.platform:
-                    raise invalid_argument(f"Illegal to change a model's platform. For model {config.name} platform "
-                                           f"was {old.config.platform} and new platform requested is {config.platform}")
+            current = self.models  # one platform (tensorflow): TFS's platform-change error cannot arise
             if generation is not None and generation < self._generation:
                 awaited = [current[c.name] for c in configs if c.name in current and current[c.name].config == c]
                 added: list[Model] = []

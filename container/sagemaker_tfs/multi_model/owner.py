@@ -113,7 +113,7 @@ class Owner:
             raise LoadError(400, 'request body must be a JSON object with "model_name" and "url"')
         name = body.get("model_name")
         if name is None:
-            raise LoadError(400, 'invalid model_name: missing "model_name"')
+            raise LoadError(400, 'missing "model_name"')
         problem = name_problem(name)
         if problem:
             raise LoadError(400, f"invalid model_name '{name}': {problem}")
