@@ -17,3 +17,13 @@ def stack(root):
     root.mkdir()
     with MultiModelStack(root) as running:
         yield running
+
+
+@pytest.fixture(scope="session")
+def gated(tmp_path_factory):
+    """(model folder, Gate): a model whose every load waits until gate.open() (gated_model.py)."""
+    from gated_model import Gate, build
+
+    folder = tmp_path_factory.mktemp("gated")
+    gate = Gate(folder / "gate")
+    return build(folder / "model", gate.path), gate

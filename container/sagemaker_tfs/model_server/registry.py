@@ -39,6 +39,7 @@ class Model:
         self.attempted: set[int] = set()  # versions loaded or failed while continuously on disk
         self.missing_logged = False
         self.settled = threading.Event()  # set once every version had its load attempt
+        self.added_generation = -1  # the reload generation that added it
 
     def set_status(self, status: VersionStatus) -> None:
         self.statuses = {**self.statuses, status.version: status}
@@ -189,7 +190,9 @@ class Registry:
         with self._reload_lock:
             current = self.models  # one platform (tensorflow): TFS's platform-change error cannot arise
             if generation is not None and generation < self._generation:
-                awaited = [current[c.name] for c in configs if c.name in current and current[c.name].config == c]
+                # a newer list was applied first: it added what this one would have; wait for those
+                awaited = [current[c.name] for c in configs if c.name in current and current[c.name].config == c
+                           and current[c.name].added_generation > generation]
                 added: list[Model] = []
             else:
                 if generation is not None:
@@ -199,7 +202,9 @@ class Registry:
                     old = current.get(config.name)
                     models[config.name] = old if old is not None and old.config == config else Model(config)
                 added = [m for m in models.values() if current.get(m.config.name) is not m]
-                awaited = list(models.values())
+                for model in added:
+                    model.added_generation = self._generation
+                awaited = []  # the models it added are loaded below; others' loads are their reloads' business
                 self.models = models
                 for name, model in current.items():
                     if models.get(name) is not model:
@@ -209,9 +214,10 @@ class Registry:
             if not model.statuses:
                 raise not_found(f"Could not find base path {model.config.base_path} for servable "
                                 f"{model.config.name}")
-        for model in awaited:  # models another reload is loading: wait for them too
+        for model in awaited:
             if not model.settled.wait(timeout_seconds):
                 raise ServingError(Code.DEADLINE_EXCEEDED, f"model {model.config.name} is still loading")
+        for model in [*added, *awaited]:
             for status in model.statuses.values():
                 if status.error is not None:
                     raise ServingError(status.error.code, status.error.message)
