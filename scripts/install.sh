@@ -1,12 +1,21 @@
 #!/usr/bin/env bash
-# Installs what the container, the tests and the examples need, on Debian/Ubuntu (this machine, CI, the
-# Dockerfile): nginx (and wrk for the benchmarks) from apt, and the Python environment in .venv at the repo root.
-# Idempotent and quick when nothing changed. INSTALL_EXTRAS selects pip extras ("test,examples" by default;
-# the Docker image installs none).
+# Installs sagemaker-tfs on Debian/Ubuntu in one of two profiles, chosen by INSTALL_PROFILE:
+#   full (default; a laptop, CI): nginx and wrk from apt, and the package, editable, with every extra (the
+#        embedded model server with TensorFlow, s3, test, examples). Idempotent and quick when nothing changed.
+#   image (the Dockerfile; test/image runs the same recipe on every test run): nginx, and the proxy and `serve`
+#        only: the package's base dependencies, tensorflow-serving-api without its dependencies (it requires
+#        tensorflow), and the TensorFlow protos it imports (tensorflow-protos/). No TensorFlow: the base image
+#        brings tensorflow_model_server.
+# INSTALL_VENV is the Python environment's folder (default: .venv at the repo root).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-extras=${INSTALL_EXTRAS-test,examples}
-apt_packages=${INSTALL_APT_PACKAGES-nginx wrk}
+profile=${INSTALL_PROFILE:-full}
+venv=${INSTALL_VENV:-.venv}
+case "$profile" in
+    full) apt_packages="nginx wrk" ;;
+    image) apt_packages="nginx" ;;
+    *) echo "install: INSTALL_PROFILE=$profile is not valid: must be full or image" >&2; exit 2 ;;
+esac
 
 missing=()
 for pkg in $apt_packages; do
@@ -22,13 +31,30 @@ if [ ${#missing[@]} -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-[ -x .venv/bin/python ] || python3 -m venv .venv
-spec="."; [ -n "$extras" ] && spec=".[$extras]"
-stamp=".venv/.install-stamp"
+[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+pip=("$venv/bin/python" -m pip install -q --disable-pip-version-check)
+
+if [ "$profile" = image ]; then
+    echo "install: the image profile into $venv" >&2
+    "${pip[@]}" --upgrade pip
+    # Built from a copy, so that setuptools leaves no build/ folder (stale files included) in the source tree.
+    src=$(mktemp -d)
+    trap 'rm -rf "$src"' EXIT
+    tar -c --exclude='*.egg-info' --exclude=__pycache__ pyproject.toml README.md container tensorflow-protos \
+        | tar -x -C "$src"
+    "${pip[@]}" "$src" "$src/tensorflow-protos"
+    # the model-server extra's tensorflow-serving-api, as pyproject.toml pins it
+    tfs_api=$(grep -o '"tensorflow-serving-api[^"]*"' pyproject.toml | tr -d '"')
+    "${pip[@]}" --no-deps "$tfs_api"
+    exit 0
+fi
+
+spec=".[model-server,s3,test,examples]"
+stamp="$venv/.install-stamp"
 want="$(sha256sum pyproject.toml | cut -d' ' -f1) $spec"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-    echo "install: pip install -e '$spec' into .venv" >&2
-    .venv/bin/python -m pip install -q --upgrade pip
-    .venv/bin/python -m pip install -q -e "$spec"
+    echo "install: pip install -e '$spec' into $venv" >&2
+    "${pip[@]}" --upgrade pip
+    "${pip[@]}" -e "$spec"
     echo "$want" > "$stamp"
 fi

@@ -5,6 +5,8 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import random
+import re
 import shutil
 import signal
 import socket
@@ -18,6 +20,8 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from sagemaker_tfs.config import Settings
+
 REPO = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent
 TESTDATA = REPO / "test" / "data" / "tfs-reference-models"  # from the TensorFlow Serving project (README there)
@@ -30,32 +34,40 @@ HALF_PLUS_TWO_TF2 = TESTDATA / "saved_model_half_plus_two_tf2_cpu"  # TF2, versi
 BAD_HALF_PLUS_TWO = TESTDATA / "bad_half_plus_two"  # no saved_model.pb: must fail to load
 
 
-def free_port() -> int:
-    """A TCP port free on the loopback interface right now."""
+LOWEST_PORT = 1024  # below are the privileged ports
+
+
+def ephemeral_port_range() -> tuple[int, int]:
+    """The kernel's range for ports of outgoing connections and of binds to port 0."""
+    low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+    return int(low), int(high)
+
+
+def _bindable(port: int) -> bool:
+    """Whether port is free on every IPv4 address (nginx listens on all of them)."""
     with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        try:
+            sock.bind(("0.0.0.0", port))
+        except OSError:
+            return False
+        return True
 
 
 def free_port_range(size: int) -> tuple[int, int]:
-    """`size` consecutive free loopback ports, as (low, high) inclusive."""
-    for _ in range(200):
-        low = free_port()
-        if low + size - 1 > 65535:
-            continue
-        socks = []
-        try:
-            for port in range(low, low + size):
-                sock = socket.socket()
-                socks.append(sock)
-                sock.bind(("127.0.0.1", port))
+    """`size` consecutive loopback ports free right now, as (low, high) inclusive, chosen at random below the
+    kernel's ephemeral range: a server there can find its port taken by an outgoing connection (even one that
+    connected to itself), which a port below it never is."""
+    ceiling = ephemeral_port_range()[0] - size
+    for _ in range(500):
+        low = random.randint(LOWEST_PORT, ceiling)
+        if all(_bindable(port) for port in range(low, low + size)):
             return low, low + size - 1
-        except OSError:
-            continue
-        finally:
-            for sock in socks:
-                sock.close()
-    raise RuntimeError(f"no {size} consecutive free ports found")
+    raise RuntimeError(f"no {size} consecutive free ports found below {ceiling + size}")
+
+
+def free_port() -> int:
+    """A TCP port free on the loopback interface right now, below the kernel's ephemeral range."""
+    return free_port_range(1)[0]
 
 
 def port_is_open(port: int, host: str = "127.0.0.1") -> bool:
@@ -70,6 +82,49 @@ def pid_alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    """/proc/<pid>/stat from the state on (field 3), or None when the process is gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    return text.rsplit(")", 1)[1].split()
+
+
+def live_processes() -> dict[int, list[str]]:
+    """{pid: stat fields from the state on} of every process that is not a zombie."""
+    processes = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            fields = _stat_fields(int(entry.name))
+            if fields is not None and fields[0] != "Z":
+                processes[int(entry.name)] = fields
+    return processes
+
+
+def descendants(pid: int) -> set[int]:
+    """The live processes started by `pid`, directly or not."""
+    parents = {child: int(fields[1]) for child, fields in live_processes().items()}
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def session_members(session_ids: set[int]) -> set[int]:
+    """The live processes in any of these sessions (a session id is the pid of the process that started it)."""
+    return {pid for pid, fields in live_processes().items() if int(fields[3]) in session_ids}
+
+
+def listening_pids(port: int) -> set[int] | None:
+    """The pids holding a TCP socket listening on `port` (any address), per `ss`; None when nothing listens."""
+    out = subprocess.run(["ss", "-ltnpH", f"sport = :{port}"], capture_output=True, text=True, check=True).stdout
+    if not out.strip():
+        return None
+    return {int(pid) for pid in re.findall(r"pid=(\d+)", out)}
 
 
 def http_status(url: str, timeout: float = 2.0) -> int | None:
@@ -214,22 +269,20 @@ def copy_model(source: Path, dest_parent: Path, name: str | None = None, version
 class Stack(Background):
     """The full container stack (`serve`: model servers, gunicorn + Falcon app, nginx) on free loopback ports.
 
-    `env` adds SAGEMAKER_* settings. `url` is nginx's base URL; `runtime_dir` holds the stack's files.
+    `env` adds SAGEMAKER_* settings. `url` is nginx's base URL; `runtime_dir` holds the stack's files. `serve` is
+    the command (another environment's, for the serving image's test).
     """
 
-    def __init__(self, model_dir: str | Path, env: dict[str, str] | None = None, instances: int = 1):
+    def __init__(self, model_dir: str | Path, env: dict[str, str] | None = None, instances: int = 1,
+                 serve: Path = VENV_BIN / "serve"):
         self.port = free_port()
         low, high = free_port_range(2 * instances)
+        self.model_server_ports = list(range(low, high + 1))
         self.runtime_dir = Path(tempfile.mkdtemp(prefix="stack-"))
         self.url = f"http://127.0.0.1:{self.port}"
-        settings = {
-            "SAGEMAKER_MODEL_DIR": str(model_dir),
-            "SAGEMAKER_BIND_TO_PORT": str(self.port),
-            "SAGEMAKER_SAFE_PORT_RANGE": f"{low}-{high}",
-            "SAGEMAKER_TFS_INSTANCE_COUNT": str(instances),
-            "SAGEMAKER_RUNTIME_DIR": str(self.runtime_dir),
-        }
-        super().__init__([VENV_BIN / "serve"], env={**settings, **(env or {})}, stop_timeout=60)
+        settings = Settings.env_of(model_dir=str(model_dir), bind_port=self.port, safe_port_range=(low, high),
+                                   tfs_instance_count=instances, runtime_dir=str(self.runtime_dir))
+        super().__init__([serve], env={**settings, **(env or {})}, stop_timeout=60)
 
     def start(self, wait: bool = True) -> "Stack":
         super().start()
@@ -244,5 +297,45 @@ class Stack(Background):
         """The pid of a supervised child: 'tfs-0', 'gunicorn-supervised', 'nginx-supervised'."""
         return int((self.runtime_dir / f"{child}.pid").read_text())
 
+    def child_sessions(self) -> set[int]:
+        """The sessions of the supervised children (each runs in its own) named by their pid files now."""
+        return {int(path.read_text()) for path in self.runtime_dir.glob("*.pid")
+                if (path.stem.startswith("tfs-") or path.stem.endswith("-supervised")) and path.read_text().strip()}
+
+    def stop(self) -> int | None:
+        """Stop serve; then kill whatever of its children's sessions is left (after a failed test)."""
+        sessions = self.child_sessions() if self.runtime_dir.is_dir() else set()
+        code = super().stop()
+        for pid in session_members(sessions):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        return code
+
     def __enter__(self) -> "Stack":
         return self if self.proc is not None else self.start()  # `with Stack(...).start(wait=False)` starts once
+
+
+def listening_addresses(port: int) -> set[str]:
+    """The local addresses with a TCP socket listening on `port` (from /proc/net/tcp and tcp6), e.g.
+    {"127.0.0.1"} or {"0.0.0.0"} (IPv4-mapped IPv6 addresses as IPv4); empty when nothing listens."""
+    found = set()
+    for table, width in (("/proc/net/tcp", 8), ("/proc/net/tcp6", 32)):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            address, _, port_hex = fields[1].partition(":")
+            if fields[3] != "0A" or int(port_hex, 16) != port:  # 0A: LISTEN
+                continue
+            raw = bytes.fromhex(address)
+            if width == 8:
+                found.add(socket.inet_ntop(socket.AF_INET, raw[::-1]))
+            else:  # four little-endian 32-bit words
+                words = b"".join(raw[i:i + 4][::-1] for i in range(0, 16, 4))
+                text = socket.inet_ntop(socket.AF_INET6, words)
+                found.add(text.removeprefix("::ffff:"))  # an IPv4 address on a dual-stack socket
+    return found

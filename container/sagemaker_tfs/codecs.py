@@ -15,12 +15,14 @@ Requests, by Content-Type (compared case-insensitively without parameters, so `a
 charset=utf-8` is JSON; no Content-Type means JSON). The body must be UTF-8 (a BOM is dropped). Never guessed
 from the body:
   application/json    One JSON value. An object with an "instances", "inputs" or "examples" key is a TFS
-                      request and is sent byte for byte; a list is the instances (`[1, 2]` becomes
-                      `{"instances": [1, 2]}`); any other value (a number, a string, an object without those
-                      keys) is one instance (`{"x": 1}` becomes `{"instances": [{"x": 1}]}`). A body of
+                      request and is sent byte for byte; a list of lists (a body starting with `[[`, spaces
+                      allowed) is the instances (`[[1, 2], [3, 4]]` becomes `{"instances": [[1, 2], [3, 4]]}`);
+                      any other value is one instance, as in the original container (`[1, 2]` becomes
+                      `{"instances": [[1, 2]]}`, `{"x": 1}` becomes `{"instances": [{"x": 1}]}`). A body of
                       several JSON values, one per line (what Batch Transform sends with SplitType=Line), is
-                      read as JSON lines.
-  application/jsonlines, application/jsons
+                      read as JSON lines. Integers of any length are valid JSON and are copied as written (the
+                      model server reads those beyond 64 bits as doubles, as TensorFlow Serving does).
+  application/jsonlines, application/jsons, application/x-jsonlines, application/jsonl
                       JSON lines: each non-blank line is one JSON value, one instance
                       (`1\\n[2]\\n` becomes `{"instances": [1, [2]]}`); a trailing newline is fine.
   text/csv            RFC 4180: each row is one instance; a row of one field is a scalar instance
@@ -33,22 +35,24 @@ from the body:
                       blank lines are skipped. Every row must have the same number of fields.
 JSON values, JSON lines and CSV numbers in JSON syntax are copied into the request text as written (never
 re-encoded), so numbers keep their exact digits.
-Errors: another content type -> 415; an empty body, invalid UTF-8, JSON or CSV -> 400, with a message that
-names the problem and, for JSON lines and CSV, the line number.
+The types and their aliases are media_types.py's table, shared with the Batch Transform runner.
+Errors: another content type -> 415; an empty body, invalid UTF-8, JSON or CSV, JSON nested too deeply to
+read -> 400, with a message that names the problem and, for JSON lines and CSV, the line number.
 
 Responses, by Accept: media ranges with q-values and wildcards (`*/*`, `application/*`, `text/*`); the
 highest q wins, ties go to the type listed first, then to JSON. No Accept (or `*/*`) means JSON:
   application/json    the model server's answer, unchanged.
-  application/jsonlines, application/jsons
-                      one compact JSON value per prediction, each line ending in a newline.
-  text/csv            one line per prediction, each ending in a newline: nested lists are flattened into
+  application/jsonlines, application/jsons, application/x-jsonlines, application/jsonl
+                      one compact JSON value per prediction, one per line.
+  text/csv            one line per prediction: nested lists are flattened into
                       the line, the outputs of a multi-output prediction are columns in sorted name order,
                       strings are quoted per RFC 4180 when they hold a comma, quote or line break, booleans are
                       true/false, null is an empty field.
   The predictions are the answer's "predictions" (row format), else "outputs" (columnar: a list gives a line
   per element, an object of equally long lists a line per index, anything else one line), else "results"
   (classify, regress); so a request of N instances gives N lines, as Batch Transform's AssembleWith=Line and
-  joins need.
+  joins need. Lines are separated by newlines and the last one has none: Batch Transform's AssembleWith=Line
+  writes a newline after every answer, so one record in gives exactly one line out (no blank lines).
 Errors: nothing acceptable -> 406. A model server error (any status but 200) is passed through with its
 status and its JSON body, whatever the Accept.
 Both directions are linear in the body size: numbers-only CSV (the usual case) is checked and converted with
@@ -64,23 +68,20 @@ import math
 import re
 from typing import Any
 
+from . import media_types
 from .errors import HandlerError
+from .media_types import CSV, JSON, JSONS, Format
+from .media_types import JSON_LINES as JSONLINES
 
-JSON = "application/json"
-JSONLINES = "application/jsonlines"
-JSONS = "application/jsons"
-CSV = "text/csv"
-REQUEST_TYPES = (JSON, JSONLINES, JSONS, CSV)
-RESPONSE_TYPES = (JSON, JSONLINES, JSONS, CSV)  # in order of preference when a wildcard allows several
+REQUEST_TYPES = media_types.names(Format.JSON, Format.JSON_LINES, Format.CSV)
+RESPONSE_TYPES = REQUEST_TYPES  # in order of preference when a wildcard allows several
 
 _TFS_REQUEST_KEYS = ("instances", "inputs", "examples")
 
 
 # ---- media types and Accept ----
 
-def media_type(content_type: str | None) -> str:
-    """`Text/CSV; charset=utf-8` -> `text/csv`; None -> ''."""
-    return content_type.split(";", 1)[0].strip().lower() if content_type else ""
+media_type = media_types.base  # `Text/CSV; charset=utf-8` -> `text/csv`; None -> ''
 
 
 def _accept_ranges(accept: str) -> list[tuple[str, float]]:
@@ -170,9 +171,10 @@ def tfs_request(body: bytes, content_type: str | None = JSON) -> bytes:
         raise HandlerError(400, f"the request body is not UTF-8 text: invalid byte at position {exc.start}") from None
     if not text or text.isspace():
         raise HandlerError(400, "the request body is empty")
-    if media == JSON:
+    kind = media_types.format_of(media)
+    if kind is Format.JSON:
         return _json_request(body, text)
-    instances = _csv_instances(text) if media == CSV else _json_lines_instances(text)
+    instances = _csv_instances(text) if kind is Format.CSV else _json_lines_instances(text)
     return b'{"instances": ' + instances.encode() + b"}"
 
 
@@ -188,19 +190,50 @@ def _read(data: Any) -> bytes:
 
 def _json_request(body: bytes, text: str) -> bytes:
     try:
-        value = json.loads(text)
+        value = _loads(text)
     except json.JSONDecodeError as exc:
         if exc.msg == "Extra data":  # several values: JSON lines sent as application/json
             return b'{"instances": ' + _json_lines_instances(text).encode() + b"}"
         raise HandlerError(400, f"the request body is not valid JSON: {exc}") from None
     if isinstance(value, dict) and any(key in value for key in _TFS_REQUEST_KEYS):
         return body  # already a TFS request
-    if isinstance(value, list):
+    if isinstance(value, list) and value and isinstance(value[0], list):  # `[[...`: the instances, as the original
         return b'{"instances": ' + body + b"}"
     return b'{"instances": [' + body + b"]}"
 
 
+_TOO_DEEP = "the request body's JSON nests arrays and objects too deeply to be read"
+# Integers longer than Python's int-string limit (4300 digits) are valid JSON: this decoder reads them as floats
+# (the proxy only looks at the kind of each value; the text is sent as written).
+_LONG_INTEGERS = json.JSONDecoder(parse_int=float)
 _scan_json = json.JSONDecoder().scan_once  # (text, start) -> (value, end); StopIteration or ValueError if invalid
+
+
+def _loads(text: str) -> Any:
+    """json.loads, with integers of any length; JSONDecodeError if invalid, HandlerError 400 if nested too deeply."""
+    try:
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError:
+            raise
+        except ValueError:  # an integer beyond the int-string limit
+            return _LONG_INTEGERS.decode(text)
+    except RecursionError:
+        raise HandlerError(400, _TOO_DEEP) from None
+
+
+def _value_end(line: str) -> int:
+    """Where the JSON value at the start of `line` ends; -1 when no valid value starts there."""
+    for scan in (_scan_json, _LONG_INTEGERS.scan_once):
+        try:
+            return scan(line, 0)[1]
+        except (StopIteration, json.JSONDecodeError):
+            return -1
+        except ValueError:  # an integer beyond the int-string limit: scan again, reading integers as floats
+            continue
+        except RecursionError:
+            raise HandlerError(400, _TOO_DEEP) from None
+    return -1
 
 
 def _json_lines_instances(text: str) -> str:
@@ -214,11 +247,7 @@ def _json_lines_instances(text: str) -> str:
         line = line.strip(" \t\r")
         if not line:
             continue
-        try:
-            end = _scan_json(line, 0)[1]
-        except (StopIteration, ValueError):
-            end = -1
-        if end != len(line):
+        if _value_end(line) != len(line):
             raise HandlerError(400, f"JSON lines: line {number} is not one JSON value: {_json_problem(line)}")
         items.append(line)
     if not items:
@@ -228,7 +257,7 @@ def _json_lines_instances(text: str) -> str:
 
 def _json_problem(text: str) -> str:
     try:
-        json.loads(text)
+        _loads(text)
     except json.JSONDecodeError as exc:
         return f"{exc.msg} at column {exc.colno}"
     return "not a JSON value"  # unreachable: only called for text that json.loads refuses
@@ -299,8 +328,9 @@ def _csv_field_json(field: str) -> str:
     if _JSON_NUMBER(number):
         return number
     if _DECIMAL(number):
-        if not any(c in number for c in ".eE"):
-            return str(int(number))
+        if not any(c in number for c in ".eE"):  # an integer: its sign and leading zeros normalised as text
+            digits = number.lstrip("+-").lstrip("0") or "0"
+            return "-" + digits if number[0] == "-" and digits != "0" else digits
         value = float(number)
         return repr(value) if math.isfinite(value) else ("Infinity" if value > 0 else "-Infinity")
     token = _NON_FINITE.get(number.lower())
@@ -335,7 +365,7 @@ def encode_predictions(tfs_body: bytes, media: str) -> bytes:
     if text is None:
         line = _csv_line if media == CSV else _compact
         text = "\n".join(map(line, rows))
-    return (text + "\n").encode() if rows else b""
+    return text.encode()  # no newline after the last line (see the module docstring)
 
 
 def predictions(answer: Any) -> list:

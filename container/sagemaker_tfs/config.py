@@ -1,18 +1,26 @@
-"""Every environment variable the container reads, parsed once into typed settings.
+"""The settings module: every environment variable the stack reads, each declared once (name, type, default,
+validation, one-line help), in the spirit of gunicorn's settings and `model_server/flags.py`.
+
+`Settings.from_env()` reads them into one typed, frozen object; an invalid value raises ConfigError naming the
+variable, so that `serve` fails at once with one message. `serve` resolves them once, adds what it found (the model
+folder, the default model, the model servers' ports: the variables "set by serve") and hands them to gunicorn's
+workers and the model servers with `to_env()`; the app reads them back with `from_env()`, so that every process
+of a stack sees the same values. No other module reads these variables from the environment.
 
 Names and defaults are those of the SageMaker TensorFlow Serving container, except where the README's
-"Differences" section says otherwise (gunicorn workers/threads/class default from the core count).
-An invalid value raises ConfigError naming the variable, so that `serve` fails at once with one message.
+"Differences" section says otherwise. The README's table of variables is generated from the declarations:
+to add a variable, declare a field of Settings, then run `scripts/settings_table.py --write`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping, TypeVar
+from typing import Any, Callable, Mapping
 
-T = TypeVar("T")
+from . import runtime_dir
 
 
 class ConfigError(ValueError):
@@ -27,16 +35,7 @@ def cpu_count() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def _read(env: Mapping[str, str], name: str, parse: Callable[[str], T], default: T) -> T:
-    raw = env.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    try:
-        return parse(raw.strip())
-    except ValueError as exc:
-        detail = f": {exc}" if str(exc) else ""
-        raise ConfigError(f"{name}={raw!r} is not valid{detail}") from None
-
+# ---- parsers: text -> value, ValueError("must ...") when the text cannot be used ----
 
 def _bool(raw: str) -> bool:
     lowered = raw.lower()
@@ -45,12 +44,14 @@ def _bool(raw: str) -> bool:
     return lowered == "true"
 
 
-def _int_at_least(minimum: int) -> Callable[[str], int]:
+def _int_between(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
     def parse(raw: str) -> int:
         try:
             value = int(raw)
         except ValueError:
             raise ValueError("must be an integer") from None
+        if maximum is not None and not minimum <= value <= maximum:
+            raise ValueError(f"must be between {minimum} and {maximum}")
         if value < minimum:
             raise ValueError(f"must be at least {minimum}")
         return value
@@ -84,118 +85,274 @@ def _port_range(raw: str) -> tuple[int, int]:
     return low, high
 
 
+def _port_list(raw: str) -> tuple[int, ...]:
+    try:
+        ports = tuple(int(part) for part in raw.split(","))
+    except ValueError:
+        ports = ()
+    if not ports or not all(0 < port < 65536 for port in ports):
+        raise ValueError("must be a comma-separated list of ports")
+    return ports
+
+
 def _model_name(raw: str) -> str | None:
     # The original container's default is the string "None": treat it as unset.
     return None if raw == "None" else raw
 
 
-NGINX_LOG_LEVELS = ("debug", "info", "notice", "warn", "error", "crit", "alert", "emerg")
-GUNICORN_LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
-GUNICORN_WORKER_CLASSES = ("sync", "gthread", "gevent", "eventlet", "tornado")
+def _body_size(raw: str) -> str:
+    """An nginx size: digits with an optional k/m/g suffix; 0 means unlimited."""
+    digits = raw[:-1] if raw[-1:].lower() in ("k", "m", "g") else raw
+    if not digits.isdigit():
+        raise ValueError("must be an nginx size such as 0 (unlimited), 100m or 512k")
+    return raw
+
+
+def _batch_strategy(raw: str) -> str:
+    spelled = raw.replace("_", "").lower()
+    if spelled not in ("multirecord", "singlerecord"):
+        raise ValueError("must be MULTI_RECORD or SINGLE_RECORD")
+    return "MULTI_RECORD" if spelled == "multirecord" else "SINGLE_RECORD"
+
+
+def _text(raw: str) -> str:
+    return raw
+
+
+# ---- renderers: value -> text that parses back to it (None: the variable is left unset) ----
+
+def _render_bool(value: bool) -> str:
+    return "true" if value else "false"
+
+
+def _render_presence(value: bool) -> str | None:
+    return "true" if value else None
+
+
+def _render_range(value: tuple[int, int]) -> str:
+    return f"{value[0]}-{value[1]}"
+
+
+def _render_list(value: tuple[int, ...]) -> str:
+    return ",".join(map(str, value))
 
 
 @dataclass(frozen=True)
-class Settings:
-    """The container's configuration. Build it with `Settings.from_env()`."""
+class Variable:
+    """The declaration of one environment variable."""
 
-    model_dir: str = "/opt/ml/model"
-    runtime_dir: str = ""
+    name: str
+    parse: Callable[[str], Any]
+    default: Any  # a value, or a function of the other settings (`lambda s: ...s.bind_port...`) to compute it
+    help: str  # one line: the README table's "effect"
+    shown_default: str | None = None  # the README table's "default" when the value alone does not say it
+    render: Callable[[Any], str | None] = str
+    adjust: Callable[[Any, Any], Any] | None = None  # (value, other settings) -> value, after parsing
+    by_presence: bool = False  # set to anything (even empty) means True, as SageMaker's SAGEMAKER_BATCH
+    set_by_serve: bool = False  # handed by `serve` to its children, not set by users
+
+    def read(self, env: Mapping[str, str], others: Any) -> Any:
+        raw = env.get(self.name)
+        if self.by_presence:
+            value = raw is not None
+        elif raw is None or raw.strip() == "":
+            value = self.default(others) if callable(self.default) else self.default
+        else:
+            try:
+                value = self.parse(raw.strip())
+            except ValueError as exc:
+                detail = f": {exc}" if str(exc) else ""
+                raise ConfigError(f"{self.name}={raw!r} is not valid{detail}") from None
+        return value if self.adjust is None else self.adjust(value, others)
+
+    def default_text(self) -> str:
+        if self.shown_default is not None:
+            return self.shown_default
+        text = None if self.default is None else self.render(self.default)
+        return "unset" if text is None else f"`{text}`"
+
+
+def var(name: str, parse: Callable[[str], Any], default: Any, help: str, **options: Any) -> Any:
+    """A field of Settings read from the environment variable `name` (see Variable for the options)."""
+    return field(metadata={"variable": Variable(name, parse, default, help, **options)})
+
+
+NGINX_LOG_LEVELS = ("debug", "info", "notice", "warn", "error", "crit", "alert", "emerg")
+GUNICORN_LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+GUNICORN_WORKER_CLASSES = ("sync", "gthread", "gevent", "eventlet", "tornado")
+DEFAULT_MAX_PAYLOAD_IN_MB = 6  # SageMaker's, when neither the job nor the container gives MaxPayloadInMB
+MAX_TRANSFORM_MB = 100  # SageMaker's limit of MaxPayloadInMB and of MaxConcurrentTransforms x MaxPayloadInMB
+BATCH_QUEUE_UNDER_TRANSFORM = 100000000
+_EXEC_PARAMS = "reported by `GET /execution-parameters`"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings:
+    """The stack's configuration, in the README table's order. Build it with `Settings.from_env()`."""
+
+    bind_port: int = var("SAGEMAKER_BIND_TO_PORT", _int_between(1), 8080, "nginx's port")
+    safe_port_range: tuple[int, int] | None = var(
+        "SAGEMAKER_SAFE_PORT_RANGE", _port_range, None,
+        "`low-high`; model server *i* uses gRPC `low+2i` and REST `low+2i+1`",
+        shown_default="unset: gRPC 9000+i, REST 8501+i", render=_render_range)
+    tfs_instance_count: int = var("SAGEMAKER_TFS_INSTANCE_COUNT", _int_between(1), 1,
+                                  "model server processes; requests are spread over them")
+    tfs_default_model_name: str | None = var("SAGEMAKER_TFS_DEFAULT_MODEL_NAME", _model_name, None,
+                                             "model used when a request names none", shown_default="the first model")
+    tfs_enable_batching: bool = var("SAGEMAKER_TFS_ENABLE_BATCHING", _bool, False,
+                                    "`true`/`false`: merge concurrent requests into one TensorFlow call",
+                                    render=_render_bool)
+    tfs_max_batch_size: int = var("SAGEMAKER_TFS_MAX_BATCH_SIZE", _int_between(1), 8, "batching `max_batch_size`")
+    tfs_batch_timeout_micros: int = var("SAGEMAKER_TFS_BATCH_TIMEOUT_MICROS", _int_between(0), 1000,
+                                        "batching `batch_timeout_micros`")
+    tfs_num_batch_threads: int = var("SAGEMAKER_TFS_NUM_BATCH_THREADS", _int_between(1), lambda s: cpu_count(),
+                                     "batching `num_batch_threads`", shown_default="number of cores")
+    # Batch Transform queues whole files' worth of records: the queue must not refuse them.
+    tfs_max_enqueued_batches: int = var(
+        "SAGEMAKER_TFS_MAX_ENQUEUED_BATCHES", _int_between(1),
+        lambda s: BATCH_QUEUE_UNDER_TRANSFORM if s.batch else cpu_count(), "batching `max_enqueued_batches`",
+        shown_default=f"number of cores (`{BATCH_QUEUE_UNDER_TRANSFORM}` under Batch Transform)")
+    tfs_inter_op_parallelism: int = var("SAGEMAKER_TFS_INTER_OP_PARALLELISM", _int_between(0), 0,
+                                        "model server inter-op thread pool", shown_default="`0` (TensorFlow's choice)")
+    tfs_intra_op_parallelism: int = var("SAGEMAKER_TFS_INTRA_OP_PARALLELISM", _int_between(0), 0,
+                                        "model server intra-op thread pool", shown_default="`0` (TensorFlow's choice)")
+    tfs_fractional_gpu_mem_margin: float = var(
+        "SAGEMAKER_TFS_FRACTIONAL_GPU_MEM_MARGIN", _fraction, 0.2,
+        "with several instances on GPUs: each gets `(1 - margin) / instances per GPU` of its GPU's memory; "
+        "instance *i* uses GPU *i mod n*")
+    tfs_wait_time_seconds: int = var("SAGEMAKER_TFS_WAIT_TIME_SECONDS", _int_between(1), 300,
+                                     "start-up budget for the models to load and the app to answer `/ping`")
+    nginx_loglevel: str = var("SAGEMAKER_TFS_NGINX_LOGLEVEL", _choice(*NGINX_LOG_LEVELS), "error",
+                              "nginx `error_log` level")
+    # One worker per core, so that CPU-bound handlers do not run one at a time (the original: 1).
+    gunicorn_workers: int = var("SAGEMAKER_GUNICORN_WORKERS", _int_between(1), lambda s: cpu_count(),
+                                "gunicorn worker processes", shown_default="number of cores")
+    gunicorn_threads: int = var("SAGEMAKER_GUNICORN_THREADS", _int_between(1), 1, "threads per worker")
+    # gevent is not required: threads when asked for, else one request per process (the original: gevent).
+    gunicorn_worker_class: str = var(
+        "SAGEMAKER_GUNICORN_WORKER_CLASS", _choice(*GUNICORN_WORKER_CLASSES),
+        lambda s: "gthread" if s.gunicorn_threads > 1 else "sync",
+        "gunicorn worker class (`gevent` needs the gevent package)",
+        shown_default="`sync` (`gthread` when threads > 1)")
+    gunicorn_timeout_seconds: int = var("SAGEMAKER_GUNICORN_TIMEOUT_SECONDS", _int_between(1), 30,
+                                        "gunicorn worker timeout; also the model server's REST timeout")
+    gunicorn_loglevel: str = var("SAGEMAKER_GUNICORN_LOGLEVEL", _choice(*GUNICORN_LOG_LEVELS), "info",
+                                 "gunicorn log level")
+    # Never below the gunicorn timeout, or nginx would give up on requests gunicorn still runs.
+    nginx_proxy_read_timeout_seconds: int = var(
+        "SAGEMAKER_NGINX_PROXY_READ_TIMEOUT_SECONDS", _int_between(1), 60,
+        "nginx `proxy_read_timeout`, never below the gunicorn timeout",
+        adjust=lambda value, s: max(value, s.gunicorn_timeout_seconds))
+    nginx_client_max_body_size: str = var(
+        "SAGEMAKER_NGINX_CLIENT_MAX_BODY_SIZE", _body_size, "0",
+        "largest request body (nginx size: `100m`, `512k`); larger → 413", shown_default="`0` (unlimited)")
+    batch: bool = var("SAGEMAKER_BATCH", _text, False, "set by Batch Transform; raises the batching queue default",
+                      by_presence=True, render=_render_presence)
+    max_concurrent_transforms: int | None = var(
+        "SAGEMAKER_MAX_CONCURRENT_TRANSFORMS", _int_between(1), None,
+        f"{_EXEC_PARAMS} when set, at most {MAX_TRANSFORM_MB} / `MaxPayloadInMB` ({DEFAULT_MAX_PAYLOAD_IN_MB} "
+        f"when unset): SageMaker's limit of {MAX_TRANSFORM_MB} MB in flight")
+    batch_strategy: str | None = var("SAGEMAKER_BATCH_STRATEGY", _batch_strategy, None,
+                                     f"`MULTI_RECORD` or `SINGLE_RECORD`, {_EXEC_PARAMS} when set")
+    max_payload_in_mb: int | None = var("SAGEMAKER_MAX_PAYLOAD_IN_MB", _int_between(0, MAX_TRANSFORM_MB), None,
+                                        f"`0` to `{MAX_TRANSFORM_MB}`, {_EXEC_PARAMS} when set")
+    multi_model: bool = var("SAGEMAKER_MULTI_MODEL", _bool, False,
+                            "`true`: a multi-model endpoint, models loaded at run time (README: Multi-model "
+                            "endpoints)", render=_render_bool)
+    model_dir: str = var("SAGEMAKER_MODEL_DIR", _text, lambda s: "/opt/ml/models" if s.multi_model else "/opt/ml/model",
+                         "where the model is (to run outside a container); multi-model: the model root, every "
+                         "loaded `url` must be inside it",
+                         shown_default="`/opt/ml/model` (multi-model: `/opt/ml/models`)")
+    multi_model_code_dir: str = var("SAGEMAKER_MULTI_MODEL_CODE_DIR", _text, "/opt/ml/code",
+                                    "multi-model: universal `inference.py`, `lib/`, `requirements.txt` for models "
+                                    "without their own; a missing folder means none")
+    multi_model_max_models: int = var("SAGEMAKER_MULTI_MODEL_MAX_MODELS", _int_between(0), 0,
+                                      "multi-model: models loaded at once; one more load is a 507",
+                                      shown_default="`0` (no limit)")
+    multi_model_memory_limit_percent: int = var(
+        "SAGEMAKER_MULTI_MODEL_MEMORY_LIMIT_PERCENT", _int_between(1, 100), 90,
+        "multi-model: a load is a 507 when this much of the memory (the cgroup's limit, or the host's) is in use")
+    multi_model_universal_bucket: str | None = var(
+        "SAGEMAKER_MULTI_MODEL_UNIVERSAL_BUCKET", _text, None,
+        "not supported (with `_PREFIX`: scripts downloaded from S3): `serve` stops; use "
+        "`SAGEMAKER_MULTI_MODEL_CODE_DIR`")
+    multi_model_universal_prefix: str | None = var("SAGEMAKER_MULTI_MODEL_UNIVERSAL_PREFIX", _text, None,
+                                                   "see `SAGEMAKER_MULTI_MODEL_UNIVERSAL_BUCKET`")
+    runtime_dir: str = var("SAGEMAKER_RUNTIME_DIR", _text, lambda s: runtime_dir.default_path(s.bind_port),
+                           "the stack's config files, sockets, pid files and lock; created `0700`; refused when it "
+                           "is a link, another user's, or writable by others",
+                           shown_default="`$XDG_RUNTIME_DIR/sagemaker-tfs-<port>`, else "
+                                         "`/tmp/sagemaker-tfs-<uid>-<port>` (`$TMPDIR` if set)")
+    omp_num_threads: str = var("OMP_NUM_THREADS", _text, "1", "as the original container",
+                               shown_default="set to `1` when unset")
+
+    # Set by serve for gunicorn's workers (the app refuses to start without them).
+    model_server_rest_ports: tuple[int, ...] | None = var(
+        "TFS_REST_PORTS", _port_list, None, "REST ports of the model server instances, comma-separated",
+        render=_render_list, set_by_serve=True)
+    model_server_grpc_ports: tuple[int, ...] | None = var(
+        "TFS_GRPC_PORTS", _port_list, None, "gRPC ports of the model server instances, in the same order",
+        render=_render_list, set_by_serve=True)
+    default_model: str | None = var("TFS_DEFAULT_MODEL_NAME", _text, None,
+                                    "the model `serve` chose for requests that name none", set_by_serve=True)
+
+    def __post_init__(self) -> None:
+        self.ports()  # validates the port range against the instance count
+        if self.multi_model and self.multi_model_universal_bucket and self.multi_model_universal_prefix:
+            raise ConfigError("SAGEMAKER_MULTI_MODEL_UNIVERSAL_BUCKET and SAGEMAKER_MULTI_MODEL_UNIVERSAL_PREFIX are "
+                              "not supported (scripts are not downloaded from S3): put the universal code in the "
+                              "folder SAGEMAKER_MULTI_MODEL_CODE_DIR names (default /opt/ml/code)")
+        rest, grpc = self.model_server_rest_ports, self.model_server_grpc_ports
+        if rest is not None and grpc is not None and len(rest) != len(grpc):
+            raise ConfigError(f"TFS_REST_PORTS={_render_list(rest)!r} and TFS_GRPC_PORTS={_render_list(grpc)!r} "
+                              "must list as many ports")
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
+        env = os.environ if env is None else env
+        return cls(**_Resolver(env).values())
+
+    def to_env(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
+        """The environment of a child of the stack: `base` (e.g. os.environ) without any declared variable, plus
+        every setting, rendered so that `Settings.from_env()` in the child gives these settings back."""
+        env = {name: value for name, value in (base or {}).items() if name not in _NAMES}
+        env.update(self.env_of(**{name: getattr(self, name) for name in VARIABLES}))
+        return env
+
+    @staticmethod
+    def env_of(**values: Any) -> dict[str, str]:
+        """The variables for the given settings only (by field name), as a parent sets them for a `serve`."""
+        env = {}
+        for name, value in values.items():
+            variable = VARIABLES[name]
+            text = None if value is None else variable.render(value)
+            if text is not None:
+                env[variable.name] = text
+        return env
+
+    def resolved(self, model_dir: str, default_model: str | None) -> "Settings":
+        """The settings `serve` hands to its children: the model folder and default model it found, and the
+        ports it gave the model servers."""
+        ports = self.ports()
+        return dataclasses.replace(self, model_dir=model_dir, default_model=default_model,
+                                   model_server_grpc_ports=tuple(grpc for grpc, _ in ports),
+                                   model_server_rest_ports=tuple(rest for _, rest in ports))
+
+    def require_set_by_serve(self) -> None:
+        """ConfigError unless the variables `serve` sets for its children are there."""
+        missing = [v.name for f, v in VARIABLES.items() if v.set_by_serve and getattr(self, f) is None
+                   and not (f == "default_model" and self.multi_model)]  # a multi-model endpoint has none
+        if missing:
+            raise ConfigError(f"{', '.join(missing)} not set: the app is started by `serve`, which sets them")
 
     @property
     def app_startup_error_file(self) -> Path:
         """Where a gunicorn worker that cannot start the app writes why, for `serve` to report it in one line
         (gunicorn's own output buries it under its HaltServer tracebacks)."""
         return Path(self.runtime_dir) / "app-startup-error.txt"
-    bind_port: int = 8080
-    safe_port_range: tuple[int, int] | None = None
-    tfs_instance_count: int = 1
-    tfs_default_model_name: str | None = None
-    tfs_enable_batching: bool = False
-    tfs_max_batch_size: int = 8
-    tfs_batch_timeout_micros: int = 1000
-    tfs_num_batch_threads: int = field(default_factory=cpu_count)
-    tfs_max_enqueued_batches: int = field(default_factory=cpu_count)
-    tfs_inter_op_parallelism: int = 0
-    tfs_intra_op_parallelism: int = 0
-    tfs_fractional_gpu_mem_margin: float = 0.2
-    tfs_wait_time_seconds: int = 300
-    batch: bool = False
-    gunicorn_workers: int = 1
-    gunicorn_threads: int = 1
-    gunicorn_worker_class: str = "sync"
-    gunicorn_timeout_seconds: int = 30
-    gunicorn_loglevel: str = "info"
-    nginx_loglevel: str = "error"
-    nginx_proxy_read_timeout_seconds: int = 60
-    nginx_client_max_body_size: str = "0"
-    multi_model: bool = False
-    multi_model_code_dir: str = "/opt/ml/code"
-    multi_model_max_models: int = 0
-    multi_model_memory_limit_percent: int = 90
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
-        env = os.environ if env is None else env
-        cores = cpu_count()
-        batch = "SAGEMAKER_BATCH" in env
-        bind_port = _read(env, "SAGEMAKER_BIND_TO_PORT", _int_at_least(1), 8080)
-        threads = _read(env, "SAGEMAKER_GUNICORN_THREADS", _int_at_least(1), 1)
-        gunicorn_timeout = _read(env, "SAGEMAKER_GUNICORN_TIMEOUT_SECONDS", _int_at_least(1), 30)
-        multi_model = _read(env, "SAGEMAKER_MULTI_MODEL", _bool, False)
-        if multi_model and env.get("SAGEMAKER_MULTI_MODEL_UNIVERSAL_BUCKET") and \
-                env.get("SAGEMAKER_MULTI_MODEL_UNIVERSAL_PREFIX"):
-            raise ConfigError("SAGEMAKER_MULTI_MODEL_UNIVERSAL_BUCKET and SAGEMAKER_MULTI_MODEL_UNIVERSAL_PREFIX are "
-                              "not supported (scripts are not downloaded from S3): put the universal code in the "
-                              "folder SAGEMAKER_MULTI_MODEL_CODE_DIR names (default /opt/ml/code)")
-        settings = cls(
-            model_dir=env.get("SAGEMAKER_MODEL_DIR") or ("/opt/ml/models" if multi_model else "/opt/ml/model"),
-            runtime_dir=env.get("SAGEMAKER_RUNTIME_DIR") or f"/tmp/sagemaker-tfs-{bind_port}",
-            bind_port=bind_port,
-            safe_port_range=_read(env, "SAGEMAKER_SAFE_PORT_RANGE", _port_range, None),
-            tfs_instance_count=_read(env, "SAGEMAKER_TFS_INSTANCE_COUNT", _int_at_least(1), 1),
-            tfs_default_model_name=_read(env, "SAGEMAKER_TFS_DEFAULT_MODEL_NAME", _model_name, None),
-            tfs_enable_batching=_read(env, "SAGEMAKER_TFS_ENABLE_BATCHING", _bool, False),
-            tfs_max_batch_size=_read(env, "SAGEMAKER_TFS_MAX_BATCH_SIZE", _int_at_least(1), 8),
-            tfs_batch_timeout_micros=_read(env, "SAGEMAKER_TFS_BATCH_TIMEOUT_MICROS", _int_at_least(0), 1000),
-            tfs_num_batch_threads=_read(env, "SAGEMAKER_TFS_NUM_BATCH_THREADS", _int_at_least(1), cores),
-            tfs_max_enqueued_batches=_read(
-                env, "SAGEMAKER_TFS_MAX_ENQUEUED_BATCHES", _int_at_least(1), 100000000 if batch else cores
-            ),
-            tfs_inter_op_parallelism=_read(env, "SAGEMAKER_TFS_INTER_OP_PARALLELISM", _int_at_least(0), 0),
-            tfs_intra_op_parallelism=_read(env, "SAGEMAKER_TFS_INTRA_OP_PARALLELISM", _int_at_least(0), 0),
-            tfs_fractional_gpu_mem_margin=_read(env, "SAGEMAKER_TFS_FRACTIONAL_GPU_MEM_MARGIN", _fraction, 0.2),
-            tfs_wait_time_seconds=_read(env, "SAGEMAKER_TFS_WAIT_TIME_SECONDS", _int_at_least(1), 300),
-            batch=batch,
-            # One worker per core, so that CPU-bound handlers do not run one at a time (the original: 1).
-            gunicorn_workers=_read(env, "SAGEMAKER_GUNICORN_WORKERS", _int_at_least(1), cores),
-            gunicorn_threads=threads,
-            # gevent is not required: threads when asked for, else one request per process (the original: gevent).
-            gunicorn_worker_class=_read(
-                env,
-                "SAGEMAKER_GUNICORN_WORKER_CLASS",
-                _choice(*GUNICORN_WORKER_CLASSES),
-                "gthread" if threads > 1 else "sync",
-            ),
-            gunicorn_timeout_seconds=gunicorn_timeout,
-            gunicorn_loglevel=_read(env, "SAGEMAKER_GUNICORN_LOGLEVEL", _choice(*GUNICORN_LOG_LEVELS), "info"),
-            nginx_loglevel=_read(env, "SAGEMAKER_TFS_NGINX_LOGLEVEL", _choice(*NGINX_LOG_LEVELS), "error"),
-            # Never below the gunicorn timeout, or nginx would give up on requests gunicorn still runs.
-            nginx_proxy_read_timeout_seconds=max(
-                gunicorn_timeout,
-                _read(env, "SAGEMAKER_NGINX_PROXY_READ_TIMEOUT_SECONDS", _int_at_least(1), 60),
-            ),
-            nginx_client_max_body_size=_read(env, "SAGEMAKER_NGINX_CLIENT_MAX_BODY_SIZE", _body_size, "0"),
-            multi_model=multi_model,
-            multi_model_code_dir=env.get("SAGEMAKER_MULTI_MODEL_CODE_DIR") or "/opt/ml/code",
-            multi_model_max_models=_read(env, "SAGEMAKER_MULTI_MODEL_MAX_MODELS", _int_at_least(0), 0),
-            multi_model_memory_limit_percent=_read(env, "SAGEMAKER_MULTI_MODEL_MEMORY_LIMIT_PERCENT",
-                                                   _percent, 90),
-        )
-        settings.ports()  # validates the port range against the instance count
-        return settings
 
     def ports(self) -> list[tuple[int, int]]:
-        """(gRPC port, REST port) of each model server instance."""
+        """(gRPC port, REST port) of each model server instance `serve` starts."""
         count = self.tfs_instance_count
         if self.safe_port_range is None:
             return [(9000 + i, 8501 + i) for i in range(count)]
@@ -207,17 +364,49 @@ class Settings:
             )
         return [(low + 2 * i, low + 2 * i + 1) for i in range(count)]
 
+    def execution_parameters(self) -> dict[str, Any]:
+        """What GET /execution-parameters answers: only the values that are set (SageMaker takes the job's value,
+        else the container's, else its defaults: 1, MULTI_RECORD, 6 MB). MaxConcurrentTransforms is lowered so
+        that MaxConcurrentTransforms x MaxPayloadInMB (6 when not given) stays within SageMaker's 100 MB."""
+        parameters: dict[str, Any] = {}
+        if self.max_concurrent_transforms is not None:
+            payload = DEFAULT_MAX_PAYLOAD_IN_MB if self.max_payload_in_mb is None else self.max_payload_in_mb
+            limit = MAX_TRANSFORM_MB // payload if payload else self.max_concurrent_transforms
+            parameters["MaxConcurrentTransforms"] = min(self.max_concurrent_transforms, limit)
+        if self.batch_strategy is not None:
+            parameters["BatchStrategy"] = self.batch_strategy
+        if self.max_payload_in_mb is not None:
+            parameters["MaxPayloadInMB"] = self.max_payload_in_mb
+        return parameters
 
-def _percent(raw: str) -> int:
-    value = _int_at_least(1)(raw)
-    if value > 100:
-        raise ValueError("must be between 1 and 100")
-    return value
+
+VARIABLES: dict[str, Variable] = {f.name: f.metadata["variable"] for f in dataclasses.fields(Settings)}
+_NAMES = frozenset(v.name for v in VARIABLES.values())
 
 
-def _body_size(raw: str) -> str:
-    """An nginx size: digits with an optional k/m/g suffix; 0 means unlimited."""
-    digits = raw[:-1] if raw[-1:].lower() in ("k", "m", "g") else raw
-    if not digits.isdigit():
-        raise ValueError("must be an nginx size such as 0 (unlimited), 100m or 512k")
-    return raw
+class _Resolver:
+    """Reads each variable once, on demand, so that a computed default can use any other setting."""
+
+    def __init__(self, env: Mapping[str, str]):
+        self._env = env
+        self._values: dict[str, Any] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        if name not in VARIABLES:
+            raise AttributeError(name)
+        if name not in self._values:
+            self._values[name] = VARIABLES[name].read(self._env, self)
+        return self._values[name]
+
+    def values(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in VARIABLES}
+
+
+def markdown_table() -> str:
+    """The README's tables of the variables, generated from the declarations (scripts/settings_table.py)."""
+    lines = ["| variable | default | effect |", "|---|---|---|"]
+    lines += [f"| `{v.name}` | {v.default_text()} | {v.help} |" for v in VARIABLES.values() if not v.set_by_serve]
+    lines += ["", "Set by `serve` for gunicorn's workers (the app does not start without them):", "",
+              "| variable | value |", "|---|---|"]
+    lines += [f"| `{v.name}` | {v.help} |" for v in VARIABLES.values() if v.set_by_serve]
+    return "\n".join(lines) + "\n"

@@ -1,4 +1,4 @@
-"""The exception a handler script raises to choose the HTTP status of its error answer.
+"""The exception a handler script raises to choose the HTTP status of its error answer (and `serve`'s own).
 
     from sagemaker_tfs import HandlerError
 
@@ -26,3 +26,7 @@ class HandlerError(Exception):
 
     def __repr__(self) -> str:
         return f"HandlerError({self.status}, {self.message!r})"
+
+
+class StartupError(RuntimeError):
+    """`serve` cannot start the stack; the message says why."""

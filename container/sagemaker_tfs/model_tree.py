@@ -4,8 +4,8 @@ Two layouts are served, also side by side:
   <model_dir>/<version>/saved_model.pb          one model, named after the model directory
                                                 (`tar -czvf model.tar.gz 1538687370 code` makes it)
   <model_dir>/<name>/<version>/saved_model.pb   one model per <name>
-A version folder's name is an integer (leading zeros allowed, as in TensorFlow Serving). Hidden folders and
-`code/` are not models. Every version found is served; a request without a version gets the highest.
+A version folder's name is a number in ASCII digits (leading zeros allowed, as in TensorFlow Serving; the rule is
+version_folders.py, shared with the model server and package-model). Hidden folders and `code/` are not models. Every version found is served; a request without a version gets the highest.
 Anything that would make the model server fail later, or silently serve something else than meant (a
 SavedModel outside a numbered version folder, inference.py outside code/), is refused here with one message
 that says what to fix.
@@ -22,6 +22,7 @@ from google.protobuf import text_format
 from tensorflow_serving.config import model_server_config_pb2
 
 from .config import Settings
+from .version_folders import is_version_name, parse_version, why_not_a_version
 
 log = logging.getLogger(__name__)
 
@@ -55,11 +56,6 @@ class ModelTree:
         return [model.name for model in self.models]
 
 
-def is_version_name(name: str) -> bool:
-    """TensorFlow Serving's rule for version folders: an integer, leading zeros allowed."""
-    return name.isdigit()
-
-
 def _has_saved_model(folder: Path) -> bool:
     return any((folder / f).is_file() for f in SAVED_MODEL_FILES)
 
@@ -72,7 +68,8 @@ def _versions(base: Path) -> tuple[int, ...]:
     """The version folders of a model base path, each checked to hold a SavedModel."""
     versions: dict[int, str] = {}
     for child in sorted(base.iterdir()):
-        if not (child.is_dir() and is_version_name(child.name)):
+        version = parse_version(child.name)
+        if version is None or not child.is_dir():
             continue
         if not _has_saved_model(child):
             contents = ", ".join(sorted(p.name for p in child.iterdir())[:8]) or "nothing"
@@ -80,7 +77,6 @@ def _versions(base: Path) -> tuple[int, ...]:
                 f"version folder {child} has no saved_model.pb (it holds {contents}); "
                 "a version folder must contain a SavedModel as written by tf.saved_model.save"
             )
-        version = int(child.name)
         if version in versions:
             raise ModelTreeError(
                 f"version folders {base / versions[version]} and {child} are the same version {version}; keep one"
@@ -89,7 +85,7 @@ def _versions(base: Path) -> tuple[int, ...]:
     return tuple(sorted(versions))
 
 
-def _misplaced_saved_models(model_dir: Path) -> list[str]:
+def _misplaced_saved_models(model_dir: Path) -> list[Path]:
     """saved_model.pb files that no version folder holds: the most common packaging mistake."""
     found = []
     for root, dirs, files in os.walk(model_dir):
@@ -101,7 +97,7 @@ def _misplaced_saved_models(model_dir: Path) -> list[str]:
                 len(parts) == 2 and is_version_name(parts[1]) and parts[0] != "code"
             )
             if not good:
-                found.append(str(Path(root) / "saved_model.pb"))
+                found.append(Path(root) / "saved_model.pb")
     return found
 
 
@@ -136,7 +132,10 @@ def find_models(model_dir: str | Path, default_model: str | None = None) -> Mode
     misplaced = _misplaced_saved_models(model_dir)
     if misplaced:
         what = "found SavedModels" if models else "no SavedModel found in a version folder; found"
-        raise ModelTreeError(f"{what} outside a version folder in {model_dir}: {', '.join(misplaced)}; {LAYOUT_HELP}")
+        hints = {hint for path in misplaced for part in path.relative_to(model_dir).parts
+                 if (hint := why_not_a_version(part))}  # a folder that looks like a version but is not one
+        raise ModelTreeError(f"{what} outside a version folder in {model_dir}: {', '.join(map(str, misplaced))}; "
+                             f"{LAYOUT_HELP}" + "".join(f"; {hint}" for hint in sorted(hints)))
     if not models:
         raise ModelTreeError(f"no SavedModel found in {model_dir}: {LAYOUT_HELP}")
 

@@ -7,6 +7,7 @@ import pwd
 from pathlib import Path
 from string import Template
 
+from . import runtime_dir
 from .config import Settings
 
 TEMPLATE = Path(__file__).with_name("nginx.conf.template")
@@ -66,10 +67,11 @@ def management_timeout(settings: Settings) -> int:
 def write_config(settings: Settings) -> Path:
     """Render nginx.conf into the runtime folder (with its temp folders); returns its path."""
     runtime = Path(settings.runtime_dir)
+    temp = runtime_dir.folder(runtime / "nginx")
     for folder in TEMP_FOLDERS:
-        (runtime / "nginx" / folder).mkdir(parents=True, exist_ok=True)
+        runtime_dir.folder(temp / folder)
     path = runtime / "nginx.conf"
-    path.write_text(render(settings))
+    runtime_dir.write_file(path, render(settings))
     return path
 
 

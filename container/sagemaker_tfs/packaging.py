@@ -20,17 +20,16 @@ import tarfile
 import tempfile
 from pathlib import Path
 
+from .handler_contract import HOW_TO_FIX, Contract, IncompleteContract, detect
 from .model_tree import ModelTree, ModelTreeError, find_models
-
-HANDLER_NAMES = {"handler", "input_handler", "output_handler"}
 
 
 class PackagingError(ValueError):
     """The model or archive is not servable; the message says what to fix."""
 
 
-def handler_contract(script: Path) -> str:
-    """'handler' or 'input_handler/output_handler', from the script's top-level names, without running it."""
+def handler_contract(script: Path) -> Contract:
+    """The script's contract, from its top-level names, without running it."""
     try:
         tree = ast.parse(script.read_bytes(), filename=str(script))
     except SyntaxError as exc:
@@ -44,15 +43,11 @@ def handler_contract(script: Path) -> str:
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             names.update(t.id for t in targets if isinstance(t, ast.Name))
-    if "handler" in names:
-        return "handler"
-    if {"input_handler", "output_handler"} <= names:
-        return "input_handler/output_handler"
-    present = sorted(names & HANDLER_NAMES)
-    raise PackagingError(
-        f"{script} defines {' and '.join(present) if present else 'none of the handler functions'}: define "
-        "handler(data, context), or both input_handler(data, context) and output_handler(response, context)"
-    )
+    try:
+        return detect(names)
+    except IncompleteContract as exc:
+        found = " and ".join(exc.present) or "none of the handler functions"
+        raise PackagingError(f"{script} defines {found}: {HOW_TO_FIX}") from None
 
 
 def check_requirements(requirements: Path) -> list[str]:
@@ -82,7 +77,7 @@ def check_model_dir(model_dir: Path) -> list[str]:
     summary = [f"model {m.name}: version(s) {', '.join(map(str, m.versions))}" for m in tree.models]
     code = model_dir / "code"
     if tree.script:
-        summary.append(f"code/inference.py: {handler_contract(tree.script)}")
+        summary.append(f"code/inference.py: {handler_contract(tree.script).value}")
     elif code.is_dir():
         summary.append("code/: no inference.py, the default handler serves JSON, JSON lines and CSV")
     requirements = code / "requirements.txt"

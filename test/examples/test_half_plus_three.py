@@ -31,4 +31,4 @@ def test_csv_sample_answers_one_line_per_row(stack):
                              headers={"Content-Type": "text/csv", "Accept": "text/csv"})
     assert response.status_code == 200
     assert response.headers["Content-Type"] == "text/csv"
-    assert response.text == "3.5\n4.0\n5.5\n"
+    assert response.text == "3.5\n4.0\n5.5"

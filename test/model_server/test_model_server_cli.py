@@ -95,3 +95,33 @@ def test_single_model_with_version_polling_and_clean_sigterm(tmp_path):
     assert "Successfully loaded servable version {name: m version: 2}" in log
     assert "Unloading servable version {name: m version: 1}" in log
     assert "stopping: signal received" in log
+
+
+def listening_server(*flags: str) -> tuple[support.Background, int, int]:
+    grpc_port, rest_port = support.free_port(), support.free_port()
+    server = support.Background([*SERVER, f"--port={grpc_port}", f"--rest_api_port={rest_port}", "--model_name=m",
+                                 f"--model_base_path={support.HALF_PLUS_TWO}", "--file_system_poll_wait_seconds=0",
+                                 *flags])
+    return server, grpc_port, rest_port
+
+
+def test_listens_on_every_interface_by_default_as_tfs():
+    server, grpc_port, rest_port = listening_server()
+    with server:
+        server.wait_until(lambda: support.port_is_open(rest_port), what="listening")
+        assert support.listening_addresses(rest_port) == {"0.0.0.0"}
+        assert support.listening_addresses(grpc_port) <= {"0.0.0.0", "::"}
+        assert support.listening_addresses(grpc_port)
+
+
+def test_listen_address_keeps_both_ports_on_loopback():
+    server, grpc_port, rest_port = listening_server("--listen_address=127.0.0.1")
+    with server:
+        server.wait_until(lambda: support.port_is_open(rest_port), what="listening")
+        assert support.listening_addresses(rest_port) == {"127.0.0.1"}
+        assert support.listening_addresses(grpc_port) == {"127.0.0.1"}
+        response = requests.post(f"http://127.0.0.1:{rest_port}/v1/models/m:predict", json={"instances": [1.0]},
+                                 timeout=30)
+        assert response.json() == {"predictions": [2.5]}
+    assert "Running gRPC ModelServer at 127.0.0.1:" in server.log()
+    assert f"Exporting HTTP/REST API at:127.0.0.1:{rest_port}" in server.log()

@@ -186,6 +186,44 @@ def test_trailing_bytes_after_the_document_are_ignored_like_rapidjson(server):
     assert response.json() == {"predictions": [2.5]}
 
 
+LONG = "9" * 5000  # beyond Python's int-string limit (4300 digits) and beyond the double range
+
+
+def test_integers_past_64_bits_are_doubles_as_rapidjson_reads_them(server):
+    body = f'{{"instances": [{LONG}, -{LONG}, 1]}}'.encode()
+    response = server.post("/v1/models/half_plus_two:predict", body)
+    assert response.content == b'{\n    "predictions": [Infinity, -Infinity, 2.5\n    ]\n}'
+    ints = server.post("/v1/models/three_inputs:predict", f'{{"instances": [{{"a": 1.0, "b": {LONG}, "c": true}}]}}'
+                       .encode())
+    assert ints.status_code == 400
+    assert error_of(ints) == ("Failed to process element: 0 key: b of 'instances' list. Error: INVALID_ARGUMENT: "
+                              "JSON Value: Infinity Type: Number is not of expected type: int64")
+    for value, result in ((LONG, b"Infinity"), (2**70, b"5.9029581e+20")):  # a float feature, not "uint64_t element"
+        regress = server.post("/v1/models/half_plus_two:regress",
+                              f'{{"signature_name": "regress_x_to_y", "examples": [{{"x": {value}}}]}}'.encode())
+        assert regress.content == b'{\n    "results": [' + result + b"]\n}"
+
+
+@pytest.mark.parametrize("body", [
+    b'{"instances": ' + b"[" * 5000 + b"1.0" + b"]" * 5000 + b"}",
+    b'{"instances": ' + b"[" * 100_000,
+    b"[" * 990 + b"]" * 990,
+])
+def test_json_nested_too_deeply_to_read_is_400(server, body):
+    response = server.post("/v1/models/half_plus_two:predict", body)
+    assert response.status_code == 400
+    assert error_of(response) == "JSON Value: arrays and objects are nested too deeply to be read"
+
+
+@pytest.mark.parametrize("key, rank", [("inputs", 65), ("inputs", 960), ("instances", 65)])
+def test_tensors_of_more_than_64_dimensions_are_400(server, key, rank):
+    body = f'{{"{key}": {"[" * rank}1.0{"]" * rank}}}'.encode()
+    response = server.post("/v1/models/half_plus_two:predict", body)
+    assert response.status_code == 400
+    assert error_of(response) == (f"Tensor of {rank} dimensions: this model server supports at most 64 (JSON "
+                                  f"lists nested {rank} levels deep)")
+
+
 def test_gzip_request_body(server):
     body = gzip.compress(b'{"instances": [1.0]}')
     response = server.http.post(server.url + "/v1/models/half_plus_two:predict", data=body,
@@ -428,6 +466,16 @@ def test_connection_close_is_honoured(server):
 def test_server_log_names_models_versions_and_ports(server):
     log = server.log()
     assert f"Running gRPC ModelServer at 0.0.0.0:{server.grpc_port}" in log
-    assert f"Exporting HTTP/REST API at:localhost:{server.rest_port}" in log
+    assert f"Exporting HTTP/REST API at:0.0.0.0:{server.rest_port}" in log  # TFS says localhost, wrongly
     assert "model two_versions: 124 AVAILABLE, 123 AVAILABLE" in log
     assert support.port_is_open(server.grpc_port)
+
+
+@pytest.mark.parametrize("version, status, message", [
+    ("9223372036854775808", 400, "Failed to convert version: 9223372036854775808 to numeric."),
+    ("9" * 5000, 400, f"Failed to convert version: {'9' * 5000} to numeric."),
+    ("0" * 5000 + "7", 404, "Servable not found for request: Specific(half_plus_two, 7)"),  # leading zeros are fine
+])
+def test_a_path_version_past_int64_is_400_at_any_length(server, version, status, message):
+    response = server.post(f"/v1/models/half_plus_two/versions/{version}:predict", {"instances": [1.0]})
+    assert (response.status_code, error_of(response)) == (status, message)

@@ -5,11 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sagemaker_tfs.model_server import flags, json_request, json_response, json_text
+from sagemaker_tfs.model_server import flags, http_server, json_request, json_response, json_text
 from sagemaker_tfs.model_server.batching import (BatchingConfigError, BatchingParameters, _merge, _Task,
                                                  parse_batching_parameters)
 from sagemaker_tfs.model_server.model_config import (ModelConfigError, VersionPolicy, list_versions,
                                                      parse_config_text, parse_version)
+from sagemaker_tfs.model_server.rest import RestApi, Route, Verb
 from sagemaker_tfs.model_server.servable import TensorInfo
 from sagemaker_tfs.model_server.status import ServingError
 
@@ -191,3 +192,27 @@ def test_row_response_checks_the_batch_dimension():
     with pytest.raises(ServingError, match="Tensor name: a has no shape information "):
         json_response.predict_body({"a": np.float32(1.0).reshape(())}, row_format=True)
     assert json_response.predict_body({"a": np.zeros((0, 2), np.float32)}, True) == b'{\n    "predictions": []\n}'
+
+
+@pytest.mark.parametrize("method, path, route", [
+    ("POST", "/v1/models/m%20x/versions/007:classify", Route(Verb.CLASSIFY, "m x", 7)),
+    ("POST", "/V1/MODELS/m/labels/stable:predict", Route(Verb.PREDICT, "m", label="stable")),
+    ("POST", "/v1/models/m:regress", Route(Verb.REGRESS, "m")),
+    ("GET", "/v1/models/m/versions/2", Route(Verb.STATUS, "m", 2)),
+    ("GET", "/v1/models/m/metadata", Route(Verb.METADATA, "m")),
+])
+def test_rest_routes(method, path, route):
+    assert RestApi.route(method, path) == route
+
+
+@pytest.mark.parametrize("method, path, status, body", [
+    ("POST", "/v1/models/m:Predict", 400, b'{\n    "error": "Malformed request: POST /v1/models/m:Predict"\n}'),
+    ("GET", "/v1/models", 400, b'{\n    "error": "Missing model name in request."\n}'),
+    ("PUT", "/v1/models/m", 400, b'{\n    "error": "Malformed request: PUT /v1/models/m"\n}'),
+    ("TRACE", "/v1/models/m", 501, None),
+    ("GET", "/v2/models/m", 404, None),
+])
+def test_rest_routes_answered_by_the_path_alone(method, path, status, body):
+    route = RestApi.route(method, path)
+    assert (route.verb, route.fixed.status) == (None, status)
+    assert route.fixed.body == (body or http_server.html_error(status).body)

@@ -45,7 +45,7 @@ def test_each_model_has_its_own_script_and_private_modules(stack, root):
     try:
         for name, url in (("a", first), ("b", second), ("none", plain)):
             assert stack.load(name, str(url)).status == 200
-        port = stack.env["SAGEMAKER_SAFE_PORT_RANGE"].split("-")[0]
+        port = str(stack.model_server_ports[0])
         for name, value in (("a", "a"), ("b", "b")):
             for body in answers_of_every_worker(stack, name).values():
                 assert {k: v for k, v in body.items() if k != "pid"} == {

@@ -17,7 +17,7 @@ import support
 
 def model_server_state(stack, name: str) -> str | None:
     """The state of `name` on model server 0 (its REST port), read directly."""
-    rest_port = int(stack.env["SAGEMAKER_SAFE_PORT_RANGE"].split("-")[0]) + 1
+    rest_port = stack.model_server_ports[1]
     answer = support.http_call(rest_port, "GET", f"/v1/models/{name}")
     return answer.json()["model_version_status"][0]["state"] if answer.status == 200 else None
 

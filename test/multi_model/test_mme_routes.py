@@ -70,7 +70,7 @@ def test_other_methods_and_paths(stack, method, path, status):
 def test_load_invoke_describe_list_unload_and_load_again(stack, root):
     url = str(model(root, "lifecycle", support.HALF_PLUS_TWO_2_VERSIONS))
     answer = stack.load("hp2", url, X_Amzn_RequestId="rid-load")
-    first_grpc, first_rest = stack.env["SAGEMAKER_SAFE_PORT_RANGE"].split("-")[0], None
+    first_grpc = stack.model_server_ports[0]
     assert (answer.status, answer.headers["x-amzn-requestid"]) == (200, "rid-load")
     assert answer.json()["success"].startswith("Successfully loaded model hp2, listening on rest port ")
     assert answer.json()["success"].endswith(f" and grpc port {first_grpc}.")

@@ -4,13 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from proxy_harness import App, ModelServer
-
-
-@pytest.fixture(scope="session")
-def model_server(tmp_path_factory) -> ModelServer:
-    with ModelServer(tmp_path_factory.mktemp("model-server")) as server:  # started and serving
-        yield server
+from app_support import model_server  # noqa: F401 (the session's model server fixture)
+from proxy_harness import App
 
 
 @pytest.fixture

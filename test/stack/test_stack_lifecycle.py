@@ -39,7 +39,7 @@ def test_nginx_opens_only_when_the_model_is_available(model):
                          timeout=180, what="ready")
         assert set(statuses[:-1]) <= {None}  # the port was closed until then: never a 502 or a half-ready 200
         assert "every model is AVAILABLE on 1 model server(s)" in stack.log()
-        assert invoke(stack, "[1.0]").text == pretty_predictions("3.5")
+        assert invoke(stack, "1.0").text == pretty_predictions("3.5")
     finally:
         stack.stop()
 
@@ -59,7 +59,7 @@ def test_a_killed_child_is_restarted_and_ping_is_503_until_it_serves_again(model
         stack.wait_until(stack.ready, timeout=180, what="serving again")
         assert message.format(pid=pid) in stack.log()
         assert stack.pid_of(child) != pid
-        assert invoke(stack, "[1.0, 2.0]").text == pretty_predictions("3.5, 4.0")
+        assert invoke(stack, '{"instances": [1.0, 2.0]}').text == pretty_predictions("3.5, 4.0")
 
 
 def test_sigterm_lets_requests_in_flight_complete_then_exits_0(tmp_path):
@@ -149,4 +149,4 @@ def test_two_stacks_side_by_side(model):
     with support.Stack(model) as first, support.Stack(model) as second:
         assert first.port != second.port and first.runtime_dir != second.runtime_dir
         for stack in (first, second):
-            assert invoke(stack, "[5.0]").text == pretty_predictions("5.5")
+            assert invoke(stack, "5.0").text == pretty_predictions("5.5")

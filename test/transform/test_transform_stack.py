@@ -8,7 +8,9 @@ model that fails to start) do so through transform().
 
 import gzip
 import json
+import logging
 import shutil
+import socket
 import struct
 from pathlib import Path
 
@@ -16,7 +18,7 @@ import boto3
 import pytest
 
 import support
-from sagemaker_tfs.transform import transform
+from sagemaker_tfs.transform import containers, transform
 from sagemaker_tfs.transform.containers import container_environment, start_containers, stop_containers
 
 HERE = Path(__file__).resolve().parent
@@ -283,6 +285,24 @@ def test_json_lines_filters_and_join(stacks, tmp_path):
                                                     {"id": "b", "SageMakerOutput": [4.5, 5.0]}]
 
 
+@pytest.mark.parametrize("media", ["text/csv", "application/jsonlines"])
+def test_assemble_with_line_writes_one_line_per_record_and_no_blank_lines(stacks, tmp_path, media):
+    data = tmp_path / "in"
+    data.mkdir()
+    (data / "a-small").write_text("1.0\n2.0\n3.0\n")
+    values = [float(i % 100) for i in range(300_000)]  # 1.3 MB: two MultiRecord requests of at most 1 MB
+    (data / "b-large").write_text("".join(f"{value}\n" for value in values))
+    params = dict(content_type=media, accept=media, split_type="Line", assemble_with="Line")
+    single = run(stacks["plain"], data / "a-small", tmp_path / "single", strategy="SingleRecord", **params)
+    assert single["TransformJobStatus"] == "Completed", single["LocalRun"]["Objects"]
+    assert (tmp_path / "single" / "a-small.out").read_text() == "3.5\n4.0\n4.5\n"
+    multi = run(stacks["plain"], data, tmp_path / "multi", strategy="MultiRecord", max_payload=1, **params)
+    assert multi["TransformJobStatus"] == "Completed", multi["LocalRun"]["Objects"]
+    assert [o["Requests"] for o in multi["LocalRun"]["Objects"]] == [1, 2]
+    assert (tmp_path / "multi" / "a-small.out").read_text() == "3.5\n4.0\n4.5\n"
+    assert (tmp_path / "multi" / "b-large.out").read_text() == "".join(f"{0.5 * v + 3}\n" for v in values)
+
+
 def test_gzip_inputs_listed_by_a_manifest(stacks, tmp_path):
     data = tmp_path / "in"
     (data / "part").mkdir(parents=True)
@@ -316,15 +336,34 @@ def test_s3_input_and_output(stacks, s3_endpoint, tmp_path):
         "s3://transform-job/output/a.csv.out", "s3://transform-job/output/deeper/b.csv.out"]
 
 
-def test_unset_fields_come_from_the_containers_execution_parameters(stacks, tmp_path):
+def test_fields_nobody_sets_take_sagemakers_defaults(stacks, tmp_path):
     data = tmp_path / "in"
     data.mkdir()
     (data / "a.csv").write_text("1\n")
     description = run(stacks["plain"], data, tmp_path / "out", content_type="text/csv")
-    answer = description["LocalRun"]["ExecutionParameters"]
-    assert answer is not None and answer["BatchStrategy"] == "MULTI_RECORD"
+    assert description["LocalRun"]["ExecutionParameters"] == {}  # the container reports only what is set
     assert (description["MaxConcurrentTransforms"], description["MaxPayloadInMB"], description["BatchStrategy"]) == \
-        (answer["MaxConcurrentTransforms"], answer["MaxPayloadInMB"], "MultiRecord")
+        (1, 6, "MultiRecord")
+
+
+def test_unset_fields_come_from_the_containers_execution_parameters(tmp_path):
+    """The model's environment sets the container's Batch Transform defaults; the job leaves them unset."""
+    data = tmp_path / "in"
+    data.mkdir()
+    (data / "a.csv").write_text("1\n2\n3\n")
+    env = {"SAGEMAKER_BATCH_STRATEGY": "SINGLE_RECORD", "SAGEMAKER_MAX_CONCURRENT_TRANSFORMS": "40",
+           "SAGEMAKER_GUNICORN_WORKERS": "1"}
+    description = transform(str(model_folder(tmp_path, None)), data=str(data), output_path=str(tmp_path / "out"),
+                            work_dir=str(tmp_path / "work"), content_type="text/csv", accept="text/csv",
+                            split_type="Line", assemble_with="None", env=env)
+    assert description["TransformJobStatus"] == "Completed", description["LocalRun"]
+    # 40 x 6 MB (SageMaker's default payload) would exceed its 100 MB: the container reports 16
+    assert description["LocalRun"]["ExecutionParameters"] == {"MaxConcurrentTransforms": 16,
+                                                              "BatchStrategy": "SINGLE_RECORD"}
+    assert (description["MaxConcurrentTransforms"], description["MaxPayloadInMB"], description["BatchStrategy"]) == \
+        (16, 6, "SingleRecord")
+    assert description["LocalRun"]["Summary"]["Requests"] == 3  # one per record
+    assert (tmp_path / "out" / "a.csv.out").read_text() == "3.54.04.5"  # AssembleWith=None: answers as they came
 
 
 def test_instance_count_2_from_a_model_archive(stacks, tmp_path):
@@ -367,3 +406,46 @@ def test_a_model_that_cannot_start_fails_the_job_with_the_containers_message(tmp
     assert reason.startswith("AlgorithmError: Model container 0 exited with status ")
     assert "saved_model" in reason  # serve's own message names what is wrong
     assert listing(tmp_path / "out") == []
+
+
+def test_a_stack_whose_port_another_process_took_is_started_again_on_other_ports(tmp_path, monkeypatch, caplog):
+    chosen: list[list[int]] = []
+    occupiers: list[socket.socket] = []
+    free_ports = containers._free_ports
+
+    def occupy(port: int) -> None:
+        occupier = socket.socket()
+        occupier.bind(("127.0.0.1", port))
+        occupier.listen()
+        occupiers.append(occupier)
+
+    def chosen_then_taken(count: int, taken: set[int]) -> list[int]:
+        ports = free_ports(count, taken)
+        chosen.append(ports)
+        if len(chosen) == 2:
+            occupy(ports[1])  # the first start's model server REST port
+        elif len(chosen) == 3:
+            occupy(ports[0])  # the second start's nginx port
+        return ports
+
+    monkeypatch.setattr(containers, "_free_ports", chosen_then_taken)
+    data = tmp_path / "in"
+    data.mkdir()
+    (data / "a.csv").write_text("1\n2\n")
+    try:
+        description = transform(str(model_folder(tmp_path, None)), data=str(data), output_path=str(tmp_path / "out"),
+                                work_dir=str(tmp_path / "work"), content_type="text/csv", accept="text/csv",
+                                split_type="Line", assemble_with="Line")
+    finally:
+        for occupier in occupiers:
+            occupier.close()
+    assert description["TransformJobStatus"] == "Completed", description.get("FailureReason")
+    assert (tmp_path / "out" / "a.csv.out").read_text() == "3.5\n4.0\n"
+    assert len(chosen) == 6  # three starts: nginx's port, then the model server's two, each time
+    assert description["LocalRun"]["Endpoints"] == [f"http://127.0.0.1:{chosen[4][0]}"]
+    warnings = [r.getMessage() for r in caplog.records
+                if r.name == "sagemaker_tfs.transform" and r.levelno == logging.WARNING]
+    assert warnings == [f"model container 0 lost one of its ports {tuple(chosen[0] + chosen[1])} to another process "
+                        "before binding it; starting it again on other ports",
+                        f"model container 0 lost one of its ports {tuple(chosen[2] + chosen[3])} to another process "
+                        "before binding it; starting it again on other ports"]

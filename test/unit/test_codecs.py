@@ -41,12 +41,13 @@ def test_media_type(content_type, media):
 def test_unsupported_content_type_is_415_naming_it():
     assert request_error("x", "application/x-image") == (
         415, "unsupported content type 'application/x-image': the default input handler reads application/json, "
-             "application/jsonlines, application/jsons, text/csv (a code/inference.py script can read others)")
+             "application/jsonlines, application/jsons, application/x-jsonlines, application/jsonl, text/csv "
+             "(a code/inference.py script can read others)")
 
 
 @pytest.mark.parametrize("content_type", [None, "", "APPLICATION/JSON;charset=UTF-8"])
 def test_no_content_type_or_parameters_mean_json(content_type):
-    assert request("[1]", content_type) == b'{"instances": [1]}'
+    assert request("[[1]]", content_type) == b'{"instances": [[1]]}'
 
 
 # ---- JSON ----
@@ -62,15 +63,25 @@ def test_a_tfs_request_passes_byte_for_byte(body):
 
 
 @pytest.mark.parametrize("body, expected", [
-    ("[1.0, 2.0]", b'{"instances": [1.0, 2.0]}'),
     ("[[1, 2], [3, 4]]", b'{"instances": [[1, 2], [3, 4]]}'),
-    ("[]", b'{"instances": []}'),
+    (" [\n [1], [2]]", b'{"instances":  [\n [1], [2]]}'),
+    ("[[]]", b'{"instances": [[]]}'),
+])
+def test_a_list_of_lists_is_the_instances(body, expected):
+    assert request(body) == expected
+
+
+@pytest.mark.parametrize("body, expected", [
+    ("[1.0, 2.0, 5.0]", b'{"instances": [[1.0, 2.0, 5.0]]}'),  # one instance, as in the original container
+    ("[1, [2]]", b'{"instances": [[1, [2]]]}'),
+    ('[{"x": 1}, {"x": 2}]', b'{"instances": [[{"x": 1}, {"x": 2}]]}'),
+    ("[]", b'{"instances": [[]]}'),
     ("1.5", b'{"instances": [1.5]}'),
     ('"text"', b'{"instances": ["text"]}'),
     ('{"x": 1, "y": [2]}', b'{"instances": [{"x": 1, "y": [2]}]}'),
     ("null", b'{"instances": [null]}'),
 ])
-def test_other_json_values_are_wrapped_as_instances(body, expected):
+def test_any_other_json_value_is_one_instance(body, expected):
     assert request(body) == expected
 
 
@@ -89,6 +100,22 @@ def test_a_utf8_bom_is_dropped():
 ])
 def test_invalid_json_is_400_naming_the_problem(body, message):
     assert request_error(body) == (400, message)
+
+
+def test_integers_longer_than_pythons_limit_are_copied_as_written():
+    digits = "7" * 5000  # beyond int()'s 4300 digits: still valid JSON, for the model server to read
+    assert request(f"[[{digits}]]") == f'{{"instances": [[{digits}]]}}'.encode()
+    assert request(f"-{digits}\n[1]", JSONLINES) == f'{{"instances": [-{digits}, [1]]}}'.encode()
+    assert request(f"+{digits},00{digits}\n", CSV) == f'{{"instances": [[{digits}, {digits}]]}}'.encode()
+    assert request_error(f"{digits} x", JSONLINES) == (400, "JSON lines: line 1 is not one JSON value: Extra data "
+                                                            "at column 5002")
+
+
+@pytest.mark.parametrize("body", ["[" * 5000 + "]" * 5000, '{"instances": ' + "[" * 100_000, "1\n" + "[" * 5000])
+@pytest.mark.parametrize("content_type", [JSON, JSONLINES])
+def test_json_nested_too_deeply_is_400(body, content_type):
+    assert request_error(body, content_type) == (400, "the request body's JSON nests arrays and objects too deeply "
+                                                      "to be read")
 
 
 def test_line_separated_json_under_application_json_is_json_lines():
@@ -149,7 +176,8 @@ def test_csv_single_column_of_strings_gives_scalar_instances():
 
 
 @pytest.mark.parametrize("field, value", [
-    ("+1", 1), (".5", 0.5), ("007", 7), ("1.", 1.0), ("-0", 0), ("1E3", 1000.0), ('"2.5"', 2.5), (" 3 ", 3),
+    ("+1", 1), (".5", 0.5), ("007", 7), ("-007", -7), ("-000", 0),
+    ("1.", 1.0), ("-0", 0), ("1E3", 1000.0), ('"2.5"', 2.5), (" 3 ", 3),
     ("1_000", "1_000"), ("0x10", "0x10"), ("1e", "1e"), ("", ""), ("true", "true"), ("-", "-"),
 ])
 def test_csv_numbers_and_strings(field, value):
@@ -214,7 +242,8 @@ def test_nothing_acceptable_is_406():
         codecs.response_type("application/xml, text/html")
     assert (error.value.status, error.value.message) == (
         406, "none of the types in the Accept header 'application/xml, text/html' can be produced: the default "
-             "output handler answers application/json, application/jsonlines, application/jsons, text/csv")
+             "output handler answers application/json, application/jsonlines, application/jsons, application/x-jsonlines, "
+             "application/jsonl, text/csv")
 
 
 @pytest.mark.parametrize("accept, media", [
@@ -239,26 +268,26 @@ def encode(body: str, media: str) -> bytes:
 
 
 @pytest.mark.parametrize("body, csv, jsonlines", [
-    ('{"predictions": [3.5, 4.0, 1e-05]}', b"3.5\n4.0\n1e-05\n", b"3.5\n4.0\n1e-05\n"),
-    ('{"predictions": [[3.5], [4.0]]}', b"3.5\n4.0\n", b"[3.5]\n[4.0]\n"),
-    ('{"predictions": [[1, 2], [3, 4]]}', b"1,2\n3,4\n", b"[1,2]\n[3,4]\n"),
-    ('{"predictions": [[[1], [2]], [[3], [4]]]}', b"1,2\n3,4\n", b"[[1],[2]]\n[[3],[4]]\n"),
-    ('{"predictions": [[], [1]]}', b"\n1\n", b"[]\n[1]\n"),
-    ('{"predictions": [[1], 2]}', b"1\n2\n", b"[1]\n2\n"),
-    ('{"predictions": [NaN, Infinity, -Infinity, true, null]}', b"NaN\nInfinity\n-Infinity\ntrue\n\n",
-     b"NaN\nInfinity\n-Infinity\ntrue\nnull\n"),
+    ('{"predictions": [3.5, 4.0, 1e-05]}', b"3.5\n4.0\n1e-05", b"3.5\n4.0\n1e-05"),
+    ('{"predictions": [[3.5], [4.0]]}', b"3.5\n4.0", b"[3.5]\n[4.0]"),
+    ('{"predictions": [[1, 2], [3, 4]]}', b"1,2\n3,4", b"[1,2]\n[3,4]"),
+    ('{"predictions": [[[1], [2]], [[3], [4]]]}', b"1,2\n3,4", b"[[1],[2]]\n[[3],[4]]"),
+    ('{"predictions": [[], [1]]}', b"\n1", b"[]\n[1]"),
+    ('{"predictions": [[1], 2]}', b"1\n2", b"[1]\n2"),
+    ('{"predictions": [NaN, Infinity, -Infinity, true, null]}', b"NaN\nInfinity\n-Infinity\ntrue\n",
+     b"NaN\nInfinity\n-Infinity\ntrue\nnull"),
     ('{"predictions": []}', b"", b""),
     ('{"predictions": [{"b": [1, 2], "a": "x,y"}, {"b": [3, 4], "a": "say \\"hi\\""}]}',
-     b'"x,y",1,2\n"say ""hi""",3,4\n', b'{"b":[1,2],"a":"x,y"}\n{"b":[3,4],"a":"say \\"hi\\""}\n'),
-    ('{"predictions": ["caf\\u00e9", "a\\nb", ""]}', 'café\n"a\nb"\n\n'.encode(), '"café"\n"a\\nb"\n""\n'.encode()),
-    ('{"outputs": [[3.5], [4.0]]}', b"3.5\n4.0\n", b"[3.5]\n[4.0]\n"),
-    ('{"outputs": {"b": [1, 2], "a": [[3], [4]]}}', b"3,1\n4,2\n", b'{"b":1,"a":[3]}\n{"b":2,"a":[4]}\n'),
-    ('{"outputs": {"a": 1, "b": [2]}}', b"1,2\n", b'{"a":1,"b":[2]}\n'),
-    ('{"outputs": 2.5}', b"2.5\n", b"2.5\n"),
-    ('{"results": [3.5, 4.0]}', b"3.5\n4.0\n", b"3.5\n4.0\n"),
-    ('{"results": [[["", 12.0]], [["a", 3.0]]]}', b",12.0\na,3.0\n", b'[["",12.0]]\n[["a",3.0]]\n'),
-    ('{"something": {"b64": "AAE="}}', b"AAE=\n", b'{"something":{"b64":"AAE="}}\n'),
-    ('[1, 2]', b"1\n2\n", b"1\n2\n"),
+     b'"x,y",1,2\n"say ""hi""",3,4', b'{"b":[1,2],"a":"x,y"}\n{"b":[3,4],"a":"say \\"hi\\""}'),
+    ('{"predictions": ["caf\\u00e9", "a\\nb", ""]}', 'café\n"a\nb"\n'.encode(), '"café"\n"a\\nb"\n""'.encode()),
+    ('{"outputs": [[3.5], [4.0]]}', b"3.5\n4.0", b"[3.5]\n[4.0]"),
+    ('{"outputs": {"b": [1, 2], "a": [[3], [4]]}}', b"3,1\n4,2", b'{"b":1,"a":[3]}\n{"b":2,"a":[4]}'),
+    ('{"outputs": {"a": 1, "b": [2]}}', b"1,2", b'{"a":1,"b":[2]}'),
+    ('{"outputs": 2.5}', b"2.5", b"2.5"),
+    ('{"results": [3.5, 4.0]}', b"3.5\n4.0", b"3.5\n4.0"),
+    ('{"results": [[["", 12.0]], [["a", 3.0]]]}', b",12.0\na,3.0", b'[["",12.0]]\n[["a",3.0]]'),
+    ('{"something": {"b64": "AAE="}}', b"AAE=", b'{"something":{"b64":"AAE="}}'),
+    ('[1, 2]', b"1\n2", b"1\n2"),
 ])
 def test_predictions_as_csv_and_json_lines(body, csv, jsonlines):
     assert encode(body, CSV) == csv
@@ -267,7 +296,7 @@ def test_predictions_as_csv_and_json_lines(body, csv, jsonlines):
 
 def test_default_output_handler():
     context = SimpleNamespace(accept_header="text/csv")
-    assert codecs.default_output_handler(tfs_answer(200, '{"predictions": [1.5]}'), context) == (b"1.5\n", CSV)
+    assert codecs.default_output_handler(tfs_answer(200, '{"predictions": [1.5]}'), context) == (b"1.5", CSV)
     tfs_body = '{\n    "predictions": [1.5\n    ]\n}'
     context = SimpleNamespace(accept_header="*/*")
     assert codecs.default_output_handler(tfs_answer(200, tfs_body), context) == (tfs_body.encode(), JSON)
@@ -296,12 +325,13 @@ def test_a_3_mb_csv_both_ways():
 
     predictions = [float(v) * 2 for v in values]
     tfs_body = json.dumps({"predictions": predictions})
-    assert encode(tfs_body, CSV) == ("\n".join(map(repr, predictions)) + "\n").encode()
+    assert encode(tfs_body, CSV) == "\n".join(map(repr, predictions)).encode()
 
     rows = [values[i:i + 3] for i in range(0, 750_000, 3)]
     wide = "\r\n".join(",".join(row) for row in rows).encode()
     assert json.loads(request(wide, CSV))["instances"][-1] == [float(v) for v in rows[-1]]
-    assert encode(json.dumps({"predictions": [[1.5, 2.0]] * 250_000}), JSONLINES) == b"[1.5,2.0]\n" * 250_000
+    lines = encode(json.dumps({"predictions": [[1.5, 2.0]] * 250_000}), JSONLINES)
+    assert lines == b"\n".join([b"[1.5,2.0]"] * 250_000)
 
 
 def test_a_large_csv_of_strings():

@@ -23,6 +23,9 @@ def _flag(default, help: str, ignored: bool = False):
 @dataclass(frozen=True)
 class Flags:
     port: int = _flag(8500, "gRPC port (0: no gRPC server)")
+    # Not a TFS flag (TFS always listens on every interface): `serve` passes 127.0.0.1, so that nothing but
+    # nginx's proxy reaches the model server from outside the machine.
+    listen_address: str = _flag("0.0.0.0", "address the gRPC and REST ports listen on (this server's own flag)")
     grpc_socket_path: str = _flag("", "also serve gRPC on this UNIX socket")
     grpc_max_threads: int = _flag(0, "gRPC worker threads (0: 4 x cores)")
     rest_api_port: int = _flag(0, "HTTP/REST port (0: no REST server); must differ from --port")

@@ -272,15 +272,15 @@ class ModelService(model_service_pb2_grpc.ModelServiceServicer):
 
 
 def start_grpc_server(registry: Registry, runner: Runner, port: int, socket_path: str,
-                      max_threads: int) -> grpc.Server:
-    """Serve both services on 0.0.0.0:port (and a UNIX socket); raises OSError if the port is taken."""
+                      max_threads: int, host: str = "0.0.0.0") -> grpc.Server:
+    """Serve both services on host:port (and a UNIX socket); raises OSError if the port is taken."""
     server = grpc.server(ThreadPoolExecutor(max_threads, thread_name_prefix="grpc"),
                          options=[("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1),
                                   ("grpc.so_reuseport", 0)])  # a second server on the same port must fail
     prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(PredictionService(registry, runner), server)
     model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelService(registry), server)
     try:
-        if port and server.add_insecure_port(f"0.0.0.0:{port}") != port:
+        if port and server.add_insecure_port(f"{_grpc_host(host)}:{port}") != port:
             raise OSError(f"cannot listen for gRPC on port {port}")
         if socket_path and not server.add_insecure_port(f"unix:{socket_path}"):
             raise OSError(f"cannot listen for gRPC on unix:{socket_path}")
@@ -288,3 +288,7 @@ def start_grpc_server(registry: Registry, runner: Runner, port: int, socket_path
         raise OSError(f"cannot listen for gRPC on port {port}: {exc}") from None
     server.start()
     return server
+
+
+def _grpc_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host  # an IPv6 address in a gRPC target is bracketed

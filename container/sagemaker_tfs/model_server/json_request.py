@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import json
-from typing import Mapping
+from typing import Callable, Mapping, TypeVar
 
 import numpy as np
 
@@ -66,10 +67,47 @@ def _comma_message(text: str, pos: int) -> str:
 
 
 _SCAN = json.JSONDecoder().scan_once  # the C scanner under json.loads, without its Python layers (~2 us a call)
+_INT64_MIN, _INT64_MAX, _UINT64_MAX = -(2**63), 2**63 - 1, 2**64 - 1
+TOO_DEEP = "JSON Value: arrays and objects are nested too deeply to be read"
+
+_F = TypeVar("_F", bound=Callable)
 
 
+def _nesting_checked(function: _F) -> _F:
+    """rapidjson parses iteratively, at any depth; Python's parser and our walks recurse: a request nested past
+    the recursion limit is the client's error (400), not ours."""
+    @functools.wraps(function)
+    def checked(*args, **kwargs):
+        try:
+            return function(*args, **kwargs)
+        except RecursionError:
+            raise invalid_argument(TOO_DEEP) from None
+    return checked  # type: ignore[return-value]
+
+
+def _double(value: int) -> float:
+    """An integer as rapidjson reads one beyond 64 bits: a double, +-inf beyond its range."""
+    try:
+        return float(value)
+    except OverflowError:
+        return float("inf") if value > 0 else float("-inf")
+
+
+def _long_int(text: str) -> int | float:
+    """An integer literal; past Python's int-string limit (4300 digits) a double, as rapidjson reads it."""
+    try:
+        return int(text)
+    except ValueError:
+        return float(text)  # +-inf: a literal that long is beyond the double range
+
+
+_LONG_INTEGERS = json.JSONDecoder(parse_int=_long_int)
+
+
+@_nesting_checked
 def parse_json(body: bytes) -> object:
-    """The JSON document of a request body, rapidjson-style: NaN/Infinity allowed, trailing bytes ignored."""
+    """The JSON document of a request body, rapidjson-style: NaN/Infinity allowed, trailing bytes ignored,
+    integers of any length (doubles past 64 bits)."""
     try:  # the usual body: UTF-8, a value from the first character, nothing after it but whitespace
         text = body.decode("utf-8")
         doc, end = _SCAN(text, 0)
@@ -78,7 +116,7 @@ def parse_json(body: bytes) -> object:
     except (ValueError, StopIteration):  # StopIteration: no value at 0 (leading whitespace, empty body)
         pass
     try:
-        return json.loads(body)
+        return json.loads(body, parse_int=_long_int)
     except ValueError:
         pass  # find out why, and whether only trailing bytes were the problem (rapidjson stops when done)
     if not body:
@@ -91,7 +129,7 @@ def parse_json(body: bytes) -> object:
     if start == len(text):
         raise invalid_argument(f"JSON Parse error: The document is empty. at offset: {start}")
     try:
-        return json.JSONDecoder().raw_decode(text, start)[0]
+        return _LONG_INTEGERS.raw_decode(text, start)[0]
     except json.JSONDecodeError as exc:
         message = "Invalid value."
         if exc.msg.startswith("Expecting ',' delimiter"):
@@ -103,6 +141,7 @@ def parse_json(body: bytes) -> object:
         raise invalid_argument(f"JSON Parse error: {message} at offset: {offset}") from None
 
 
+@_nesting_checked
 def request_object(body: bytes) -> dict:
     doc = parse_json(body)
     if not isinstance(doc, dict):
@@ -151,10 +190,7 @@ def _leaf(value: object, dtype: int) -> object:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise _type_error(value, dtype)
     if dtype in _FLOATS:
-        try:
-            return float(value)
-        except OverflowError:  # an integer beyond the float range: rapidjson reads it as +-inf
-            return float("inf") if value > 0 else float("-inf")
+        return _double(value) if isinstance(value, int) else value
     low, high = _NUMERIC_RANGES[dtype]
     if not isinstance(value, int) or not low <= value <= high:
         raise _type_error(value, dtype)
@@ -189,9 +225,19 @@ def _flatten(value: object, shape: list[int], dtype: int, level: int, out: list)
     out.append(_leaf(value, dtype))
 
 
+_MAX_RANK = 64  # numpy's limit (TensorFlow's is 254)
+
+
+def _check_rank(rank: int) -> None:
+    if rank > _MAX_RANK:
+        raise invalid_argument(f"Tensor of {rank} dimensions: this model server supports at most {_MAX_RANK} (JSON "
+                               f"lists nested {rank} levels deep)")
+
+
 def _checked_array(value: object, dtype: int) -> np.ndarray:
     """Element by element, with TFS's messages: the path of a request that the fast path refused."""
     shape = _shape_of(value)
+    _check_rank(len(shape))
     flat: list = []
     _flatten(value, shape, dtype, 0, flat)
     np_dtype = dtypes.to_numpy(dtype)
@@ -243,6 +289,7 @@ def _shape_text(shape: tuple[int, ...]) -> str:
     return "[" + ",".join(map(str, shape)) + "]"
 
 
+@_nesting_checked
 def predict_inputs(doc: dict, inputs: Mapping[str, TensorInfo],
                    may_hold_bools: bool = True) -> tuple[dict[str, np.ndarray], bool]:
     """The tensors of a predict request by input alias, and whether it used the row (`instances`) format.
@@ -339,6 +386,7 @@ def _stack_rows(rows: list, alias: str, info: TensorInfo, named: bool) -> np.nda
         except ServingError as exc:
             raise _element_error(index, alias if named else None, exc) from None
         arrays.append(array)
+    _check_rank(arrays[0].ndim + 1)
     return np.stack(arrays)
 
 
@@ -353,8 +401,10 @@ def _feature_values(feature: str, value: object) -> tuple[type | None, list]:
     for item in items:
         if isinstance(item, bool):
             item_kind, item = int, int(item)
+        elif isinstance(item, int) and not _INT64_MIN <= item <= _UINT64_MAX:
+            item_kind, item = float, _double(item)  # beyond 64 bits rapidjson reads a double
         elif isinstance(item, int):
-            if item > 2**63 - 1:
+            if item > _INT64_MAX:
                 raise invalid_argument(f"Feature: {feature} has uint64_t element. Only int64_t is supported.")
             item_kind = int
         elif isinstance(item, float):
@@ -392,6 +442,7 @@ def example_bytes(value: object) -> bytes:
     return example.SerializeToString()
 
 
+@_nesting_checked
 def serialized_examples(doc: dict) -> list[bytes]:
     """The serialized tf.Examples of a classify/regress request (context merged into each, as in TFS)."""
     if "examples" not in doc:

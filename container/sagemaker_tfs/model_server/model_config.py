@@ -1,8 +1,8 @@
 """Which models to serve: the text-format ModelServerConfig, version folders and version policies.
 
 The config is parsed with tensorflow-serving-api's own `ModelServerConfig` message. A model's versions are
-the sub-folders of its base path whose name is a non-negative integer (`00000123` is version 123); hidden
-folders, `code/` and other names are ignored. Policies as in TFS: `latest` (default, 1 version) serves the
+the sub-folders of its base path whose name is a version (version_folders.py, the rule `serve` checks the model
+tree with: ASCII digits, `00000123` is version 123); hidden folders, `code/` and other names are ignored. Policies as in TFS: `latest` (default, 1 version) serves the
 N highest, `all` every one, `specific` the listed ones that exist.
 """
 
@@ -16,9 +16,9 @@ from pathlib import Path
 from google.protobuf import text_format
 from tensorflow_serving.config import model_server_config_pb2
 
-log = logging.getLogger(__name__)
+from ..version_folders import parse_version
 
-INT64_MAX = 2**63 - 1
+log = logging.getLogger(__name__)
 
 
 class ModelConfigError(ValueError):
@@ -104,14 +104,6 @@ def _model_config(entry) -> ModelConfig:
     else:
         policy = VersionPolicy()
     return ModelConfig(entry.name, entry.base_path, platform, policy, dict(entry.version_labels))
-
-
-def parse_version(name: str) -> int | None:
-    """The version number of a folder name, or None for a folder that is not a version."""
-    if not name.isascii() or not name.isdigit():  # excludes hidden folders, `code`, signs, `1.0`
-        return None
-    version = int(name)
-    return version if version <= INT64_MAX else None
 
 
 def list_versions(base_path: str | Path) -> dict[int, Path]:

@@ -76,7 +76,8 @@ def run(flags: Flags) -> int:
 
 async def _serve(flags: Flags, registry: Registry, batching) -> int:
     from .grpc_service import start_grpc_server
-    from .rest import RestApi, start_rest_server
+    from .http_server import start_server
+    from .rest import RestApi
     from .runner import Runner
 
     loop = asyncio.get_running_loop()
@@ -93,18 +94,18 @@ async def _serve(flags: Flags, registry: Registry, batching) -> int:
         if flags.port or flags.grpc_socket_path:
             try:
                 grpc_server = start_grpc_server(registry, runner, flags.port, flags.grpc_socket_path,
-                                                flags.grpc_max_threads or default_threads())
+                                                flags.grpc_max_threads or default_threads(), flags.listen_address)
             except OSError as exc:
                 raise StartupError(str(exc)) from None
-            log.info("Running gRPC ModelServer at 0.0.0.0:%d ...", flags.port)
+            log.info("Running gRPC ModelServer at %s:%d ...", flags.listen_address, flags.port)
         if flags.rest_api_port:
             try:
-                rest_server = await start_rest_server(RestApi(registry, runner, flags.rest_api_enable_cors_support),
-                                                      flags.rest_api_port)
+                rest_server = await start_server(RestApi(registry, runner, flags.rest_api_enable_cors_support),
+                                                 flags.rest_api_port, flags.listen_address)
             except OSError as exc:
                 raise StartupError(f"cannot listen for HTTP/REST on port {flags.rest_api_port}: "
                                    f"{exc.strerror or exc}") from None
-            log.info("Exporting HTTP/REST API at:localhost:%d ...", flags.rest_api_port)
+            log.info("Exporting HTTP/REST API at:%s:%d ...", flags.listen_address, flags.rest_api_port)
         if flags.file_system_poll_wait_seconds > 0:
             threading.Thread(target=registry.poll_forever, args=(flags.file_system_poll_wait_seconds,),
                              name="version-poll", daemon=True).start()

@@ -15,34 +15,22 @@ import logging
 import socketserver
 import threading
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler
 
 import falcon
 
-from ..proxy import answers
-from ..proxy.app import _on_http_error, _on_unexpected_error
-from ..proxy.invocations import REQUEST_ID_HEADER, request_id
+from .. import runtime_dir
+from ..proxy import answers, middleware
 from .owner import Owner
-from .source import LoadError
 from .worker import log_target_model
 
 log = logging.getLogger("sagemaker_tfs.multi_model")
 
 
-def _answer(req: falcon.Request, resp: falcon.Response, route: str, call: Callable[[], dict[str, Any]]) -> None:
-    rid = request_id(req.env)
-    log_target_model(req, rid, route)
-    try:
-        status, body = 200, call()
-    except LoadError as exc:
-        log.log(logging.ERROR if exc.status >= 500 else logging.INFO, "request %s: %s %s: %d %s", rid, req.method,
-                route, exc.status, exc.message)
-        status, body = exc.status, {"error": exc.message}
-    resp.status = status
+def _json(resp: falcon.Response, body: dict[str, Any]) -> None:
     resp.data = json.dumps(body, ensure_ascii=False).encode()
     resp.content_type = answers.JSON
-    resp.set_header(REQUEST_ID_HEADER, rid)
 
 
 class Models:
@@ -50,16 +38,16 @@ class Models:
         self._owner = owner
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        _answer(req, resp, "/models", lambda: self._owner.list(req.get_param("limit"),
-                                                                 req.get_param("next_page_token")))
+        log_target_model(req)
+        _json(resp, self._owner.list(req.get_param("limit"), req.get_param("next_page_token")))
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        raw = req.bounded_stream.read()
+        log_target_model(req)
         try:
-            body = json.loads(raw)
+            body = json.loads(req.bounded_stream.read())
         except ValueError:
             body = None  # check 1 answers it
-        _answer(req, resp, "/models", lambda: self._owner.load(body))
+        _json(resp, self._owner.load(body))
 
 
 class Model:
@@ -67,18 +55,19 @@ class Model:
         self._owner = owner
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
-        _answer(req, resp, f"/models/{name}", lambda: self._owner.describe(name))
+        log_target_model(req)
+        _json(resp, self._owner.describe(name))
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
-        _answer(req, resp, f"/models/{name}", lambda: self._owner.unload(name))
+        log_target_model(req)
+        _json(resp, self._owner.unload(name))
 
 
 def create_app(owner: Owner) -> falcon.App:
     app = falcon.App(media_type=answers.JSON)
+    middleware.install(app)  # request ids; LoadError is a HandlerError: its status and {"error": text}
     app.add_route("/models", Models(owner))
     app.add_route("/models/{name}", Model(owner))
-    app.add_error_handler(Exception, _on_unexpected_error)
-    app.add_error_handler(falcon.HTTPError, _on_http_error)
     return app
 
 
@@ -97,7 +86,7 @@ class ManagementServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServe
     daemon_threads = True
 
     def __init__(self, path: Path, app: falcon.App):
-        path.unlink(missing_ok=True)
+        runtime_dir.remove(path)
         super().__init__(str(path), _Handler)
         self.get_app = lambda: app
         self.base_environ = {"SERVER_NAME": "localhost", "SERVER_PORT": "80", "GATEWAY_INTERFACE": "CGI/1.1",

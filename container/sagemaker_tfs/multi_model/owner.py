@@ -17,7 +17,6 @@ import contextlib
 import itertools
 import json
 import logging
-import os
 import signal
 import threading
 import time
@@ -32,6 +31,7 @@ import grpc
 from google.protobuf import text_format
 from tensorflow_serving.config import model_server_config_pb2
 
+from .. import runtime_dir
 from . import limits
 from .names import name_problem
 from .publication import Publisher
@@ -262,10 +262,7 @@ class Owner:
     def write_config_file(self) -> None:
         """The model server config file lists the ready models: what a restarted instance starts with."""
         with self._lock:
-            text = text_format.MessageToString(self._config(("ready",)))
-            temporary = self.config_file.with_name(self.config_file.name + ".new")
-            temporary.write_text(text)
-            os.replace(temporary, self.config_file)
+            runtime_dir.write_file(self.config_file, text_format.MessageToString(self._config(("ready",))))
 
     def _reload_everywhere(self, deadline: float,
                            only: list[Instance] | None = None) -> list[tuple[Instance, grpc.RpcError]]:

@@ -24,6 +24,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from .. import runtime_dir
+
 log = logging.getLogger("sagemaker_tfs.multi_model")
 
 Message = dict[str, Any]
@@ -58,7 +60,7 @@ class Publisher:
         self._server: socket.socket | None = None
 
     def start(self) -> None:
-        self.path.unlink(missing_ok=True)
+        runtime_dir.remove(self.path)
         self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._server.bind(str(self.path))
         self._server.listen(64)

@@ -14,18 +14,15 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import HandlerError
 from ..model_tree import ModelTreeError, find_models
 
 log = logging.getLogger("sagemaker_tfs.multi_model")
 
 
-class LoadError(Exception):
-    """A load refused with an HTTP status and the spec's text."""
-
-    def __init__(self, status: int, message: str):
-        super().__init__(message)
-        self.status = status
-        self.message = message
+class LoadError(HandlerError):
+    """A management request refused with an HTTP status and the spec's text (answered by the app's error
+    handler for HandlerError, proxy/middleware.py)."""
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,8 @@ import time
 from pathlib import Path
 
 from ..config import ConfigError, Settings
-from ..serve import Child, Stack, version_states
+from ..readiness import version_states
+from ..supervisor import Child, Stack
 from .management import ManagementServer, create_app
 from .owner import Instance, Owner
 from .publication import Publisher
@@ -18,23 +19,24 @@ from .publication import Publisher
 log = logging.getLogger("serve")
 
 
-def check_multi_model(settings: Settings) -> None:
-    """Start-up checks of a multi-model endpoint (nothing is loaded: folders under the root are not models yet)."""
+def check_model_root(settings: Settings) -> str:
+    """Start-up checks of a multi-model endpoint (nothing is loaded: folders under the root are not models yet);
+    the model root's real path."""
     if not Path(settings.model_dir).is_dir():
         raise ConfigError(f"the model root {settings.model_dir} of the multi-model endpoint does not exist "
                           "(SAGEMAKER_MODEL_DIR, default /opt/ml/models)")
     if settings.tfs_default_model_name:
         log.warning("SAGEMAKER_TFS_DEFAULT_MODEL_NAME=%s is ignored: a multi-model endpoint's requests name their "
                     "model", settings.tfs_default_model_name)
+    return str(Path(settings.model_dir).resolve())
 
 
 class MultiModelStack(Stack):
     app_factory = "sagemaker_tfs.multi_model.worker:create_app()"
 
-    def __init__(self, settings: Settings):
-        super().__init__(settings, None)
-        root = Path(settings.model_dir).resolve()
-        self.env["SAGEMAKER_MODEL_DIR"] = str(root)
+    def __init__(self, settings: Settings, stopping: threading.Event):
+        super().__init__(settings, None, stopping)
+        root = Path(settings.model_dir)  # resolved by serve (check_model_root)
         self._deaths: dict[int, int] = {}  # the last exit status of each restarted model server
         self.publisher = Publisher(self.runtime / "registry.sock")
         self.owner = Owner(
@@ -51,7 +53,8 @@ class MultiModelStack(Stack):
         return Path(self.settings.multi_model_code_dir)
 
     def start(self) -> None:
-        self.publisher.start()  # before gunicorn: a worker serves nothing before it has the registry
+        # the sockets before gunicorn: a worker serves nothing before it has the registry
+        self.publisher.start()
         self.management.start()
         super().start()
 

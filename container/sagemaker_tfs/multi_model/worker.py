@@ -16,21 +16,19 @@ from __future__ import annotations
 
 import gc
 import logging
-import os
 import threading
 from pathlib import Path
 from typing import Any, Mapping
 
 import falcon
 
-from ..config import ConfigError, Settings
+from ..config import Settings
 from ..errors import HandlerError
-from ..proxy import answers, script
-from ..proxy.app import ExecutionParameters, _configure_logging, _on_http_error, _on_unexpected_error, \
-    execution_parameters
+from ..proxy import answers, middleware, script
+from ..proxy.app import ExecutionParameters, _configure_logging, model_servers
 from ..proxy.context import model_path, tfs_attributes
-from ..proxy.invocations import REQUEST_ID_HEADER, Invocations, request_id
-from ..proxy.model_servers import ModelServer, ModelServerClient, ModelServerError, parse_ports
+from ..proxy.invocations import Invocations
+from ..proxy.model_servers import ModelServer, ModelServerClient, ModelServerError
 from .names import digest
 from .publication import Message, Subscriber
 
@@ -41,11 +39,11 @@ NO_MODEL_NAME = "Invocation request does not contain model name."
 PING_TIMEOUT_SECONDS = 2.0
 
 
-def log_target_model(req: falcon.Request, rid: str, route: str) -> None:
+def log_target_model(req: falcon.Request) -> None:
     """SageMaker's TargetModel (e.g. `a/model-7.tar.gz`) with the request id: which archive a request was for."""
     target = req.get_header(TARGET_MODEL_HEADER)
     if target is not None:
-        log.info("request %s: %s %s, target model %s", rid, req.method, route, target)
+        log.info("request %s: %s %s, target model %s", req.context.request_id, req.method, req.path, target)
 
 
 class ModelInvocations(Invocations):
@@ -131,7 +129,7 @@ class WorkerModels:
             return model["load_id"], self._universal, []
         handlers, modules = script.load_private(Path(model["script"]), f"sagemaker_tfs_model_{digest(name)}_"
                                                                        f"{model['load_id']}")
-        log.info("model %s: handler script %s (%s)", name, model["script"], handlers.contract)
+        log.info("model %s: handler script %s (%s)", name, model["script"], handlers.contract.name.lower())
         return model["load_id"], handlers, modules
 
 
@@ -140,37 +138,27 @@ class Invoke:
         self._models = models
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
+        log_target_model(req)
         route = self._models.routes.get(name)
         if route is None:
-            return self._not_loaded(req, resp, name)
+            raise HandlerError(404, f"Model {name} is not loaded yet.")
         token = object()
         active = route.active
         active.add(token)
         try:
             if route.retired:  # an unload started after we found the route: as if it had not been there
-                return self._not_loaded(req, resp, name)
-            log_target_model(req, request_id(req.env), f"/models/{name}/invoke")
+                raise HandlerError(404, f"Model {name} is not loaded yet.")
             route.invocations.on_post(req, resp)
         finally:
             active.discard(token)
             if route.retired and not active:
                 route.drained.set()
 
-    @staticmethod
-    def _not_loaded(req: falcon.Request, resp: falcon.Response, name: str) -> None:
-        rid = request_id(req.env)
-        log_target_model(req, rid, f"/models/{name}/invoke")
-        log.info("request %s: 404 model %s is not loaded", rid, name)
-        resp.status, resp.data, resp.content_type = answers.error(404, f"Model {name} is not loaded yet.")
-        resp.set_header(REQUEST_ID_HEADER, rid)
-
 
 class NoModelInvocations:
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        rid = request_id(req.env)
-        log_target_model(req, rid, "/invocations")
-        resp.status, resp.data, resp.content_type = answers.error(400, NO_MODEL_NAME)
-        resp.set_header(REQUEST_ID_HEADER, rid)
+        log_target_model(req)
+        raise HandlerError(400, NO_MODEL_NAME)
 
 
 class Ping:
@@ -180,8 +168,6 @@ class Ping:
         self._servers, self._client = servers, client
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        rid = request_id(req.env)
-        resp.set_header(REQUEST_ID_HEADER, rid)
         problems = []
         for server in self._servers:
             try:
@@ -195,13 +181,11 @@ class Ping:
 
 
 def create_app(env: Mapping[str, str] | None = None) -> falcon.App:
-    env = os.environ if env is None else env
+    """The app of one gunicorn worker of a multi-model endpoint: the universal script, the registry, the routes."""
     settings = Settings.from_env(env)
+    settings.require_set_by_serve()
     _configure_logging(settings.gunicorn_loglevel)
-    try:
-        servers = parse_ports(env.get("TFS_REST_PORTS", ""), env.get("TFS_GRPC_PORTS", ""))
-    except ValueError as exc:
-        raise ConfigError(f"{exc}: the app is started by `serve`, which sets them") from None
+    servers = model_servers(settings)
     try:
         universal = script.load_code(Path(settings.multi_model_code_dir))
     except script.ScriptError as exc:
@@ -213,14 +197,14 @@ def create_app(env: Mapping[str, str] | None = None) -> falcon.App:
     Subscriber(Path(settings.runtime_dir) / "registry.sock", models.apply).start(timeout=30)
 
     app = falcon.App(media_type=answers.JSON)
+    middleware.install(app)
     app.add_route("/ping", Ping(servers, client))
     app.add_route("/invocations", NoModelInvocations())
     app.add_route("/models/{name}/invoke", Invoke(models))
-    app.add_route("/execution-parameters", ExecutionParameters(execution_parameters(env, settings)))
-    app.add_error_handler(Exception, _on_unexpected_error)
-    app.add_error_handler(falcon.HTTPError, _on_http_error)
-    gc.set_threshold(50_000, 20, 10)  # as the single-model app (proxy/app.py)
-    gc.freeze()
-    log.info("multi-model app ready: model server(s) %s, %d model(s) routed, universal code %s",
-             ", ".join(s.address for s in servers), len(models.routes), universal.contract)
+    app.add_route("/execution-parameters", ExecutionParameters(settings.execution_parameters()))
+    if env is None:  # a gunicorn worker: as the single-model app (proxy/app.py)
+        gc.set_threshold(50_000, 20, 10)
+        gc.freeze()
+    log.info("multi-model app ready: model server(s) %s, %d model(s) routed, universal code: %s",
+             ", ".join(s.address for s in servers), len(models.routes), universal.contract.name.lower())
     return app

@@ -5,14 +5,16 @@ Routes:
                                (and the handler script imported, which create_app guarantees); else 503 with a
                                JSON body saying what is not ready.
   POST /invocations            the handler chain (invocations.py).
-  GET  /execution-parameters   {"MaxConcurrentTransforms", "BatchStrategy", "MaxPayloadInMB"} for Batch Transform.
+  GET  /execution-parameters   those of "MaxConcurrentTransforms", "BatchStrategy", "MaxPayloadInMB" that are set
+                               (Settings.execution_parameters), for Batch Transform.
   anything else                404 {"error": "Not Found"} (405 for another method on a known path).
-Every answer carries X-Amzn-RequestId (the client's, else a new UUID) and every error is logged with it.
+Every answer carries X-Amzn-RequestId (the client's, else a new UUID) and every error is logged with it
+(middleware.py, which maps every error to its JSON answer).
 
-Read once at start-up: Settings.from_env() and, set by `serve`, TFS_REST_PORTS and TFS_GRPC_PORTS (the
-model server instances on 127.0.0.1, comma-separated, same order), TFS_DEFAULT_MODEL_NAME and
-SAGEMAKER_MODEL_DIR (the handler script is <model_dir>/code/inference.py). A problem stops the worker
-with one message (gunicorn then exits: "Worker failed to boot").
+Read once at start-up: Settings.from_env(), as `serve` handed them over with Settings.to_env(), including the
+model server instances on 127.0.0.1 and the default model `serve` chose (the handler script is
+<model_dir>/code/inference.py). A problem stops the worker with one message (gunicorn then exits: "Worker
+failed to boot").
 """
 
 from __future__ import annotations
@@ -20,62 +22,24 @@ from __future__ import annotations
 import gc
 import json
 import logging
-import os
-from dataclasses import dataclass
 from typing import Any, Mapping
 
 import falcon
 
-from ..config import ConfigError, Settings, _int_at_least, _read
-from . import answers, script
-from .invocations import REQUEST_ID_HEADER, Invocations, http_error_answer, request_id
-from .model_servers import ModelServer, ModelServerClient, ModelServerError, parse_ports
+from ..config import Settings
+from . import answers, middleware, script
+from .invocations import Invocations
+from .model_servers import ModelServer, ModelServerClient, ModelServerError
 
 log = logging.getLogger("sagemaker_tfs.proxy")
 
 PING_TIMEOUT_SECONDS = 2.0  # SageMaker gives /ping 2 s
 
 
-@dataclass(frozen=True)
-class ProxyConfig:
-    """Everything the app reads from the environment, once."""
-
-    settings: Settings
-    servers: list[ModelServer]
-    default_model: str
-    model_dir: str
-    execution_parameters: dict[str, Any]
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> "ProxyConfig":
-        settings = Settings.from_env(env)
-        missing = [name for name in ("TFS_REST_PORTS", "TFS_GRPC_PORTS", "TFS_DEFAULT_MODEL_NAME") if not env.get(name)]
-        if missing:
-            raise ConfigError(f"{', '.join(missing)} not set: the app is started by `serve`, which sets them")
-        try:
-            servers = parse_ports(env["TFS_REST_PORTS"], env["TFS_GRPC_PORTS"])
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from None
-        return cls(settings, servers, env["TFS_DEFAULT_MODEL_NAME"], env.get("SAGEMAKER_MODEL_DIR") or settings.model_dir,
-                   execution_parameters(env, settings))
-
-
-def _batch_strategy(raw: str) -> str:
-    spelled = raw.replace("_", "").lower()
-    if spelled not in ("multirecord", "singlerecord"):
-        raise ValueError("must be MULTI_RECORD or SINGLE_RECORD")
-    return "MULTI_RECORD" if spelled == "multirecord" else "SINGLE_RECORD"
-
-
-def execution_parameters(env: Mapping[str, str], settings: Settings) -> dict[str, Any]:
-    """What GET /execution-parameters answers: the SAGEMAKER_* values Batch Transform set, else the
-    concurrency the workers can serve, MULTI_RECORD and 6 MB (SageMaker's default payload limit)."""
-    return {
-        "MaxConcurrentTransforms": _read(env, "SAGEMAKER_MAX_CONCURRENT_TRANSFORMS", _int_at_least(1),
-                                         settings.gunicorn_workers * settings.gunicorn_threads),
-        "BatchStrategy": _read(env, "SAGEMAKER_BATCH_STRATEGY", _batch_strategy, "MULTI_RECORD"),
-        "MaxPayloadInMB": _read(env, "SAGEMAKER_MAX_PAYLOAD_IN_MB", _int_at_least(0), 6),
-    }
+def model_servers(settings: Settings) -> list[ModelServer]:
+    """The model server instances `serve` started (TFS_REST_PORTS and TFS_GRPC_PORTS, same order)."""
+    return [ModelServer(rest, grpc)
+            for rest, grpc in zip(settings.model_server_rest_ports, settings.model_server_grpc_ports)]
 
 
 class Ping:
@@ -84,12 +48,10 @@ class Ping:
         self._path = f"/v1/models/{model}"
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        rid = request_id(req.env)
-        resp.set_header(REQUEST_ID_HEADER, rid)
         problems = [problem for problem in map(self._problem, self._servers) if problem]
         if problems:
             message = "not ready: " + "; ".join(problems)
-            log.warning("request %s: /ping 503 %s", rid, message)
+            log.warning("request %s: /ping 503 %s", req.context.request_id, message)
             resp.status, resp.data, resp.content_type = answers.error(503, message)
         else:
             resp.status = 200
@@ -124,26 +86,23 @@ class ExecutionParameters:
         self._body = json.dumps(parameters).encode()
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        resp.set_header(REQUEST_ID_HEADER, request_id(req.env))
         resp.data = self._body
         resp.content_type = answers.JSON
 
 
-def _on_http_error(req: falcon.Request, resp: falcon.Response, exc: falcon.HTTPError, params: dict) -> None:
-    """Errors falcon raises itself (unknown path, method not allowed) in the app's JSON form."""
-    rid = request_id(req.env)
-    log.info("request %s: %s %s: %s", rid, req.method, req.path, exc.status)
-    resp.status, resp.data, resp.content_type = http_error_answer(exc)
-    for name, value in (exc.headers or {}).items():
-        resp.set_header(name, value)
-    resp.set_header(REQUEST_ID_HEADER, rid)
+class ProxyApp(falcon.App):
+    """The app, and what it holds in its process: close() releases it, for a process that builds apps
+    in-process one after another (tests) rather than being a gunicorn worker that serves one."""
 
+    def __init__(self, client: ModelServerClient, model_dir: str):
+        super().__init__(media_type=answers.JSON)
+        middleware.install(self)
+        self._client, self._model_dir = client, model_dir
 
-def _on_unexpected_error(req: falcon.Request, resp: falcon.Response, exc: Exception, params: dict) -> None:
-    rid = request_id(req.env)
-    log.exception("request %s: %s %s: 500 %s: %s", rid, req.method, req.path, type(exc).__name__, exc)
-    resp.status, resp.data, resp.content_type = answers.error(500, str(exc))
-    resp.set_header(REQUEST_ID_HEADER, rid)
+    def close(self) -> None:
+        """Close this thread's connections to the model servers and unload the handler script."""
+        self._client.close()
+        script.unload(self._model_dir)
 
 
 def _configure_logging(level: str) -> None:
@@ -157,32 +116,37 @@ def _configure_logging(level: str) -> None:
     logging.getLogger("sagemaker_tfs").setLevel(level.upper())
 
 
-def create_app(env: Mapping[str, str] | None = None) -> falcon.App:
-    """The app of one gunicorn worker: reads the environment, imports the handler script, builds the routes."""
-    env = os.environ if env is None else env
-    config = ProxyConfig.from_env(env)
-    settings = config.settings
+def create_app(env: Mapping[str, str] | None = None) -> ProxyApp:
+    """The app of one gunicorn worker: reads the environment (os.environ, else `env`), imports the handler
+    script, builds the routes."""
+    settings = Settings.from_env(env)
+    settings.require_set_by_serve()
     _configure_logging(settings.gunicorn_loglevel)
+    servers = model_servers(settings)
     try:
-        handlers = script.load(config.model_dir)
+        handlers = script.load(settings.model_dir)
     except script.ScriptError as exc:
         settings.app_startup_error_file.write_text(f"{exc}\n")
         raise
     timeout = float(settings.gunicorn_timeout_seconds)
     client = ModelServerClient(timeout)
 
-    app = falcon.App(media_type=answers.JSON)
-    app.add_route("/ping", Ping(config.servers, client, config.default_model))
-    app.add_route("/invocations", Invocations(handlers, config.servers, client, config.default_model, timeout))
-    app.add_route("/execution-parameters", ExecutionParameters(config.execution_parameters))
-    app.add_error_handler(Exception, _on_unexpected_error)
-    app.add_error_handler(falcon.HTTPError, _on_http_error)
+    execution_parameters = settings.execution_parameters()
+    app = ProxyApp(client, settings.model_dir)
+    app.add_route("/ping", Ping(servers, client, settings.default_model))
+    app.add_route("/invocations", Invocations(handlers, servers, client, settings.default_model, timeout))
+    app.add_route("/execution-parameters", ExecutionParameters(execution_parameters))
 
-    # Requests decode and encode large JSON bodies (a 6 MB Batch Transform payload is ~10^6 objects): with the
-    # default threshold of 700 the collector runs thousands of times per such request, and parsing takes
-    # 2.5 times longer. The objects alive now (modules, the script) are frozen out of every collection.
-    gc.set_threshold(50_000, 20, 10)
-    gc.freeze()
+    if env is None:  # the process is ours (a gunicorn worker), not a host that embeds the app (tests)
+        # Requests decode and encode large JSON bodies (a 6 MB Batch Transform payload is ~10^6 objects): with
+        # the default threshold of 700 the collector runs thousands of times per such request, and parsing
+        # takes 2.5 times longer. The objects alive now (modules, the script) are frozen out of every collection.
+        gc.set_threshold(50_000, 20, 10)
+        gc.freeze()
+    if execution_parameters.get("MaxConcurrentTransforms") != settings.max_concurrent_transforms:
+        log.warning("/execution-parameters reports MaxConcurrentTransforms=%d, not SAGEMAKER_MAX_CONCURRENT_TRANSFORMS="
+                    "%d: SageMaker refuses more than 100 MB in flight (MaxConcurrentTransforms x MaxPayloadInMB)",
+                    execution_parameters["MaxConcurrentTransforms"], settings.max_concurrent_transforms)
     log.info("app ready: model server(s) %s, default model %s, Batch Transform parameters %s",
-             ", ".join(s.address for s in config.servers), config.default_model, config.execution_parameters)
+             ", ".join(s.address for s in servers), settings.default_model, execution_parameters)
     return app

@@ -34,6 +34,7 @@ class Context(NamedTuple):
 _TFS_ATTRIBUTE = re.compile(r"(tfs-[a-z-]+)=([^,]+)")
 _MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}")
 _VERSION = re.compile(r"[0-9]+")
+_VERSION_MAX = 2**63 - 1  # versions are int64 in the model server
 METHODS = ("predict", "classify", "regress")
 
 
@@ -47,6 +48,8 @@ def tfs_attributes(header: str) -> tuple[str | None, str | None, str | None]:
         raise HandlerError(400, "invalid tfs-model-name")
     if version is not None and not _VERSION.fullmatch(version):
         raise HandlerError(400, "invalid tfs-model-version: must be a positive integer")
+    if version is not None and (len(version.lstrip("0")) > 19 or int(version.lstrip("0") or 0) > _VERSION_MAX):
+        raise HandlerError(400, f"invalid tfs-model-version: must be at most {_VERSION_MAX}")
     if method is not None and method not in METHODS:
         raise HandlerError(400, "invalid tfs-method: must be one of predict|classify|regress")
     return name, version, method

@@ -1,17 +1,16 @@
-"""POST /invocations: the Context from the headers, the handler chain, and the answer or error."""
+"""POST /invocations: the Context from the headers, the handler chain, and its answer."""
 
 from __future__ import annotations
 
 import itertools
-import json
 import logging
 import os
-import uuid
 from typing import Any
 
 import falcon
 
 from ..errors import HandlerError
+from ..handler_contract import Contract
 from . import answers
 from .answers import Answer
 from .context import DEFAULT_ACCEPT, DEFAULT_CONTENT_TYPE, Context, model_path, tfs_attributes
@@ -20,22 +19,14 @@ from .script import Handlers
 
 log = logging.getLogger("sagemaker_tfs.proxy")
 
-REQUEST_ID_HEADER = "X-Amzn-RequestId"
 
-
-def request_id(env: dict) -> str:
-    """The client's X-Amzn-RequestId, else a new UUID: every answer carries it, every error log names it."""
-    return env.get("HTTP_X_AMZN_REQUESTID") or str(uuid.uuid4())
-
-
-def http_error_answer(exc: falcon.HTTPError, falcon_fields: bool = False) -> Answer:
-    """A falcon.HTTPError as a JSON answer: its status and {"error": description, else reason phrase}, plus
-    falcon's own fields ("title", "description") for errors a script raised, whose clients may read them."""
-    message = exc.description or exc.status.split(" ", 1)[-1]
-    if not falcon_fields:
-        return answers.error(exc.status_code, message)
-    fields = {"error": message, **exc.to_dict()}
-    return exc.status_code, json.dumps(fields, ensure_ascii=False).encode(), answers.JSON
+def _body(req: falcon.Request, env: dict) -> Any:
+    """The stream handlers read the body from: req.bounded_stream, whose reads stop at Content-Length (nginx
+    always sends one) on any WSGI server; a chunked body without Content-Length (gunicorn reached directly)
+    is read from the server's own stream, which ends with the body (wsgi.input_terminated)."""
+    if "CONTENT_LENGTH" not in env and env.get("wsgi.input_terminated"):
+        return req.stream
+    return req.bounded_stream
 
 
 class Invocations:
@@ -49,38 +40,21 @@ class Invocations:
         self._default_model = default_model
         self._default_path = model_path(default_model)
         self._timeout = timeout
-        self._with_channel = handlers.contract != "default"
+        self._with_channel = handlers.contract is not Contract.DEFAULT
         start = os.getpid() % len(servers)  # workers start on different instances
         self._next_server = itertools.cycle(servers[start:] + servers[:start]).__next__
         if handlers.handler is not None:
             self._invoke = self._call_handler
         else:
             self._invoke = self._call_pair
-            self._output_name = "default_output_handler" if handlers.contract == "default" else "output_handler"
+            self._output_name = "default_output_handler" if handlers.contract is Contract.DEFAULT else "output_handler"
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        """The answer of the handler chain; errors go to the app's error handlers (middleware.py)."""
         env = req.env
-        rid = request_id(env)
-        try:
-            context, server, path = self._context(env)
-            status, body, content_type = self._invoke(req.stream, context, server, path, rid)
-        except HandlerError as exc:
-            log.log(logging.ERROR if exc.status >= 500 else logging.WARNING, "request %s: %d %s", rid, exc.status,
-                    exc.message)
-            status, body, content_type = answers.error(exc.status, exc.message)
-        except falcon.HTTPError as exc:
-            log.warning("request %s: the handler raised falcon.HTTPError %s: %s", rid, exc.status,
-                        exc.description or "")
-            status, body, content_type = http_error_answer(exc, falcon_fields=True)
-            for name, value in (exc.headers or {}).items():
-                resp.set_header(name, value)
-        except Exception as exc:
-            log.exception("request %s: 500 %s: %s", rid, type(exc).__name__, exc)
-            status, body, content_type = answers.error(500, str(exc))
-        resp.status = status
-        resp.data = body
-        resp.content_type = content_type
-        resp.set_header(REQUEST_ID_HEADER, rid)
+        context, server, path = self._context(env)
+        resp.status, resp.data, resp.content_type = self._invoke(_body(req, env), context, server, path,
+                                                                 req.context.request_id)
 
     def _context(self, env: dict) -> tuple[Context, ModelServer, str]:
         server = self._next_server()

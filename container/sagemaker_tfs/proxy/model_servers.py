@@ -1,26 +1,14 @@
-"""The model server instances and the HTTP client the app talks to them with.
-
-Each gunicorn worker thread keeps one HTTP/1.1 keep-alive connection (TCP_NODELAY) per instance: no pool
-to lock, no connection set-up per request. Answers are handed to scripts as real
-`requests.Response` objects, built directly (the requests Session machinery costs more than the call).
-"""
+"""The model server instances, and the client that calls them and says in the app's terms what went wrong
+(the HTTP plumbing is http_client.py)."""
 
 from __future__ import annotations
 
-import datetime
-import socket
-import threading
-import time
 from typing import Any
-from urllib.parse import urlencode
 
 import requests
-from requests.structures import CaseInsensitiveDict
-from requests.utils import get_encoding_from_headers
 
 from ..errors import HandlerError
-
-HOST = "127.0.0.1"
+from .http_client import HOST, HttpClient, ProtocolError
 
 
 class ModelServerError(HandlerError):
@@ -51,234 +39,32 @@ class ModelServer:
         return f"ModelServer(rest={self.rest_port}, grpc={self.grpc_port})"
 
 
-def parse_ports(rest_ports: str, grpc_ports: str) -> list[ModelServer]:
-    """The instances from TFS_REST_PORTS and TFS_GRPC_PORTS (comma-separated, same order)."""
-    def ports(name: str, text: str) -> list[int]:
-        try:
-            values = [int(part) for part in text.split(",")]
-        except ValueError:
-            values = []
-        if not values or not all(0 < port < 65536 for port in values):
-            raise ValueError(f"{name}={text!r} is not a comma-separated list of ports")
-        return values
-
-    rest, grpc = ports("TFS_REST_PORTS", rest_ports), ports("TFS_GRPC_PORTS", grpc_ports)
-    if len(rest) != len(grpc):
-        raise ValueError(f"TFS_REST_PORTS={rest_ports!r} and TFS_GRPC_PORTS={grpc_ports!r} must list as many ports")
-    return [ModelServer(r, g) for r, g in zip(rest, grpc)]
-
-
-def request_body(data: Any) -> tuple[Any, dict[str, str]]:
-    """(body, extra headers) for what a handler gives to send, with the semantics of `requests.post(data=...)`:
-    bytes and str (UTF-8) as they are, a dict or a list of pairs form-encoded, a file-like object read."""
-    if isinstance(data, (bytes, bytearray, memoryview)):
-        return data, {}
-    if isinstance(data, str):
-        return data.encode(), {}
-    if data is None:
-        return b"", {}
-    if hasattr(data, "read"):
-        content = data.read()
-        return (content.encode() if isinstance(content, str) else content), {}
-    if isinstance(data, (dict, list, tuple)):
-        items = data.items() if isinstance(data, dict) else data
-        try:
-            form = urlencode(list(items), doseq=True)
-        except (TypeError, ValueError):
-            pass
-        else:
-            return form.encode(), {"Content-Type": "application/x-www-form-urlencoded"}
-    raise TypeError(f"cannot send {type(data).__name__} {_preview(data)} to the model server: give str, bytes, "
-                    "a dict (form-encoded, like requests) or a file")
-
-
-def _preview(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
-class ProtocolError(Exception):
-    """The model server's answer is not valid HTTP/1.1."""
-
-
-class Connection:
-    """One HTTP/1.1 keep-alive connection to a model server, used by one thread. A minimal client: one
-    sendall per request and a buffered read of the answer (Content-Length, chunked, or until close) costs
-    a third of http.client's CPU, most of which goes to parsing headers with the email package."""
-
-    def __init__(self, port: int):
-        self.port = port
-        self.sock: socket.socket | None = None
-        self._reader: Any = None
-        self._host = f"Host: {HOST}:{port}\r\n".encode()
-
-    def close(self) -> None:
-        if self.sock is not None:
-            self._reader.close()
-            self.sock.close()
-            self.sock = self._reader = None
-
-    def exchange(self, method: str, path: str, body: bytes, headers: dict[str, str],
-                 timeout: float) -> tuple[int, str, list[tuple[str, str]], bytes]:
-        """Send one request, read its answer: (status, reason, headers, content)."""
-        if self.sock is None:
-            self.sock = socket.create_connection((HOST, self.port), timeout)
-            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            self._reader = self.sock.makefile("rb")
-        else:
-            self.sock.settimeout(timeout)
-        head = [f"{method} {path} HTTP/1.1\r\n".encode(), self._host]
-        if body or method == "POST":
-            head.append(b"Content-Length: %d\r\n" % len(body))
-        for name, value in headers.items():
-            head.append(f"{name}: {value}\r\n".encode())
-        head.append(b"\r\n")
-        request = b"".join(head)
-        if len(body) <= 65536:  # one segment; a large body is sent as it is rather than copied
-            self.sock.sendall(request + body)
-        else:
-            self.sock.sendall(request)
-            self.sock.sendall(body)
-        return self._read_answer(method)
-
-    def _read_answer(self, method: str) -> tuple[int, str, list[tuple[str, str]], bytes]:
-        reader = self._reader
-        line = reader.readline(65537)
-        if not line:
-            raise ConnectionResetError("the model server closed the connection")
-        version, _, rest = line.decode("latin-1").rstrip("\r\n").partition(" ")
-        code, _, reason = rest.partition(" ")
-        if not version.startswith("HTTP/1.") or not code.isdigit():
-            raise ProtocolError(f"invalid status line {line[:100]!r}")
-        status = int(code)
-        headers = []
-        length = None
-        chunked = False
-        keep_alive = version == "HTTP/1.1"
-        while True:
-            line = reader.readline(65537)
-            if line in (b"\r\n", b"\n"):
-                break
-            if not line or len(headers) > 200:
-                raise ProtocolError("the answer's headers are incomplete or too many")
-            name, _, value = line.decode("latin-1").partition(":")
-            name, value = name.strip(), value.strip()
-            headers.append((name, value))
-            lowered = name.lower()
-            if lowered == "content-length":
-                if not value.isdigit():
-                    raise ProtocolError(f"invalid Content-Length {value!r}")
-                length = int(value)
-            elif lowered == "transfer-encoding":
-                chunked = value.lower().endswith("chunked")
-            elif lowered == "connection":
-                token = value.lower()
-                keep_alive = False if token == "close" else True if token == "keep-alive" else keep_alive
-        if method == "HEAD" or status in (204, 304) or 100 <= status < 200:
-            content = b""
-        elif chunked:
-            content = self._read_chunks()
-        elif length is not None:
-            content = reader.read(length)
-            if len(content) != length:
-                raise ProtocolError(f"the answer ended after {len(content)} of {length} bytes")
-        else:
-            content = reader.read()
-            keep_alive = False
-        if not keep_alive:
-            self.close()
-        return status, reason, headers, content
-
-    def _read_chunks(self) -> bytes:
-        reader = self._reader
-        chunks = []
-        while True:
-            size_line = reader.readline(65537)
-            try:
-                size = int(size_line.split(b";", 1)[0], 16)
-            except ValueError:
-                raise ProtocolError(f"invalid chunk size {size_line[:100]!r}") from None
-            if size == 0:
-                while reader.readline(65537) not in (b"\r\n", b"\n", b""):
-                    pass  # trailers
-                return b"".join(chunks)
-            chunk = reader.read(size)
-            if len(chunk) != size or reader.readline(65537) not in (b"\r\n", b"\n"):
-                raise ProtocolError("a chunk of the answer is incomplete")
-            chunks.append(chunk)
 
 
 class ModelServerClient:
-    """HTTP/1.1 to the model servers over keep-alive connections kept per thread (threading.local)."""
+    """HTTP/1.1 to the model servers (keep-alive connections per thread); failures as ModelServerError."""
 
     def __init__(self, timeout: float):
         self.timeout = timeout
-        self._local = threading.local()
-
-    def _connection(self, server: ModelServer) -> Connection:
-        try:
-            connections = self._local.connections
-        except AttributeError:
-            connections = self._local.connections = {}
-        connection = connections.get(server.rest_port)
-        if connection is None:
-            connection = connections[server.rest_port] = Connection(server.rest_port)
-        return connection
+        self._http = HttpClient()
 
     def request(self, server: ModelServer, method: str, path: str, data: Any = None,
                 timeout: float | None = None) -> requests.Response:
         """The model server's answer, whatever its status; ModelServerError 502/504 when there is none."""
-        body, headers = request_body(data)
         timeout = self.timeout if timeout is None else timeout
-        connection = self._connection(server)
-        started = time.perf_counter()
-        for attempt in (1, 2):
-            reused = connection.sock is not None
-            try:
-                status, reason, answer_headers, content = connection.exchange(method, path, body, headers, timeout)
-                break
-            except socket.timeout:
-                connection.close()
-                raise ModelServerError(504, f"the model server at {server.address} did not answer within "
-                                            f"{timeout:g} s") from None
-            except (BrokenPipeError, ConnectionResetError) as exc:
-                connection.close()
-                if reused and attempt == 1:
-                    continue  # the server closed an idle connection: once more on a fresh one
-                raise self._unreachable(server, exc) from None
-            except OSError as exc:
-                connection.close()
-                raise self._unreachable(server, exc) from None
-            except ProtocolError as exc:
-                connection.close()
-                raise ModelServerError(502, f"the model server at {server.address} sent an invalid answer: "
-                                            f"{exc}") from None
-        return _response(status, reason, answer_headers, content, server.base_uri + path,
-                         time.perf_counter() - started)
-
-    @staticmethod
-    def _unreachable(server: ModelServer, exc: Exception) -> ModelServerError:
-        reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
-        return ModelServerError(502, f"the model server at {server.address} is not reachable ({reason}); it may "
-                                     "be starting or restarting")
+        try:
+            return self._http.request(server.rest_port, method, path, data, timeout)
+        except TimeoutError:
+            raise ModelServerError(504, f"the model server at {server.address} did not answer within "
+                                        f"{timeout:g} s") from None
+        except OSError as exc:
+            reason = exc.strerror or str(exc) or type(exc).__name__
+            raise ModelServerError(502, f"the model server at {server.address} is not reachable ({reason}); it "
+                                        "may be starting or restarting") from None
+        except ProtocolError as exc:
+            raise ModelServerError(502, f"the model server at {server.address} sent an invalid answer: "
+                                        f"{exc}") from None
 
     def close(self) -> None:
         """Close this thread's connections."""
-        for connection in getattr(self._local, "connections", {}).values():
-            connection.close()
-        self._local.connections = {}
-
-
-def _response(status: int, reason: str, headers: list[tuple[str, str]], content: bytes, url: str,
-              seconds: float) -> requests.Response:
-    response = requests.Response()
-    response.status_code = status
-    response.reason = reason
-    response.headers = CaseInsensitiveDict(headers)
-    response._content = content
-    content_type = response.headers.get("Content-Type", "")
-    # requests' rule, short-cut for the model server's own type
-    response.encoding = "utf-8" if content_type == "application/json" else get_encoding_from_headers(response.headers)
-    response.url = url
-    response.elapsed = datetime.timedelta(seconds=seconds)
-    return response
+        self._http.close()

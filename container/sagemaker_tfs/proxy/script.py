@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Callable
 
 from .. import codecs
+from ..handler_contract import HANDLER_NAMES, HOW_TO_FIX, Contract, IncompleteContract, detect
 
 log = logging.getLogger("sagemaker_tfs.proxy")
 
@@ -25,14 +26,14 @@ class ScriptError(RuntimeError):
 class Handlers:
     """The entry points of the chosen contract: `handler` alone, or `input_handler` + `output_handler`."""
 
-    contract: str  # "handler", "input_handler + output_handler" or "default"
+    contract: Contract
     script: Path | None
     handler: Callable | None = None
     input_handler: Callable | None = None
     output_handler: Callable | None = None
 
 
-DEFAULT = Handlers("default", None, input_handler=codecs.default_input_handler,
+DEFAULT = Handlers(Contract.DEFAULT, None, input_handler=codecs.default_input_handler,
                    output_handler=codecs.default_output_handler)
 
 
@@ -119,21 +120,33 @@ def _import(path: Path, module_name: str = "inference"):
 
 def contract(module, path: Path) -> Handlers:
     """The contract a script module implements (presence of names, as the original), or ScriptError."""
-    names = [name for name in ("handler", "input_handler", "output_handler") if hasattr(module, name)]
+    names = [name for name in HANDLER_NAMES if hasattr(module, name)]
     for name in names:
         if not callable(getattr(module, name)):
             raise ScriptError(f"{HANDLERS_NOT_IMPLEMENTED} {path}: {name} is not a function")
-    if "handler" in names:
-        return Handlers("handler", path, handler=module.handler)
-    if names == ["input_handler", "output_handler"]:
-        return Handlers("input_handler + output_handler", path, input_handler=module.input_handler,
-                        output_handler=module.output_handler)
-    found = f"defines only {names[0]}" if names else "defines none of them"
-    raise ScriptError(f"{HANDLERS_NOT_IMPLEMENTED} {path} {found}: define handler(data, context), or both "
-                      "input_handler(data, context) and output_handler(response, context)")
+    try:
+        chosen = detect(names)
+    except IncompleteContract as exc:
+        found = f"defines only {exc.present[0]}" if exc.present else "defines none of them"
+        raise ScriptError(f"{HANDLERS_NOT_IMPLEMENTED} {path} {found}: {HOW_TO_FIX}") from None
+    if chosen is Contract.HANDLER:
+        return Handlers(chosen, path, handler=module.handler)
+    return Handlers(chosen, path, input_handler=module.input_handler, output_handler=module.output_handler)
 
 
 def _signature(handlers: Handlers) -> str:
-    if handlers.contract == "handler":
+    if handlers.contract is Contract.HANDLER:
         return "handler(data, context) answers each request"
     return "input_handler(data, context) -> model server -> output_handler(response, context)"
+
+
+def unload(model_dir: str | Path) -> None:
+    """Undo load() in a process that loads another script next (in-process tests): drop code/ and code/lib
+    from sys.path, and the modules imported from them (inference and its helpers) from sys.modules."""
+    code = Path(model_dir) / "code"
+    folders = (str(code), str(code / "lib"))
+    sys.path[:] = [entry for entry in sys.path if entry not in folders]
+    for name, module in list(sys.modules.items()):
+        file = getattr(module, "__file__", None)
+        if isinstance(file, str) and Path(file).is_relative_to(code):
+            del sys.modules[name]

@@ -27,6 +27,7 @@ from .containers import (ContainerError, container_environment, execution_parame
                          start_containers, stop_containers)
 from .dataprocessing import DataProcessing
 from .job import TransformJob
+from .outcomes import FailureKind, Status
 from .pipeline import ObjectResult, Pipeline, Plan, Stats, log
 from .storage import SourceError, Storage
 
@@ -114,7 +115,7 @@ def resolve(job: TransformJob, answer: Mapping[str, Any] | None) -> tuple[int, i
 def run(job: TransformJob, model: str, options: LocalOptions = LocalOptions()) -> dict[str, Any]:
     """Run a validated job against `model` (see transform())."""
     created = _now()
-    description = {**job.to_request(), "TransformJobStatus": "InProgress", "CreationTime": created}
+    description = {**job.to_request(), "TransformJobStatus": Status.IN_PROGRESS.value, "CreationTime": created}
     local: dict[str, Any] = {"Model": model}
     description["LocalRun"] = local
     temporary_work_dir = options.work_dir is None
@@ -162,19 +163,19 @@ def run(job: TransformJob, model: str, options: LocalOptions = LocalOptions()) -
         description["TransformStartTime"] = _now()
         started = time.monotonic()
         pipeline = Pipeline(objects, outputs, endpoints, plan, storage, options.on_progress)
-        failed = [result for result in pipeline.run() if result.status != "Completed"]
+        failed = [result for result in pipeline.run() if result.status is not Status.COMPLETED]
         if failed:
-            description["TransformJobStatus"] = "Failed"
-            description["FailureReason"] = f"{failed[0].failure_kind}: See job logs for more information"
+            description["TransformJobStatus"] = Status.FAILED.value
+            description["FailureReason"] = f"{failed[0].failure_kind.value}: See job logs for more information"
         else:
-            description["TransformJobStatus"] = "Completed"
+            description["TransformJobStatus"] = Status.COMPLETED.value
     except (SourceError, ContainerError) as exc:
-        kind = getattr(exc, "kind", "ClientError")
+        kind = exc.kind if isinstance(exc, ContainerError) else FailureKind.CLIENT
         log.error("%s", exc)
-        description["TransformJobStatus"] = "Failed"
-        description["FailureReason"] = f"{kind}: {exc}"
+        description["TransformJobStatus"] = Status.FAILED.value
+        description["FailureReason"] = f"{kind.value}: {exc}"
     except KeyboardInterrupt:
-        description["TransformJobStatus"] = "Stopped"
+        description["TransformJobStatus"] = Status.STOPPED.value
         raise TransformJobStopped(_finish(description, pipeline, started, containers, work_dir,
                                           temporary_work_dir)) from None
     except BaseException:
@@ -197,7 +198,7 @@ def _finish(description: dict[str, Any], pipeline: Pipeline | None, started: flo
     try:
         stop_containers(containers)
     finally:
-        if work_dir is not None and temporary_work_dir and description["TransformJobStatus"] == "Completed":
+        if work_dir is not None and temporary_work_dir and description["TransformJobStatus"] == Status.COMPLETED:
             shutil.rmtree(work_dir, ignore_errors=True)
         elif work_dir is not None:
             shutil.rmtree(work_dir / "model", ignore_errors=True)  # an unpacked model.tar.gz
@@ -209,7 +210,7 @@ def summary(results: list[ObjectResult], seconds: float) -> dict[str, Any]:
     records = sum(result.records for result in results)
     return {
         "Objects": len(results),
-        "ObjectsFailed": sum(result.status == "Failed" for result in results),
+        "ObjectsFailed": sum(result.status is Status.FAILED for result in results),
         "Records": records,
         "RecordsFailed": sum(len(result.failed_records) for result in results),
         "Requests": sum(result.requests for result in results),
@@ -225,9 +226,9 @@ def summary(results: list[ObjectResult], seconds: float) -> dict[str, Any]:
 def _object_description(result: ObjectResult) -> dict[str, Any]:
     return {
         "Input": result.input,
-        "Output": result.output if result.status == "Completed" else None,
+        "Output": result.output if result.status is Status.COMPLETED else None,
         "Instance": result.instance,
-        "Status": result.status,
+        "Status": result.status.value,
         "Records": result.records,
         "FailedRecords": result.failed_records,
         "Requests": result.requests,

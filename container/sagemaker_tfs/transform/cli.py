@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from .api import LocalOptions, TransformJobStopped, model_name_for, run
+from .outcomes import Status
 from .job import PARAMS, TransformJob, ValidationError
 from .progress import ProgressBar, render_summary
 
@@ -155,7 +156,7 @@ def _main(args: argparse.Namespace, progress: ProgressBar) -> int:
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         description = run(job, args.model, options)
-        status = 0 if description["TransformJobStatus"] == "Completed" else 1
+        status = 0 if description["TransformJobStatus"] == Status.COMPLETED else 1
     except TransformJobStopped as stopped:
         description, status = stopped.description, 130
     finally:

@@ -18,6 +18,8 @@ import time
 import urllib.parse
 from dataclasses import dataclass
 
+from .outcomes import FailureKind
+
 USER_AGENT = "sagemaker-tfs-transform"
 NO_RESPONSE = "Unable to get response from algorithm"
 
@@ -25,10 +27,10 @@ NO_RESPONSE = "Unable to get response from algorithm"
 class InvocationError(Exception):
     """A request failed for good (retries spent, or not retryable)."""
 
-    def __init__(self, message: str, kind: str, retries: int):
+    def __init__(self, message: str, kind: FailureKind, retries: int):
         super().__init__(message)
         self.message = message
-        self.kind = kind  # "ClientError" or "AlgorithmError", the prefix of the job's FailureReason
+        self.kind = kind
         self.retries = retries
 
 
@@ -41,12 +43,13 @@ class InvocationSettings:
     chunked: bool = False
 
 
-def failure_message(status: int, body: bytes) -> tuple[str, str, bool]:
+def failure_message(status: int, body: bytes) -> tuple[str, FailureKind, bool]:
     """(message, kind, retryable) for a status other than 200."""
     text = body.decode("utf-8", errors="replace")
     if 400 <= status < 500:
-        return f"ClientError: {status}\n\nMessage:\n{text}", "ClientError", False
-    return f"Bad HTTP status received from algorithm: {status}\n\nMessage:\n{text}", "AlgorithmError", status >= 500
+        return f"ClientError: {status}\n\nMessage:\n{text}", FailureKind.CLIENT, False
+    return (f"Bad HTTP status received from algorithm: {status}\n\nMessage:\n{text}", FailureKind.ALGORITHM,
+            status >= 500)
 
 
 class InvocationsClient:
@@ -74,7 +77,7 @@ class InvocationsClient:
                 status, data = self._post(body)
             except (OSError, http.client.HTTPException):
                 self.close()
-                message, kind, retryable = NO_RESPONSE, "AlgorithmError", True
+                message, kind, retryable = NO_RESPONSE, FailureKind.ALGORITHM, True
             else:
                 if status == 200:
                     return data, retries

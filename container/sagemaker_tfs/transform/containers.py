@@ -5,15 +5,18 @@ A model is a folder (`<dir>/<version>/saved_model.pb` or `<dir>/<name>/<version>
 Each stack is the `serve` command on free loopback ports, with its own runtime folder and log file, and the
 environment SageMaker gives a transform container: the job's Environment, SAGEMAKER_BATCH=true, and
 SAGEMAKER_BATCH_STRATEGY / SAGEMAKER_MAX_PAYLOAD_IN_MB / SAGEMAKER_MAX_CONCURRENT_TRANSFORMS only for the fields
-the job sets. A stack is ready when GET /ping answers 200 (2 s per ping, as SageMaker). One that exits first, or is
-not ready within the startup timeout, fails the job with its last log lines; all stacks are stopped (SIGTERM, which
-drains, then SIGKILL) when the job ends, whatever happens.
+the job sets. A stack is ready when GET /ping answers 200 (2 s per ping, as SageMaker). A stack that exits because
+another process took one of its ports between their choice and its bind is started again on other ports (up to
+PORT_ATTEMPTS times); one that exits for another reason, or is not ready within the startup timeout, fails the job
+with its last log lines. All stacks are stopped (SIGTERM, which drains, then SIGKILL) when the job ends, whatever
+happens.
 """
 
 from __future__ import annotations
 
 import http.client
 import json
+import logging
 import os
 import shutil
 import signal
@@ -29,8 +32,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from ..config import Settings
+from .outcomes import FailureKind
+
 PING_TIMEOUT_SECONDS = 2.0
 STOP_TIMEOUT_SECONDS = 60.0
+PORT_ATTEMPTS = 5  # starts of one stack whose ports other processes keep taking before it binds them
+
+log = logging.getLogger("sagemaker_tfs.transform")
 
 
 class ContainerError(RuntimeError):
@@ -39,7 +48,7 @@ class ContainerError(RuntimeError):
     `kind` prefixes the job's FailureReason: ClientError for a model that cannot be read, AlgorithmError for a
     container that does not start."""
 
-    def __init__(self, message: str, kind: str = "AlgorithmError"):
+    def __init__(self, message: str, kind: FailureKind = FailureKind.ALGORITHM):
         super().__init__(message)
         self.kind = kind
 
@@ -82,7 +91,7 @@ def prepare_model(model: str, workdir: Path, read_bytes) -> Path:
         try:
             archive.write_bytes(read_bytes(model))
         except OSError as exc:
-            raise ContainerError(f"Unable to download the model {model}: {exc}", "ClientError") from None
+            raise ContainerError(f"Unable to download the model {model}: {exc}", FailureKind.CLIENT) from None
         return _unpack(archive, workdir / "model", model)
     path = Path(model)
     if path.is_dir():
@@ -90,7 +99,7 @@ def prepare_model(model: str, workdir: Path, read_bytes) -> Path:
     if path.is_file():
         return _unpack(path, workdir / "model", model)
     raise ContainerError(f"Model {model} does not exist: give a model folder, a model.tar.gz or an endpoint URL",
-                         "ClientError")
+                         FailureKind.CLIENT)
 
 
 def _unpack(archive: Path, target: Path, name: str) -> Path:
@@ -98,7 +107,7 @@ def _unpack(archive: Path, target: Path, name: str) -> Path:
         with tarfile.open(archive, "r:*") as tar:
             tar.extractall(target, filter="data")  # refuses absolute paths and links leaving the folder
     except (tarfile.TarError, OSError) as exc:
-        raise ContainerError(f"Unable to unpack the model {name}: {exc}", "ClientError") from None
+        raise ContainerError(f"Unable to unpack the model {name}: {exc}", FailureKind.CLIENT) from None
     return target
 
 
@@ -113,15 +122,9 @@ def serve_command() -> str:
 def container_environment(job_env: Mapping[str, str], strategy: str | None, max_payload: int | None,
                           max_concurrent: int | None) -> dict[str, str]:
     """What SageMaker adds to a transform container's environment (before the stack's own settings)."""
-    env = dict(job_env)
-    env["SAGEMAKER_BATCH"] = "true"
-    if strategy is not None:
-        env["SAGEMAKER_BATCH_STRATEGY"] = "MULTI_RECORD" if strategy == "MultiRecord" else "SINGLE_RECORD"
-    if max_payload is not None:
-        env["SAGEMAKER_MAX_PAYLOAD_IN_MB"] = str(max_payload)
-    if max_concurrent is not None:
-        env["SAGEMAKER_MAX_CONCURRENT_TRANSFORMS"] = str(max_concurrent)
-    return env
+    batch_strategy = None if strategy is None else "MULTI_RECORD" if strategy == "MultiRecord" else "SINGLE_RECORD"
+    return {**job_env, **Settings.env_of(batch=True, batch_strategy=batch_strategy, max_payload_in_mb=max_payload,
+                                         max_concurrent_transforms=max_concurrent)}
 
 
 def _free_ports(count: int, taken: set[int]) -> list[int]:
@@ -149,6 +152,17 @@ def _free_ports(count: int, taken: set[int]) -> list[int]:
     raise ContainerError(f"No {count} consecutive free ports found on 127.0.0.1")
 
 
+def _port_taken(port: int) -> bool:
+    """Whether some socket holds the port on 127.0.0.1 (TIME_WAIT leftovers do not count)."""
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False
+
+
 @dataclass
 class Container:
     """One running stack of our container."""
@@ -158,14 +172,23 @@ class Container:
     process: subprocess.Popen
     log_path: Path
     runtime_dir: Path
+    ports: tuple[int, ...]  # nginx's, then the model servers'
 
-    def log_tail(self, lines: int = 15) -> str:
+    def log_text(self) -> str:
         try:
-            text = self.log_path.read_text(errors="replace")
+            return self.log_path.read_text(errors="replace")
         except OSError:
             return ""
-        kept = [line for line in text.splitlines() if line.strip()][-lines:]
+
+    def log_tail(self, lines: int = 15) -> str:
+        kept = [line for line in self.log_text().splitlines() if line.strip()][-lines:]
         return "\n".join(f"    {line}" for line in kept)
+
+    def lost_a_port(self) -> bool:
+        """Whether the stack exited because another process took one of its ports before it could bind it."""
+        if self.process.poll() is None:
+            return False
+        return "address already in use" in self.log_text().lower() or any(map(_port_taken, self.ports))
 
     def wait_ready(self, deadline: float, abort: threading.Event) -> None:
         while time.monotonic() < deadline and not abort.is_set():
@@ -209,52 +232,64 @@ def start_containers(model_dir: Path, count: int, env: Mapping[str, str], workdi
     workdir.mkdir(parents=True, exist_ok=True)
     containers: list[Container] = []
     taken: set[int] = set()
+
+    def launch(index: int) -> Container:
+        port = _free_ports(1, taken)[0]
+        low, high = _free_ports(2, taken)  # one model server: its gRPC and REST ports
+        log_path = workdir / f"container-{index}.log"
+        # nginx workers (not root) connect to sockets in the runtime folder: it must be reachable by them,
+        # which a work folder under a private temporary folder is not
+        runtime_dir = Path(tempfile.mkdtemp(prefix=f"transform-stack-{index}-"))
+        runtime_dir.chmod(0o755)
+        settings = Settings.env_of(model_dir=str(model_dir), bind_port=port, safe_port_range=(low, high),
+                                   runtime_dir=str(runtime_dir))
+        try:
+            with open(log_path, "wb") as log_file:
+                process = subprocess.Popen([command], env={**os.environ, **env, **settings}, stdout=log_file,
+                                           stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                           start_new_session=True)
+        except OSError:
+            shutil.rmtree(runtime_dir, ignore_errors=True)
+            raise
+        return Container(index, f"http://127.0.0.1:{port}", process, log_path, runtime_dir, (port, low, high))
+
     try:
         for index in range(count):
-            port = _free_ports(1, taken)[0]
-            low, high = _free_ports(2, taken)  # one model server: its gRPC and REST ports
-            log_path = workdir / f"container-{index}.log"
-            # nginx workers (not root) connect to sockets in the runtime folder: it must be reachable by them,
-            # which a work folder under a private temporary folder is not
-            runtime_dir = Path(tempfile.mkdtemp(prefix=f"transform-stack-{index}-"))
-            runtime_dir.chmod(0o755)
-            settings = {
-                "SAGEMAKER_MODEL_DIR": str(model_dir),
-                "SAGEMAKER_BIND_TO_PORT": str(port),
-                "SAGEMAKER_SAFE_PORT_RANGE": f"{low}-{high}",
-                "SAGEMAKER_RUNTIME_DIR": str(runtime_dir),
-            }
-            try:
-                with open(log_path, "wb") as log:
-                    process = subprocess.Popen([command], env={**os.environ, **env, **settings}, stdout=log,
-                                               stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                               start_new_session=True)
-            except OSError:
-                shutil.rmtree(runtime_dir, ignore_errors=True)
-                raise
-            containers.append(Container(index, f"http://127.0.0.1:{port}", process, log_path, runtime_dir))
-        deadline = time.monotonic() + startup_timeout
-        errors: list[ContainerError] = []
-        abort = threading.Event()  # one failed: stop waiting for the others
-
-        def wait(container: Container) -> None:
-            try:
-                container.wait_ready(deadline, abort)
-            except ContainerError as exc:
-                errors.append(exc)
-                abort.set()
-
-        waiters = [threading.Thread(target=wait, args=(c,), daemon=True) for c in containers]
-        for waiter in waiters:
-            waiter.start()
-        for waiter in waiters:
-            waiter.join()
-        if errors:
-            raise errors[0]
+            containers.append(launch(index))
+        starts = 1
+        while failed := _wait_ready(containers, time.monotonic() + startup_timeout):
+            if starts == PORT_ATTEMPTS or not all(container.lost_a_port() for container, _ in failed):
+                raise failed[0][1]
+            starts += 1
+            for container, _ in failed:
+                log.warning("model container %d lost one of its ports %s to another process before binding it; "
+                            "starting it again on other ports", container.index, container.ports)
+                container.wait_stopped()
+                containers[container.index] = launch(container.index)
         return containers
     except BaseException:
         stop_containers(containers)
         raise
+
+
+def _wait_ready(containers: list[Container], deadline: float) -> list[tuple[Container, ContainerError]]:
+    """Wait for every stack to be ready; the ones that failed (waiting stops at the first failure)."""
+    failed: list[tuple[Container, ContainerError]] = []
+    abort = threading.Event()  # one failed: stop waiting for the others
+
+    def wait(container: Container) -> None:
+        try:
+            container.wait_ready(deadline, abort)
+        except ContainerError as exc:
+            failed.append((container, exc))
+            abort.set()
+
+    waiters = [threading.Thread(target=wait, args=(c,), daemon=True) for c in containers]
+    for waiter in waiters:
+        waiter.start()
+    for waiter in waiters:
+        waiter.join()
+    return failed
 
 
 def stop_containers(containers: list[Container]) -> None:

@@ -1,6 +1,7 @@
 """DataProcessing (InputFilter, JoinSource, OutputFilter) and output assembly (AssembleWith).
 
-Per record, for JSON (application/json, application/jsonlines) and CSV (text/csv) only:
+Per record, for JSON (application/json, application/jsonlines and its aliases) and CSV (text/csv) only (the types of
+media_types.py, the table the default handler reads too):
   1. parse the record (a CSV row becomes a list of strings, RFC 4180), apply InputFilter, serialise it back in the
      same format; with InputFilter `$` the record is sent exactly as read;
   2. the response of a request holding n records is cut into n results, one line each (one result: the whole
@@ -32,10 +33,13 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from .. import media_types
+from ..media_types import Format
 from .jsonpath import JsonPath, JsonPathError, compile_path
+from .outcomes import FailureKind
 
-JSON_TYPES = ("application/json", "application/jsonlines", "application/x-jsonlines", "application/jsonl")
-CSV_TYPES = ("text/csv",)
+# The format of one record: a JSON-lines stream is split into records that are each one JSON value.
+_RECORD_FORMATS = {Format.JSON: Format.JSON, Format.JSON_LINES: Format.JSON, Format.CSV: Format.CSV}
 
 
 class RecordError(ValueError):
@@ -44,39 +48,33 @@ class RecordError(ValueError):
     `kind` is the prefix of the job's FailureReason: AlgorithmError when the container's output is at fault.
     """
 
-    def __init__(self, message: str, kind: str = "ClientError"):
+    def __init__(self, message: str, kind: FailureKind = FailureKind.CLIENT):
         super().__init__(message)
         self.kind = kind
 
 
-def data_format(mime: str | None) -> str | None:
-    """'json', 'csv' or None for a Content-Type/Accept value (parameters such as charset ignored)."""
-    if not mime:
-        return None
-    base = mime.split(";", 1)[0].strip().lower()
-    if base in JSON_TYPES:
-        return "json"
-    if base in CSV_TYPES:
-        return "csv"
-    return None
+def data_format(mime: str | None) -> Format | None:
+    """The format of one record (Format.JSON or Format.CSV) for a Content-Type/Accept value, or None when records
+    of that type cannot be parsed (parameters such as charset ignored)."""
+    return _RECORD_FORMATS.get(media_types.format_of(mime))
 
 
-def parse(data: bytes, fmt: str, what: str) -> Any:
-    kind = "AlgorithmError" if what.startswith("output") else "ClientError"
+def parse(data: bytes, fmt: Format, what: str) -> Any:
+    kind = FailureKind.ALGORITHM if what.startswith("output") else FailureKind.CLIENT
     try:
         text = data.decode("utf-8")
-        if fmt == "json":
+        if fmt is Format.JSON:
             return json.loads(text)
         rows = list(csv.reader(io.StringIO(text), strict=True))
     except (UnicodeDecodeError, ValueError, csv.Error):
-        raise RecordError(f"Failed to parse {what} as {fmt.upper()}", kind) from None
+        raise RecordError(f"Failed to parse {what} as {fmt.value.upper()}", kind) from None
     if len(rows) > 1:
         raise RecordError(f"Failed to parse {what} as CSV: {len(rows)} rows where one was expected", kind)
     return rows[0] if rows else []
 
 
-def serialise(value: Any, fmt: str) -> bytes:
-    if fmt == "json":
+def serialise(value: Any, fmt: Format) -> bytes:
+    if fmt is Format.JSON:
         return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True).encode("utf-8")
     if isinstance(value, dict):
         raise RecordError("Unable to write a JSON object as a CSV row: select array elements with the filter")
@@ -90,8 +88,8 @@ def _csv_field(value: Any) -> Any:
     return json.dumps(value, separators=(",", ":")) if isinstance(value, (dict, list)) else value
 
 
-def join(record: Any, result: Any, fmt: str) -> Any:
-    if fmt == "csv":
+def join(record: Any, result: Any, fmt: Format) -> Any:
+    if fmt is Format.CSV:
         return list(record) + (list(result) if isinstance(result, list) else [result])
     if isinstance(record, dict):
         return {**record, "SageMakerOutput": result}
@@ -109,7 +107,7 @@ def split_response(body: bytes, count: int) -> list[bytes]:
     if len(lines) != count:
         raise RecordError(
             f"Number of output records ({len(lines)}) does not match the number of input records ({count})",
-            "AlgorithmError")
+            FailureKind.ALGORITHM)
     return lines
 
 
@@ -120,8 +118,8 @@ class DataProcessing:
     input_filter: JsonPath
     output_filter: JsonPath
     join_input: bool
-    input_format: str | None
-    output_format: str | None
+    input_format: Format | None
+    output_format: Format | None
 
     @classmethod
     def build(cls, input_filter: str | None, output_filter: str | None, join_source: str | None,

@@ -23,6 +23,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from .. import media_types
+from ..media_types import Format
 from .dataprocessing import data_format
 from .jsonpath import MAX_LENGTH as FILTER_MAX_LENGTH
 from .jsonpath import JsonPathSyntaxError, compile_path
@@ -33,7 +35,7 @@ DATA_TYPES = ("S3Prefix", "ManifestFile")
 COMPRESSION_TYPES = ("None", "Gzip")
 ASSEMBLE_WITH = ("None", "Line")
 JOIN_SOURCES = ("None", "Input")
-JOIN_TYPES = ("text/csv", "application/json", "application/jsonlines")
+JOIN_TYPES = (media_types.CSV, media_types.JSON, media_types.JSON_LINES)  # SageMaker's list, without aliases
 DEFAULT_INSTANCE_TYPE = "ml.m5.xlarge"  # required by SageMaker; the instance type of the seed write-up
 DEFAULT_TIMEOUT_SECONDS = 600
 DEFAULT_MAX_RETRIES = 3
@@ -250,11 +252,11 @@ class TransformJob:
                             f"is neither ({', '.join(JOIN_TYPES)})")
         if filters_in or filters_out or join:
             split = self.split_type or "None"
-            if "csv" in (data_format(self.content_type), data_format(self.accept)) and split != "Line":
+            if Format.CSV in (data_format(self.content_type), data_format(self.accept)) and split != "Line":
                 problems.append("DataProcessing with text/csv requires SplitType=Line")
             elif split not in ("None", "Line"):
                 problems.append(f"DataProcessing requires SplitType None or Line (SplitType: {split})")
-            if join and data_format(self.accept) == "csv" and self.assemble_with != "Line":
+            if join and data_format(self.accept) is Format.CSV and self.assemble_with != "Line":
                 problems.append("JoinSource=Input with text/csv requires AssembleWith=Line")
         return problems
 

@@ -26,6 +26,8 @@ from typing import Callable, Iterator
 from .batching import PAYLOAD_TOO_LARGE, Batch, Item, TooLarge, pack
 from .client import InvocationError, InvocationsClient, InvocationSettings
 from .dataprocessing import DataProcessing, RecordError, assemble
+from .events import BatchDone, Event, ObjectRead, ObjectSplit, RecordRefused
+from .outcomes import Failure, FailureKind, Status
 from .records import FramingError, joiner, split
 from .storage import InputObject, PendingOutput, Storage
 
@@ -40,6 +42,10 @@ def log_object(label: str, message: str) -> None:
     """A message about one object, one line each, as SageMaker's job logs show them."""
     for line in message.split("\n"):
         log.info("[sagemaker logs]: %s: %s", label, line)
+
+
+def _write_failure(output: str, exc: Exception) -> Failure:
+    return Failure(f"Unable to write the output {output}: {exc}", FailureKind.CLIENT)
 
 
 @dataclass(frozen=True)
@@ -62,7 +68,7 @@ class ObjectResult:
     output: str
     instance: int
     size: int | None = None  # stored size
-    status: str = "InProgress"
+    status: Status = Status.IN_PROGRESS
     records: int = 0
     failed_records: list[int] = field(default_factory=list)
     requests: int = 0
@@ -71,7 +77,7 @@ class ObjectResult:
     bytes_sent: int = 0
     bytes_written: int = 0
     messages: list[str] = field(default_factory=list)
-    failure_kind: str | None = None  # "ClientError" or "AlgorithmError", from the first failure
+    failure_kind: FailureKind | None = None  # from the first failure
 
 
 @dataclass
@@ -149,8 +155,8 @@ class Pipeline:
         except BaseException:
             self.stop.set()
             for state in self.states:
-                if state.result.status == "InProgress":
-                    state.result.status = "Stopped"
+                if state.result.status is Status.IN_PROGRESS:
+                    state.result.status = Status.STOPPED
                     if state.output is not None:
                         state.output.discard()
             raise
@@ -164,23 +170,24 @@ class Pipeline:
             obj = self.objects[obj_id]
             seq = stored = 0  # batches given out, bytes read
             counter = [0]  # records split
-            message = None
+            failure = None
             try:
                 body, stored = self.storage.read_input(obj, plan.compression)
-                self.events.put(("start", obj_id, len(body)))
+                self.events.put(ObjectRead(obj_id, len(body)))
                 for batch in pack(self._items(obj_id, body, counter), plan.multi_record, plan.payload_limit,
                                   joiner(plan.split_type)):
                     if isinstance(batch, TooLarge):
-                        self.events.put(("fail", obj_id, batch.index, PAYLOAD_TOO_LARGE, "ClientError", batch.size))
+                        too_large = Failure(PAYLOAD_TOO_LARGE, FailureKind.CLIENT)
+                        self.events.put(RecordRefused(obj_id, batch.index, too_large, batch.size))
                         continue
                     yield obj_id, seq, batch
                     seq += 1
             except (OSError, FramingError) as exc:
-                message = str(exc)
+                failure = Failure(str(exc), FailureKind.CLIENT)
             except Exception as exc:  # a bug must not leave the collector waiting for this object
                 log.exception("unexpected error while reading %s", obj.label)
-                message = f"Internal error while reading the object: {exc}"
-            self.events.put(("split", obj_id, seq, counter[0], stored, message, "ClientError" if message else None))
+                failure = Failure(f"Internal error while reading the object: {exc}", FailureKind.CLIENT)
+            self.events.put(ObjectSplit(obj_id, seq, counter[0], stored, failure))
 
     def _items(self, obj_id: int, body: bytes, counter: list[int]) -> Iterator[Item]:
         plan = self.plan
@@ -195,7 +202,7 @@ class Pipeline:
             try:
                 yield Item(index, processing.request_record(record.data), record.data, size)
             except RecordError as exc:
-                self.events.put(("fail", obj_id, index, str(exc), exc.kind, size))
+                self.events.put(RecordRefused(obj_id, index, Failure(str(exc), exc.kind), size))
 
     def _work(self, source: "_Source", client: InvocationsClient) -> None:
         try:
@@ -208,21 +215,21 @@ class Pipeline:
         finally:
             client.close()
 
-    def _invoke(self, obj_id: int, seq: int, batch: Batch, client: InvocationsClient) -> tuple:
+    def _invoke(self, obj_id: int, seq: int, batch: Batch, client: InvocationsClient) -> BatchDone:
         try:
             body, retries = client.invoke(batch.body)
         except InvocationError as exc:
-            return ("batch", obj_id, seq, batch, None, exc.message, exc.kind, exc.retries)
+            return BatchDone(obj_id, seq, batch, None, Failure(exc.message, exc.kind), exc.retries)
         except Exception as exc:  # a bug must not leave the collector waiting for this batch
             log.exception("unexpected error while sending a request")
-            return ("batch", obj_id, seq, batch, None, f"Internal error: {exc}", "AlgorithmError", 0)
+            return BatchDone(obj_id, seq, batch, None, Failure(f"Internal error: {exc}", FailureKind.ALGORITHM), 0)
         try:
             processing = self.plan.dataprocessing
             outputs = processing.outputs(batch.originals, body) if processing.active else [body]
             output = assemble(outputs, self.plan.assemble_with)
         except RecordError as exc:
-            return ("batch", obj_id, seq, batch, None, str(exc), exc.kind, retries)
-        return ("batch", obj_id, seq, batch, output, None, None, retries)
+            return BatchDone(obj_id, seq, batch, None, Failure(str(exc), exc.kind), retries)
+        return BatchDone(obj_id, seq, batch, output, None, retries)
 
     # ----- the collector -----
 
@@ -241,22 +248,12 @@ class Pipeline:
                 self.on_progress(self.stats)
                 next_report = now + 0.2
 
-    def _handle(self, event: tuple) -> int:
+    def _handle(self, event: Event) -> int:
         """Apply one event; 1 when it finished an object."""
-        kind, obj_id = event[0], event[1]
-        state = self.states[obj_id]
+        state = self.states[event.obj_id]
         result = state.result
-        if kind == "start":
-            self.stats.bytes_total += event[2] - (result.size or 0)
-            return 0
-        if kind == "fail":
-            _, _, index, message, failure_kind, size = event
-            self._fail(state, [index], message, failure_kind)
-            self.stats.records_done += 1
-            self.stats.bytes_done += size
-            return 0
-        if kind == "batch":
-            _, _, seq, batch, output, message, failure_kind, retries = event
+        if isinstance(event, BatchDone):
+            retries, batch = event.retries, event.batch
             state.received += 1
             result.requests += retries + 1
             result.retries += retries
@@ -264,18 +261,25 @@ class Pipeline:
             self.stats.requests += retries + 1
             self.stats.records_done += len(batch.indexes)
             self.stats.bytes_done += batch.size
-            if message is not None:
-                self._fail(state, batch.indexes, message, failure_kind)
+            if event.failure is not None:
+                self._fail(state, batch.indexes, event.failure)
             elif result.failure_kind is None:
-                state.pending[seq] = output
+                state.pending[event.seq] = event.output
                 self._flush(state)
-        else:  # "split": the producer is done with the object
-            _, _, total, records, read, message, failure_kind = event
-            state.total = total
-            result.records = records
-            result.bytes_read = read
-            if message is not None:
-                self._fail(state, [], message, failure_kind)
+        elif isinstance(event, ObjectRead):
+            self.stats.bytes_total += event.size - (result.size or 0)
+            return 0
+        elif isinstance(event, RecordRefused):
+            self._fail(state, [event.index], event.failure)
+            self.stats.records_done += 1
+            self.stats.bytes_done += event.size
+            return 0
+        else:  # ObjectSplit: the producer is done with the object
+            state.total = event.batches
+            result.records = event.records
+            result.bytes_read = event.bytes_read
+            if event.failure is not None:
+                self._fail(state, [], event.failure)
         if state.total is not None and state.received == state.total:
             self._finish(state)
             return 1
@@ -290,12 +294,13 @@ class Pipeline:
                     state.output = self.storage.open_output(state.result.output)
                 state.output.write(data)
         except OSError as exc:
-            self._fail(state, [], f"Unable to write the output {state.result.output}: {exc}", "ClientError")
+            self._fail(state, [], _write_failure(state.result.output, exc))
 
-    def _fail(self, state: _State, indexes: list[int], message: str, kind: str) -> None:
+    def _fail(self, state: _State, indexes: list[int], failure: Failure) -> None:
         result = state.result
+        message = failure.message
         if result.failure_kind is None:
-            result.failure_kind = kind
+            result.failure_kind = failure.kind
             state.pending.clear()
             if state.output is not None:
                 state.output.discard()
@@ -320,10 +325,10 @@ class Pipeline:
                 result.bytes_written = state.output.size
                 state.output.commit()
                 state.output = None
-                result.status = "Completed"
+                result.status = Status.COMPLETED
                 return
             except Exception as exc:  # noqa: BLE001 - failing to publish fails this object only
-                self._fail(state, [], f"Unable to write the output {result.output}: {exc}", "ClientError")
-        result.status = "Failed"
+                self._fail(state, [], _write_failure(result.output, exc))
+        result.status = Status.FAILED
         result.failed_records.sort()
         self.stats.objects_failed += 1

@@ -6,6 +6,7 @@ import sys
 import time
 from typing import Any, TextIO
 
+from .outcomes import Status
 from .pipeline import Stats
 
 WIDTH = 24
@@ -72,7 +73,7 @@ def render_summary(description: dict[str, Any]) -> str:
             f"  output    {description['TransformOutput']['S3OutputPath']}",
         ]
     for obj in local.get("Objects", []):
-        if obj["Status"] == "Completed":
+        if obj["Status"] == Status.COMPLETED:
             continue
         failed = obj["FailedRecords"]
         shown = ", ".join(str(i) for i in failed[:10]) + (", ..." if len(failed) > 10 else "")

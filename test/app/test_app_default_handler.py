@@ -1,4 +1,5 @@
-"""The app without code/inference.py: the default codecs in front of the real model server (half_plus_three)."""
+"""The app without code/inference.py, in-process: the default codecs in front of the real model server
+(half_plus_three)."""
 
 from __future__ import annotations
 
@@ -6,14 +7,15 @@ import re
 
 import pytest
 
-from proxy_harness import App, write_model_dir
+from app_harness import InProcessApp
+from app_support import write_model_dir
 
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
 
 
 @pytest.fixture(scope="module")
-def app(model_server, tmp_path_factory) -> App:
-    with App(write_model_dir(tmp_path_factory.mktemp("no-script")), model_server) as app:
+def app(model_server, tmp_path_factory) -> InProcessApp:
+    with InProcessApp(write_model_dir(tmp_path_factory.mktemp("no-script")), model_server) as app:
         yield app
 
 
@@ -23,37 +25,38 @@ def test_a_tfs_request_passes_through_and_the_answer_comes_back_as_tfs_wrote_it(
     assert answer.body == b'{\n    "predictions": [3.5, 4.0, 5.5\n    ]\n}'
 
 
-def test_a_bare_list_is_wrapped_as_instances(app):
-    assert app.invoke("[1.0, 2.0]").json() == {"predictions": [3.5, 4.0]}
+def test_a_bare_list_is_one_instance_as_in_the_original(app):
+    assert app.invoke("[1.0, 2.0]").json() == {"predictions": [[3.5, 4.0]]}
+    assert app.invoke("[[1.0], [2.0]]").json() == {"predictions": [[3.5], [4.0]]}
 
 
 def test_no_content_type_means_json(app):
-    assert app.invoke("[1.0]", content_type=None).json() == {"predictions": [3.5]}
+    assert app.invoke("1.0", content_type=None).json() == {"predictions": [3.5]}
 
 
 def test_csv_in_csv_out_one_line_per_instance(app):
     answer = app.invoke("1.0\r\n2.0\r\n5.0\r\n", content_type="text/csv", accept="text/csv")
-    assert (answer.status, answer.content_type, answer.body) == (200, "text/csv", b"3.5\n4.0\n5.5\n")
+    assert (answer.status, answer.content_type, answer.body) == (200, "text/csv", b"3.5\n4.0\n5.5")
 
 
 def test_csv_rows_are_instances(app):
     answer = app.invoke("1,2\n3,4\n", content_type="text/csv; charset=utf-8", accept="text/csv")
-    assert answer.body == b"3.5,4.0\n4.5,5.0\n"
+    assert answer.body == b"3.5,4.0\n4.5,5.0"
 
 
 def test_json_lines_in_json_lines_out(app):
     answer = app.invoke("[1.0]\n[2.0]\n", content_type="application/jsonlines", accept="application/jsonlines")
-    assert (answer.status, answer.content_type, answer.body) == (200, "application/jsonlines", b"[3.5]\n[4.0]\n")
+    assert (answer.status, answer.content_type, answer.body) == (200, "application/jsonlines", b"[3.5]\n[4.0]")
 
 
 def test_columnar_inputs_give_one_line_per_output_row(app):
     answer = app.invoke('{"inputs": [[1.0], [2.0]]}', accept="text/csv")
-    assert answer.body == b"3.5\n4.0\n"
+    assert answer.body == b"3.5\n4.0"
 
 
 def test_a_list_of_accept_types_picks_the_first_supported(app):
     answer = app.invoke("[1.0]", accept="image/png, text/csv;q=0.9, application/json;q=0.5")
-    assert (answer.content_type, answer.body) == ("text/csv", b"3.5\n")
+    assert (answer.content_type, answer.body) == ("text/csv", b"3.5")
 
 
 def test_unsupported_content_type_is_415_naming_it(app):
@@ -85,7 +88,7 @@ def test_a_model_server_error_passes_through_with_its_status_whatever_the_accept
 
 def test_custom_attributes_choose_the_model_and_version(app):
     attributes = "tfs-model-name=half_plus_two,tfs-model-version=124"
-    answer = app.invoke("[1.0]", X_Amzn_SageMaker_Custom_Attributes=attributes)
+    answer = app.invoke("1.0", X_Amzn_SageMaker_Custom_Attributes=attributes)
     assert answer.json() == {"predictions": [2.5]}
     missing = app.invoke("[1.0]", X_Amzn_SageMaker_Custom_Attributes="tfs-model-name=half_plus_two,tfs-model-version=9")
     assert missing.status == 404
@@ -115,9 +118,9 @@ def test_a_3_mb_csv_round_trip(app):
     answer = app.invoke(body, content_type="text/csv", accept="text/csv")
     assert answer.status == 200
     lines = answer.body.decode().split("\n")
-    assert len(lines) == 750_001 and lines[-1] == ""
+    assert len(lines) == 750_000  # no newline after the last line
     assert lines[:3] == ["3.25", "3.75", "4.25"]
-    assert lines[-2] == str(0.5 * 999.5 + 3)
+    assert lines[-1] == str(0.5 * 999.5 + 3)
 
 
 def test_every_answer_carries_a_request_id(app):

@@ -1,10 +1,12 @@
-"""/ping, /execution-parameters, unknown paths, and start-up failures of the app under gunicorn."""
+"""The app under gunicorn: /execution-parameters from the Batch Transform settings, and start-up failures
+that stop gunicorn."""
 
 from __future__ import annotations
 
 import pytest
 
-from proxy_harness import App, write_model_dir
+from app_support import write_model_dir
+from proxy_harness import App
 
 
 @pytest.fixture(scope="module")
@@ -13,46 +15,31 @@ def app(model_server, tmp_path_factory) -> App:
         yield app
 
 
-def test_ping_is_200_with_an_empty_body_when_the_default_model_is_available(app):
-    answer = app.call("GET", "/ping")
-    assert (answer.status, answer.body) == (200, b"")
-
-
-def test_ping_is_503_when_the_default_model_is_not_served(start_app, tmp_path):
-    app = start_app(write_model_dir(tmp_path), wait_for=503, env={"TFS_DEFAULT_MODEL_NAME": "missing"})
-    answer = app.call("GET", "/ping")
-    assert (answer.status, answer.content_type) == (503, "application/json")
-    assert answer.json() == {"error": f"not ready: the model server at 127.0.0.1:{app.env['TFS_REST_PORTS']} "
-                                      "answered 404 for model missing: Could not find any versions of model missing"}
-
-
-def test_execution_parameters_default_to_the_workers_concurrency(app):
+def test_execution_parameters_report_nothing_when_nothing_is_set(app):
+    """SageMaker then uses the job's values, else its defaults (1, MULTI_RECORD, 6 MB)."""
     answer = app.call("GET", "/execution-parameters")
-    assert (answer.status, answer.content_type) == (200, "application/json")
-    assert answer.json() == {"MaxConcurrentTransforms": 1, "BatchStrategy": "MULTI_RECORD", "MaxPayloadInMB": 6}
+    assert (answer.status, answer.content_type, answer.body) == (200, "application/json", b"{}")
 
 
-def test_execution_parameters_from_batch_transform_settings(start_app, tmp_path):
+def test_execution_parameters_report_the_batch_transform_settings_that_are_set(start_app, tmp_path):
     app = start_app(write_model_dir(tmp_path), workers=2, threads=3, worker_class="gthread", env={
         "SAGEMAKER_BATCH_STRATEGY": "SINGLE_RECORD", "SAGEMAKER_MAX_PAYLOAD_IN_MB": "20"})
-    assert app.call("GET", "/execution-parameters").json() == \
-        {"MaxConcurrentTransforms": 6, "BatchStrategy": "SINGLE_RECORD", "MaxPayloadInMB": 20}
+    assert app.call("GET", "/execution-parameters").json() == {"BatchStrategy": "SINGLE_RECORD", "MaxPayloadInMB": 20}
 
 
-@pytest.mark.parametrize("method, path", [("GET", "/"), ("POST", "/predict"), ("GET", "/invocations/x")])
-def test_unknown_paths_are_404(app, method, path):
-    answer = app.call(method, path)
-    assert (answer.status, answer.content_type, answer.body) == (404, "application/json", b'{"error": "Not Found"}')
-
-
-def test_another_method_on_a_known_path_is_405(app):
-    answer = app.call("GET", "/invocations")
-    assert (answer.status, answer.body) == (405, b'{"error": "Method Not Allowed"}')
-    assert "POST" in answer.headers["allow"]
-
-
-def test_no_script_is_logged_with_where_it_was_looked_for(app):
-    assert f"no handler script at {app.env['SAGEMAKER_MODEL_DIR']}/code/inference.py: the default handler" in app.log()
+@pytest.mark.parametrize("concurrency, payload, expected", [
+    ("8", "20", {"MaxConcurrentTransforms": 5, "MaxPayloadInMB": 20}),
+    ("50", None, {"MaxConcurrentTransforms": 16}),  # SageMaker's default payload, 6 MB
+])
+def test_execution_parameters_never_exceed_100_mb_in_flight(start_app, tmp_path, concurrency, payload, expected):
+    env = {"SAGEMAKER_MAX_CONCURRENT_TRANSFORMS": concurrency}
+    if payload is not None:
+        env["SAGEMAKER_MAX_PAYLOAD_IN_MB"] = payload
+    app = start_app(write_model_dir(tmp_path), env=env)
+    assert app.call("GET", "/execution-parameters").json() == expected
+    assert (f"/execution-parameters reports MaxConcurrentTransforms={expected['MaxConcurrentTransforms']}, not "
+            f"SAGEMAKER_MAX_CONCURRENT_TRANSFORMS={concurrency}: SageMaker refuses more than 100 MB in flight"
+            ) in app.log()
 
 
 def failed_start(start_app, model_dir, env=None) -> str:

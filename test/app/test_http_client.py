@@ -1,93 +1,19 @@
-"""Unit tests of the proxy's parts: custom attributes, return values, request bodies, the model server client."""
+"""Unit tests of the HTTP client to the model servers: request bodies, keep-alive, answer framing, failures
+(against canned loopback servers), and connections that reach themselves (against a real free port)."""
 
 from __future__ import annotations
 
 import io
+import random
 import socket
 import threading
+from pathlib import Path
 
 import pytest
 import requests
 
-from sagemaker_tfs import HandlerError
-from sagemaker_tfs.proxy import answers
-from sagemaker_tfs.proxy.answers import BadReturnValue
-from sagemaker_tfs.proxy.context import model_path, tfs_attributes
-from sagemaker_tfs.proxy.model_servers import ModelServer, ModelServerClient, ModelServerError, parse_ports, \
-    request_body
-
-
-@pytest.mark.parametrize("header, expected", [
-    ("tfs-model-name=m", ("m", None, None)),
-    ("tfs-model-name=m,tfs-model-version=00123,tfs-method=classify", ("m", "00123", "classify")),
-    ("foo=bar, tfs-method=regress,x", (None, None, "regress")),
-    ("tfs-model-name=a.b_c-1,tfs-other=x=y", ("a.b_c-1", None, None)),
-    ("tfs-model-name=", (None, None, None)),
-    ("model=m", (None, None, None)),
-])
-def test_tfs_attributes(header, expected):
-    assert tfs_attributes(header) == expected
-
-
-@pytest.mark.parametrize("header, message", [
-    ("tfs-model-name=a=b", "invalid tfs-model-name"),
-    ("tfs-model-name=.hidden", "invalid tfs-model-name"),
-    ("tfs-model-name=" + "a" * 256, "invalid tfs-model-name"),
-    ("tfs-model-version=-1", "invalid tfs-model-version: must be a positive integer"),
-    ("tfs-model-version=7 ,x", "invalid tfs-model-version: must be a positive integer"),  # nothing is trimmed
-    ("tfs-method=Predict", "invalid tfs-method: must be one of predict|classify|regress"),
-])
-def test_invalid_tfs_attributes_are_400(header, message):
-    with pytest.raises(HandlerError) as error:
-        tfs_attributes(header)
-    assert (error.value.status, error.value.message) == (400, message)
-
-
-def test_model_path():
-    assert model_path("m") == "/v1/models/m:predict"
-    assert model_path("m", "3", "regress") == "/v1/models/m/versions/3:regress"
-
-
-@pytest.mark.parametrize("result, accept, expected", [
-    (("a,b", "text/csv"), "*/*", (200, b"a,b", "text/csv")),
-    (("é", None), "*/*", (200, "é".encode(), "application/json")),
-    ((b"x", "text/plain", 404), "*/*", (404, b"x", "text/plain")),
-    ((bytearray(b"x"), "a/b"), "*/*", (200, b"x", "a/b")),
-    (({"a": 1}, "application/x-json"), "*/*", (200, b'{"a": 1}', "application/x-json")),
-    ("ab", None, (200, b"ab", "application/json")),
-    ("ab", "text/csv;q=0.1, text/plain", (200, b"ab", "text/plain")),
-    ("ab", "text/*", (200, b"ab", "application/json")),
-    ([1, 2], "text/csv", (200, b"[1, 2]", "application/json")),
-])
-def test_return_values(result, accept, expected):
-    assert answers.from_return_value(result, accept, "handler") == expected
-
-
-@pytest.mark.parametrize("result, message", [
-    (None, "output_handler returned None, which cannot be sent"),
-    (("a",), "output_handler returned a tuple of 1 items ('a',)"),
-    ((None, "text/plain"), "output_handler returned (None, 'text/plain'): the body must be str, bytes, dict or list, "
-                           "not NoneType"),
-    (("x", "text/plain\r\nX-Evil: 1"), "the content type must be a string"),
-    (("x", "text/plain", True), "the status must be an integer from 100 to 599, not True"),
-    (("x", "text/plain", 600), "the status must be an integer from 100 to 599, not 600"),
-    (3, "output_handler returned 3, which cannot be sent"),
-])
-def test_return_values_that_cannot_be_sent(result, message):
-    with pytest.raises(BadReturnValue) as error:
-        answers.from_return_value(result, "*/*", "output_handler")
-    assert message in str(error.value)
-
-
-def test_error_body():
-    assert answers.error(418, 'a "quote" é') == (418, '{"error": "a \\"quote\\" é"}'.encode(), "application/json")
-
-
-def test_handler_error_needs_an_error_status():
-    assert (HandlerError(404, "gone").status, str(HandlerError(404, "gone"))) == (404, "gone")
-    for status in (200, 600, "400", True):
-        with pytest.raises(ValueError, match="HandlerError status must be an integer from 400 to 599"):
-            HandlerError(status, "x")
+from sagemaker_tfs.proxy.http_client import request_body
+from sagemaker_tfs.proxy.model_servers import ModelServer, ModelServerClient, ModelServerError
 
 
 @pytest.mark.parametrize("data, expected", [
@@ -108,16 +34,6 @@ def test_request_body_refuses_what_requests_cannot_send():
         request_body(5)
     with pytest.raises(TypeError, match="cannot send list"):
         request_body([1, 2])
-
-
-def test_parse_ports():
-    servers = parse_ports("8501,8503", "9000,9002")
-    assert [(s.rest_port, s.grpc_port, s.address) for s in servers] == \
-        [(8501, "9000", "127.0.0.1:8501"), (8503, "9002", "127.0.0.1:8503")]
-    with pytest.raises(ValueError, match="must list as many ports"):
-        parse_ports("1,2", "3")
-    with pytest.raises(ValueError, match="TFS_REST_PORTS='x' is not a comma-separated list of ports"):
-        parse_ports("x", "3")
 
 
 class FakeHttpServer:
@@ -222,3 +138,38 @@ def test_client_says_when_the_model_server_is_unreachable_silent_or_broken():
     finally:
         silent.close()
         broken.close()
+
+
+def free_ephemeral_port() -> int:
+    """A port of the kernel's ephemeral range where nothing listens, of the parity connect() takes its ports
+    from first (the low end's: Linux leaves the other parity to bind())."""
+    low, high = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    while True:
+        port = random.randrange(low, high + 1, 2)
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
+
+
+def test_a_connection_that_reaches_itself_is_reset_and_reported_as_unreachable():
+    """Nothing listens on a port of the ephemeral range: a connect() there is sometimes given that very port as
+    its own and connects the socket to itself (issue 11, item 9). The client must not keep such a socket,
+    which would hold the port against a model server restarting there."""
+    port = free_ephemeral_port()
+    client, server = ModelServerClient(timeout=5), ModelServer(port, 1)
+    refused = (f"the model server at 127.0.0.1:{port} is not reachable (Connection refused); it may be starting or "
+               "restarting")
+    for _ in range(200_000):  # connect() walks the range: a few thousand attempts reach the port itself
+        with pytest.raises(ModelServerError) as error:
+            client.request(server, "GET", "/v1/models/m")
+        if error.value.message != refused:
+            break
+    assert (error.value.status, error.value.message) == \
+        (502, f"the model server at 127.0.0.1:{port} is not reachable (Connection refused: the connection reached "
+              "itself); it may be starting or restarting")
+    with socket.socket() as restarted:  # no SO_REUSEADDR: a socket left on the port, even in TIME_WAIT, fails this
+        restarted.bind(("127.0.0.1", port))
+        restarted.listen()

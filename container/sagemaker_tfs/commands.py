@@ -1,0 +1,90 @@
+"""The command lines `serve` starts: the model server instances and gunicorn (nginx's is in nginx.py)."""
+
+from __future__ import annotations
+
+import math
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from . import extras
+from .config import Settings
+from .errors import StartupError
+
+
+def gpu_count() -> int:
+    """GPUs listed by `nvidia-smi -L` (0 without nvidia-smi)."""
+    if not shutil.which("nvidia-smi"):
+        return 0
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.SubprocessError):
+        return 0
+    return sum(1 for line in out.splitlines() if line.startswith("GPU "))
+
+
+def model_server_base_command() -> list[str]:
+    """TensorFlow Serving when on PATH, else the embedded model server; neither (the serving image's Python
+    environment run elsewhere) is a StartupError."""
+    real = shutil.which("tensorflow_model_server")
+    if real:  # TFS always listens on every interface: inside a container that is the container's own network
+        return [real]
+    missing = extras.missing("model-server")
+    if missing:
+        raise StartupError(f"no model server: tensorflow_model_server is not on PATH and the embedded model server "
+                           f"is not installed (missing {', '.join(missing)}); install TensorFlow Serving, or the "
+                           "model-server extra (pip install '.[model-server]', as scripts/install.sh does)")
+    # Outside a container the embedded server must not be reachable past nginx: loopback only.
+    return [sys.executable, "-m", "sagemaker_tfs.model_server", "--listen_address=127.0.0.1"]
+
+
+def model_server_commands(settings: Settings, config_file: Path, batching_file: Path | None,
+                          gpus: int) -> list[tuple[list[str], dict[str, str]]]:
+    """The command line and extra environment of each model server instance."""
+    base = model_server_base_command()
+    commands = []
+    count = settings.tfs_instance_count
+    for i, (grpc_port, rest_port) in enumerate(settings.ports()):
+        args = base + [
+            f"--port={grpc_port}",
+            f"--rest_api_port={rest_port}",
+            f"--model_config_file={config_file}",
+            "--max_num_load_retries=0",
+            "--file_system_poll_wait_seconds=0",
+            f"--rest_api_timeout_in_ms={settings.gunicorn_timeout_seconds * 1000}",
+        ]
+        if batching_file is not None:
+            args += ["--enable_batching=true", f"--batching_parameters_file={batching_file}"]
+        if settings.tfs_intra_op_parallelism:
+            args.append(f"--tensorflow_intra_op_parallelism={settings.tfs_intra_op_parallelism}")
+        if settings.tfs_inter_op_parallelism:
+            args.append(f"--tensorflow_inter_op_parallelism={settings.tfs_inter_op_parallelism}")
+        env: dict[str, str] = {}
+        if gpus and count > 1:
+            sharing = math.ceil(count / gpus)  # instances on each GPU
+            fraction = round((1 - settings.tfs_fractional_gpu_mem_margin) / sharing, 4)
+            args.append(f"--per_process_gpu_memory_fraction={fraction}")
+            if gpus > 1:
+                env["CUDA_VISIBLE_DEVICES"] = str(i % gpus)
+        commands.append((args, env))
+    return commands
+
+
+def gunicorn_command(settings: Settings, app: str = "sagemaker_tfs.proxy.app:create_app()") -> list[str]:
+    return [
+        sys.executable, "-m", "gunicorn", app,
+        # our settings file (never a gunicorn.conf.py of the working folder): workers say when they are ready,
+        # no control socket in $HOME
+        "--config", "python:sagemaker_tfs.gunicorn_settings",
+        "--bind", f"unix:{settings.runtime_dir}/gunicorn.sock",
+        "--workers", str(settings.gunicorn_workers),
+        "--threads", str(settings.gunicorn_threads),
+        "--worker-class", settings.gunicorn_worker_class,
+        "--timeout", str(settings.gunicorn_timeout_seconds),
+        "--graceful-timeout", str(settings.gunicorn_timeout_seconds),
+        "--keep-alive", "75",
+        "--log-level", settings.gunicorn_loglevel,
+        "--error-logfile", "-",
+        "--pid", f"{settings.runtime_dir}/gunicorn.pid",
+    ]

@@ -1,0 +1,244 @@
+"""A minimal HTTP/1.1 client for servers on the loopback interface (the model servers), fast enough to be
+invisible next to the app: each thread keeps one keep-alive connection (TCP_NODELAY) per port, so there is no
+pool to lock and no connection set-up per request. One sendall per request and a buffered read of the answer
+(Content-Length, chunked, or until close) cost a third of http.client's CPU, most of which goes to parsing
+headers with the email package. Answers are real `requests.Response` objects, built directly (the requests
+Session machinery costs more than the call), since handler scripts get them.
+
+Errors: TimeoutError when the server does not answer in time, ProtocolError when its answer is not HTTP/1.x,
+any other OSError when it cannot be reached (refused, reset, or a connection to itself, see Connection.open).
+"""
+
+from __future__ import annotations
+
+import datetime
+import errno
+import socket
+import struct
+import threading
+import time
+from typing import Any
+from urllib.parse import urlencode
+
+import requests
+from requests.structures import CaseInsensitiveDict
+from requests.utils import get_encoding_from_headers
+
+HOST = "127.0.0.1"
+
+SELF_CONNECT = "Connection refused: the connection reached itself"  # strerror of a reset self-connect
+
+# SO_LINGER on with a zero timeout: close() sends a reset and frees the port at once (no TIME_WAIT).
+_RESET_ON_CLOSE = struct.pack("ii", 1, 0)
+
+
+def request_body(data: Any) -> tuple[Any, dict[str, str]]:
+    """(body, extra headers) for what a handler gives to send, with the semantics of `requests.post(data=...)`:
+    bytes and str (UTF-8) as they are, a dict or a list of pairs form-encoded, a file-like object read."""
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        return data, {}
+    if isinstance(data, str):
+        return data.encode(), {}
+    if data is None:
+        return b"", {}
+    if hasattr(data, "read"):
+        content = data.read()
+        return (content.encode() if isinstance(content, str) else content), {}
+    if isinstance(data, (dict, list, tuple)):
+        items = data.items() if isinstance(data, dict) else data
+        try:
+            form = urlencode(list(items), doseq=True)
+        except (TypeError, ValueError):
+            pass
+        else:
+            return form.encode(), {"Content-Type": "application/x-www-form-urlencoded"}
+    raise TypeError(f"cannot send {type(data).__name__} {_preview(data)} to the model server: give str, bytes, "
+                    "a dict (form-encoded, like requests) or a file")
+
+
+def _preview(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+class ProtocolError(Exception):
+    """The server's answer is not valid HTTP/1.x."""
+
+
+class Connection:
+    """One HTTP/1.1 keep-alive connection to a loopback port, used by one thread."""
+
+    def __init__(self, port: int):
+        self.port = port
+        self.sock: socket.socket | None = None
+        self._reader: Any = None
+        self.base_uri = f"http://{HOST}:{port}"
+        self._host = f"Host: {HOST}:{port}\r\n".encode()
+
+    def open(self, timeout: float) -> None:
+        """Connect, or raise OSError. When nothing listens on a port of the kernel's ephemeral range, a
+        connect() can be given that very port as its own: TCP's simultaneous open then connects the socket
+        to itself, and the socket holds the port, so that a model server restarting there cannot bind it.
+        Such a socket is reset (closed without TIME_WAIT) and reported as ECONNREFUSED, which it stands for."""
+        sock = socket.create_connection((HOST, self.port), timeout)
+        if sock.getsockname() == sock.getpeername():
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _RESET_ON_CLOSE)
+            sock.close()
+            raise ConnectionRefusedError(errno.ECONNREFUSED, SELF_CONNECT)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock, self._reader = sock, sock.makefile("rb")
+
+    def close(self) -> None:
+        if self.sock is not None:
+            self._reader.close()
+            self.sock.close()
+            self.sock = self._reader = None
+
+    def exchange(self, method: str, path: str, body: bytes, headers: dict[str, str],
+                 timeout: float) -> tuple[int, str, list[tuple[str, str]], bytes]:
+        """Send one request, read its answer: (status, reason, headers, content)."""
+        if self.sock is None:
+            self.open(timeout)
+        else:
+            self.sock.settimeout(timeout)
+        head = [f"{method} {path} HTTP/1.1\r\n".encode(), self._host]
+        if body or method == "POST":
+            head.append(b"Content-Length: %d\r\n" % len(body))
+        for name, value in headers.items():
+            head.append(f"{name}: {value}\r\n".encode())
+        head.append(b"\r\n")
+        request = b"".join(head)
+        if len(body) <= 65536:  # one segment; a large body is sent as it is rather than copied
+            self.sock.sendall(request + body)
+        else:
+            self.sock.sendall(request)
+            self.sock.sendall(body)
+        return self._read_answer(method)
+
+    def _read_answer(self, method: str) -> tuple[int, str, list[tuple[str, str]], bytes]:
+        reader = self._reader
+        line = reader.readline(65537)
+        if not line:
+            raise ConnectionResetError("the model server closed the connection")
+        version, _, rest = line.decode("latin-1").rstrip("\r\n").partition(" ")
+        code, _, reason = rest.partition(" ")
+        if not version.startswith("HTTP/1.") or not code.isdigit():
+            raise ProtocolError(f"invalid status line {line[:100]!r}")
+        status = int(code)
+        headers = []
+        length = None
+        chunked = False
+        keep_alive = version == "HTTP/1.1"
+        while True:
+            line = reader.readline(65537)
+            if line in (b"\r\n", b"\n"):
+                break
+            if not line or len(headers) > 200:
+                raise ProtocolError("the answer's headers are incomplete or too many")
+            name, _, value = line.decode("latin-1").partition(":")
+            name, value = name.strip(), value.strip()
+            headers.append((name, value))
+            lowered = name.lower()
+            if lowered == "content-length":
+                if not value.isdigit():
+                    raise ProtocolError(f"invalid Content-Length {value!r}")
+                length = int(value)
+            elif lowered == "transfer-encoding":
+                chunked = value.lower().endswith("chunked")
+            elif lowered == "connection":
+                token = value.lower()
+                keep_alive = False if token == "close" else True if token == "keep-alive" else keep_alive
+        if method == "HEAD" or status in (204, 304) or 100 <= status < 200:
+            content = b""
+        elif chunked:
+            content = self._read_chunks()
+        elif length is not None:
+            content = reader.read(length)
+            if len(content) != length:
+                raise ProtocolError(f"the answer ended after {len(content)} of {length} bytes")
+        else:
+            content = reader.read()
+            keep_alive = False
+        if not keep_alive:
+            self.close()
+        return status, reason, headers, content
+
+    def _read_chunks(self) -> bytes:
+        reader = self._reader
+        chunks = []
+        while True:
+            size_line = reader.readline(65537)
+            try:
+                size = int(size_line.split(b";", 1)[0], 16)
+            except ValueError:
+                raise ProtocolError(f"invalid chunk size {size_line[:100]!r}") from None
+            if size == 0:
+                while reader.readline(65537) not in (b"\r\n", b"\n", b""):
+                    pass  # trailers
+                return b"".join(chunks)
+            chunk = reader.read(size)
+            if len(chunk) != size or reader.readline(65537) not in (b"\r\n", b"\n"):
+                raise ProtocolError("a chunk of the answer is incomplete")
+            chunks.append(chunk)
+
+
+
+
+class HttpClient:
+    """Requests to loopback ports over keep-alive connections kept per thread (threading.local): no locks."""
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+
+    def _connection(self, port: int) -> Connection:
+        try:
+            connections = self._local.connections
+        except AttributeError:
+            connections = self._local.connections = {}
+        connection = connections.get(port)
+        if connection is None:
+            connection = connections[port] = Connection(port)
+        return connection
+
+    def request(self, port: int, method: str, path: str, data: Any, timeout: float) -> requests.Response:
+        """The server's answer, whatever its status; `data` as request_body() takes it. A kept connection
+        the server has closed meanwhile is retried once on a fresh one; any failure closes the connection."""
+        body, headers = request_body(data)
+        connection = self._connection(port)
+        started = time.perf_counter()
+        for attempt in (1, 2):
+            reused = connection.sock is not None
+            try:
+                status, reason, answer_headers, content = connection.exchange(method, path, body, headers, timeout)
+                break
+            except (BrokenPipeError, ConnectionResetError):
+                connection.close()
+                if reused and attempt == 1:
+                    continue  # the server closed an idle connection: once more on a fresh one
+                raise
+            except Exception:
+                connection.close()
+                raise
+        return _response(status, reason, answer_headers, content, connection.base_uri + path,
+                         time.perf_counter() - started)
+
+    def close(self) -> None:
+        """Close this thread's connections."""
+        for connection in getattr(self._local, "connections", {}).values():
+            connection.close()
+        self._local.connections = {}
+
+
+def _response(status: int, reason: str, headers: list[tuple[str, str]], content: bytes, url: str,
+              seconds: float) -> requests.Response:
+    response = requests.Response()
+    response.status_code = status
+    response.reason = reason
+    response.headers = CaseInsensitiveDict(headers)
+    response._content = content
+    content_type = response.headers.get("Content-Type", "")
+    # requests' rule, short-cut for the model server's own type
+    response.encoding = "utf-8" if content_type == "application/json" else get_encoding_from_headers(response.headers)
+    response.url = url
+    response.elapsed = datetime.timedelta(seconds=seconds)
+    return response

@@ -1,0 +1,263 @@
+"""The supervision of one stack: start the model servers, gunicorn and nginx in order, restart a child that
+dies (from the moment it is started), drain on stop.
+
+Each child runs in its own session, hence its own process group: a terminal's Ctrl-C reaches `serve` only (which
+drains), and a dead child's whole group (an nginx master's workers, a gunicorn master's) is killed before the
+child starts again, so that nothing of the old one keeps the port or the socket.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import math
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Callable
+
+from . import commands, model_tree, nginx, readiness, requirements, runtime_dir
+from .config import Settings
+from .errors import StartupError
+from .model_tree import ModelTree
+
+log = logging.getLogger("serve")
+
+RESTART_CHECK_SECONDS = 0.5  # how often supervision looks for a dead child once ready
+STARTUP_CHECK_SECONDS = 0.2  # how often start-up checks a child's readiness
+
+
+class StopRequested(Exception):
+    """A signal asked `serve` to stop during start-up."""
+
+
+class Child:
+    """A supervised process in its own session, its output forwarded to ours, keeping its last lines for error
+    messages."""
+
+    def __init__(self, name: str, args: list[str], env: dict[str, str], pid_file: Path | None):
+        self.name, self.args, self.env, self.pid_file = name, args, env, pid_file
+        self.proc: subprocess.Popen | None = None
+        self.tail: collections.deque[str] = collections.deque(maxlen=40)
+        self.restarts = 0
+        self._output: threading.Thread | None = None
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(self.args, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, start_new_session=True)
+        if self.pid_file is not None:
+            runtime_dir.write_file(self.pid_file, f"{self.proc.pid}\n")
+        self._output = threading.Thread(target=self._forward, args=(self.proc.stdout,), daemon=True,
+                                        name=f"{self.name}-output")
+        self._output.start()
+
+    def _forward(self, stream) -> None:
+        out = sys.stderr.buffer
+        for line in iter(stream.readline, b""):
+            self.tail.append(line.decode(errors="replace").rstrip())
+            try:
+                out.write(line)
+                out.flush()
+            except (OSError, ValueError):
+                pass
+        stream.close()
+
+    def exited(self) -> int | None:
+        return None if self.proc is None else self.proc.poll()
+
+    def last_lines(self, count: int = 15) -> str:
+        """The child's last output lines, indented (all of them once its group has closed its output)."""
+        if self._output is not None and self.exited() is not None:
+            self._output.join(2)
+        lines = [line for line in self.tail if line.strip()][-count:]
+        return "\n".join(f"    {line}" for line in lines) or "    (no output)"
+
+    def kill_group(self) -> None:
+        """SIGKILL whatever is left in the child's process group (its session's), the child being dead."""
+        if self.proc is None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:  # nothing left
+            pass
+
+    def stop(self, signum: int, timeout: float) -> None:
+        """Ask the child to stop with signum, kill it after timeout, then kill anything left of its group."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.send_signal(signum)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                log.warning("%s (pid %d) did not stop within %.0f s; killing it", self.name, self.proc.pid, timeout)
+        self.kill_group()
+        self.proc.wait()
+
+
+class Stack:
+    """The model servers, gunicorn and nginx of one container, and their supervision."""
+
+    app_factory = "sagemaker_tfs.proxy.app:create_app()"  # gunicorn's
+
+    def __init__(self, settings: Settings, tree: ModelTree | None, stopping: threading.Event):
+        self.settings = settings
+        self.tree = tree
+        self.runtime = Path(settings.runtime_dir)
+        self.model_servers: list[Child] = []
+        self.gunicorn: Child | None = None
+        self.nginx: Child | None = None
+        self.stopping = stopping
+        self.env = settings.to_env(os.environ)  # the children's settings: what serve resolved, read back as is
+
+    # ---- what a multi-model stack (multi_model/stack.py) does differently ----
+
+    @property
+    def code_dir(self) -> Path:
+        """The folder whose requirements.txt is installed at start-up."""
+        return self.tree.model_dir / "code"
+
+    def _write_model_config(self, config_file: Path) -> None:
+        runtime_dir.write_file(config_file, model_tree.model_config_text(self.tree))
+
+    def _ready_message(self) -> str:
+        return (", ".join(f"{m.name} v{','.join(map(str, m.versions))}" for m in self.tree.models)
+                + f" (default model {self.tree.default_model}"
+                + (f", handler script {self.tree.script})" if self.tree.script else ")"))
+
+    def _restarted(self, child: Child, status: int) -> None:
+        """Called after a dead child (exit status `status`) was started again."""
+
+    # ---- start-up ----
+
+    def start(self) -> None:
+        """Start every child in order, each once the previous ones are ready, supervising those started.
+        Raises StartupError (with what to fix) or StopRequested (a signal came)."""
+        s = self.settings
+        deadline = time.monotonic() + s.tfs_wait_time_seconds
+        config_file = self.runtime / "model_config.pbtxt"
+        self._write_model_config(config_file)
+        batching_file = None
+        if s.tfs_enable_batching:
+            batching_file = self.runtime / "batching_parameters.pbtxt"
+            runtime_dir.write_file(batching_file, model_tree.batching_parameters_text(s))
+            log.info("batching on: %s", " ".join(batching_file.read_text().split()))
+        gpus = commands.gpu_count()
+        for i, (args, extra_env) in enumerate(commands.model_server_commands(s, config_file, batching_file, gpus)):
+            child = Child(f"model server {i}", args, {**self.env, **extra_env}, self.runtime / f"tfs-{i}.pid")
+            log.info("starting %s: %s", child.name, " ".join(args))
+            child.start()
+            self.model_servers.append(child)
+
+        self._install_requirements()
+        self._wait_for_models(deadline)
+
+        s.app_startup_error_file.unlink(missing_ok=True)
+        runtime_dir.fresh_folder(self.runtime / runtime_dir.APP_READY_FOLDER)
+        runtime_dir.remove(self.runtime / "gunicorn.pid")
+        self.gunicorn = Child("gunicorn", commands.gunicorn_command(s, self.app_factory), self.env,
+                              self.runtime / "gunicorn-supervised.pid")
+        log.info("starting gunicorn: %d worker(s) x %d thread(s), %s workers", s.gunicorn_workers,
+                 s.gunicorn_threads, s.gunicorn_worker_class)
+        self.gunicorn.start()
+        self._wait(lambda: runtime_dir.ready_workers(self.runtime) >= s.gunicorn_workers, self.gunicorn, deadline,
+                   "every gunicorn worker to load the app")
+
+        config = nginx.write_config(s)
+        runtime_dir.remove(self.runtime / "nginx.pid")  # nginx writes it itself, through whatever is there
+        self.nginx = Child("nginx", nginx.command(config), self.env, self.runtime / "nginx-supervised.pid")
+        self.nginx.start()
+        self._wait(lambda: readiness.listens(self.nginx.proc.pid, s.bind_port), self.nginx, deadline,
+                   f"nginx to listen on port {s.bind_port}")
+        log.info("ready on port %d: %s", s.bind_port, self._ready_message())
+
+    def _wait(self, ready: Callable[[], bool], child: Child, deadline: float, what: str) -> None:
+        """Poll ready() while supervising the children already started; the child waited for may not exit."""
+        while not ready():
+            if self.stopping.is_set():
+                raise StopRequested()
+            code = child.exited()
+            if code is not None and child is self.gunicorn and self.settings.app_startup_error_file.is_file():
+                raise StartupError(self.settings.app_startup_error_file.read_text().strip())
+            if code is not None:
+                raise StartupError(f"{child.name} exited with status {code} while waiting for {what}:\n"
+                                   + child.last_lines())
+            if time.monotonic() > deadline:
+                raise StartupError(f"timed out after {self.settings.tfs_wait_time_seconds} s "
+                                   f"(SAGEMAKER_TFS_WAIT_TIME_SECONDS) waiting for {what}:\n" + child.last_lines())
+            self._restart_dead(besides=child)
+            self.stopping.wait(STARTUP_CHECK_SECONDS)
+
+    def _install_requirements(self) -> None:
+        """pip, while the model servers load (not counted in SAGEMAKER_TFS_WAIT_TIME_SECONDS, as pip may take long)."""
+        args = requirements.pip_command(self.code_dir, self.runtime)
+        if args is None:
+            return
+        pip = Child("pip", args, self.env, None)
+        pip.start()
+        try:
+            self._wait(lambda: pip.exited() is not None, pip, math.inf, "pip")
+        finally:
+            pip.stop(signal.SIGTERM, 15)
+        if pip.exited() != 0:
+            raise StartupError(f"pip could not install {self.code_dir}/requirements.txt "
+                               f"(exit {pip.exited()}):\n" + pip.last_lines())
+        log.info("installed %s/requirements.txt", self.code_dir)
+
+    def _wait_for_models(self, deadline: float) -> None:
+        for child, (_, rest_port) in zip(self.model_servers, self.settings.ports()):
+            for model in self.tree.models:
+                self._wait(lambda: self._model_ready(child, rest_port, model), child, deadline,
+                           f"model {model.name} to be AVAILABLE")
+        log.info("every model is AVAILABLE on %d model server(s)", len(self.model_servers))
+
+    @staticmethod
+    def _model_ready(child: Child, rest_port: int, model: model_tree.Model) -> bool:
+        states = readiness.version_states(rest_port, model.name)
+        if states is None:
+            return False
+        for version in model.versions:
+            state, error = states.get(version, ("", ""))
+            if error:
+                raise StartupError(f"{child.name} could not load model {model.name} version {version} "
+                                   f"from {model.base_path}: {error}")
+            if state != "AVAILABLE":
+                return False
+        return True
+
+    # ---- supervision ----
+
+    def supervise(self) -> None:
+        """Restart children that die, until a signal asks to stop."""
+        while not self.stopping.wait(RESTART_CHECK_SECONDS):
+            self._restart_dead()
+
+    def _restart_dead(self, besides: Child | None = None) -> None:
+        for child in self.children():
+            code = child.exited()
+            if child is besides or code is None or self.stopping.is_set():
+                continue
+            child.restarts += 1
+            child.kill_group()  # an nginx master's workers would keep the port, a gunicorn master's the socket
+            log.error("%s (pid %d) exited with status %d; restarting it (restart #%d). Last output:\n%s",
+                      child.name, child.proc.pid, code, child.restarts, child.last_lines())
+            child.start()
+            self._restarted(child, code)
+
+    def children(self) -> list[Child]:
+        return [c for c in [*self.model_servers, self.gunicorn, self.nginx] if c is not None]
+
+    def stop(self) -> None:
+        """Drain: nginx finishes in-flight requests, then gunicorn, then the model servers stop; nothing of
+        theirs is left running."""
+        grace = self.settings.gunicorn_timeout_seconds + 5
+        if self.nginx:
+            self.nginx.stop(signal.SIGQUIT, grace)
+        if self.gunicorn:
+            self.gunicorn.stop(signal.SIGTERM, grace)
+        for child in self.model_servers:
+            child.stop(signal.SIGTERM, 15)

@@ -1,0 +1,158 @@
+"""The serving image's Python environment, without Docker: `scripts/install.sh` with INSTALL_PROFILE=image (what
+the Dockerfile runs) into a clean virtual environment, then the full stack from it.
+
+The image has no TensorFlow: its model server is the base image's tensorflow_model_server. Here that binary is
+stood in for by a `tensorflow_model_server` on PATH that runs the embedded model server of the test's own (full)
+environment, with the same flags; everything else (serve, gunicorn, the Falcon app, handler scripts) runs in
+the image's environment, which cannot import TensorFlow.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import sagemaker_tfs
+import support
+
+# Packages the image must not hold: TensorFlow and what only the embedded model server or s3 jobs need.
+ABSENT = ["tensorflow", "tensorflow-cpu", "keras", "numpy", "uvloop", "httptools", "boto3"]
+IMAGE_SIZE_LIMIT = 120 * 2**20  # about 60 MB today; the full environment is about 2.7 GB
+
+IMPORT_CHECK = textwrap.dedent("""
+    import importlib.metadata, importlib.util, json, sys
+    import sagemaker_tfs.codecs, sagemaker_tfs.proxy.app, sagemaker_tfs.serve
+    proxy_imports = sorted({name.split(".")[0] for name in sys.modules} & {"tensorflow", "numpy"})
+    from tensorflow_serving.apis import (classification_pb2, model_service_pb2_grpc, predict_pb2,
+                                         prediction_service_pb2_grpc, regression_pb2)
+    from tensorflow_serving.config import model_server_config_pb2
+    from tensorflow.core.framework import tensor_pb2
+    import tensorflow
+    installed = []
+    for name in json.loads(sys.argv[1]):
+        try:
+            importlib.metadata.distribution(name)
+            installed.append(name)
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    print(json.dumps({
+        "proxy_imports": proxy_imports,
+        "installed": installed,
+        "tensorflow_file": getattr(tensorflow, "__file__", None),
+        "tensorflow_python": importlib.util.find_spec("tensorflow.python") is not None,
+        "tensorflow_serving_api": importlib.metadata.version("tensorflow-serving-api"),
+    }))
+""")
+
+# A gRPC handler as a user writes one for the image: the stubs, context.channel, TensorProto built by hand.
+GRPC_HANDLER = """
+    import importlib.util
+    import json
+
+    from tensorflow.core.framework import types_pb2
+    from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
+
+
+    def handler(data, context):
+        request = predict_pb2.PredictRequest()
+        request.model_spec.name = context.model_name or "model"
+        x = request.inputs["x"]
+        x.dtype = types_pb2.DT_FLOAT
+        instances = json.loads(data.read())["instances"]
+        x.tensor_shape.dim.add(size=len(instances))
+        x.float_val.extend(instances)
+        stub = prediction_service_pb2_grpc.PredictionServiceStub(context.channel)
+        response = stub.Predict(request, timeout=context.timeout)
+        return {"predictions": list(response.outputs["y"].float_val), "version": response.model_spec.version.value,
+                "tensorflow_python": importlib.util.find_spec("tensorflow.python") is not None}
+"""
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """Our environment without what points Python at the test's own environment or source tree."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
+    return {**env, **extra}
+
+
+@pytest.fixture(scope="module")
+def image_bin(tmp_path_factory) -> Path:
+    venv = tmp_path_factory.mktemp("image") / "venv"
+    result = subprocess.run([support.REPO / "scripts" / "install.sh"], capture_output=True, text=True, timeout=240,
+                            env=clean_env(INSTALL_PROFILE="image", INSTALL_VENV=str(venv)))
+    assert result.returncode == 0, result.stdout + result.stderr
+    return venv / "bin"
+
+
+@pytest.fixture(scope="module")
+def model_server_on_path(tmp_path_factory) -> Path:
+    """A folder holding `tensorflow_model_server`: the embedded model server of this (full) environment."""
+    folder = tmp_path_factory.mktemp("tfs-bin")
+    container = Path(sagemaker_tfs.__file__).resolve().parent.parent
+    wrapper = folder / "tensorflow_model_server"
+    wrapper.write_text(f"#!/bin/sh\nPYTHONPATH='{container}' exec '{sys.executable}' -m sagemaker_tfs.model_server "
+                       '"$@"\n')
+    wrapper.chmod(0o755)
+    return folder
+
+
+def size_of(folder: Path) -> int:
+    return sum(os.lstat(os.path.join(root, name)).st_size
+               for root, _, names in os.walk(folder) for name in names)
+
+
+def test_the_image_environment_holds_no_tensorflow(image_bin):
+    result = subprocess.run([image_bin / "python", "-c", IMPORT_CHECK, json.dumps(ABSENT)], capture_output=True,
+                            text=True, timeout=60, env=clean_env(), cwd=image_bin)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == {
+        "proxy_imports": [],  # serve, the app and the codecs import neither TensorFlow nor numpy
+        "installed": [],
+        "tensorflow_file": None,  # `tensorflow` is only the namespace of tensorflow-protos/'s modules
+        "tensorflow_python": False,  # TensorFlow itself is not there
+        "tensorflow_serving_api": importlib.metadata.version("tensorflow-serving-api"),  # the model-server extra's
+    }
+    assert size_of(image_bin.parent) < IMAGE_SIZE_LIMIT
+
+
+def test_serve_without_a_model_server_stops_at_once(image_bin, tmp_path):
+    model = support.copy_model(support.HALF_PLUS_THREE, tmp_path, "model")
+    result = subprocess.run([image_bin / "serve"], capture_output=True, text=True, timeout=60, env=clean_env(
+        PATH="/usr/sbin:/usr/bin:/sbin:/bin", SAGEMAKER_MODEL_DIR=str(model),
+        SAGEMAKER_BIND_TO_PORT=str(support.free_port()), SAGEMAKER_RUNTIME_DIR=str(tmp_path / "runtime")))
+    assert result.returncode == 1
+    errors = [line.split(" serve: ", 1)[1] for line in result.stderr.splitlines() if " ERROR serve: " in line]
+    assert errors == [
+        "cannot start: no model server: tensorflow_model_server is not on PATH and the embedded model server is not "
+        "installed (missing tensorflow, uvloop, httptools); install TensorFlow Serving, or the model-server extra "
+        "(pip install '.[model-server]', as scripts/install.sh does)"]
+
+
+def test_the_stack_serves_from_the_image_environment(image_bin, model_server_on_path, tmp_path):
+    env = clean_env(PATH=f"{model_server_on_path}:{os.environ['PATH']}")
+    plain = support.copy_model(support.HALF_PLUS_THREE, tmp_path / "plain", "model")
+    grpc = support.write_code(support.copy_model(support.HALF_PLUS_THREE, tmp_path / "grpc", "model"), GRPC_HANDLER)
+    with support.Stack(plain, env=env, serve=image_bin / "serve").start(wait=False) as default_stack, \
+            support.Stack(grpc, env=env, serve=image_bin / "serve").start(wait=False) as grpc_stack:
+        for stack in (default_stack, grpc_stack):
+            stack.wait_until(stack.ready, timeout=180, what="answering /ping with 200")
+            assert f"starting model server 0: {model_server_on_path}/tensorflow_model_server " in stack.log()
+
+        body = '{"instances": [1.0, 2.0, 5.0]}'
+        answer = support.http_call(default_stack.port, "POST", "/invocations", body,
+                                   {"Content-Type": "application/json"})
+        assert (answer.status, answer.content_type) == (200, "application/json")
+        assert answer.text == '{\n    "predictions": [3.5, 4.0, 5.5\n    ]\n}'
+        answer = support.http_call(default_stack.port, "POST", "/invocations", "1\n2\n",
+                                   {"Content-Type": "text/csv", "Accept": "text/csv"})
+        assert (answer.status, answer.content_type, answer.text) == (200, "text/csv", "3.5\n4.0")
+
+        answer = support.http_call(grpc_stack.port, "POST", "/invocations", body, {"Content-Type": "application/json"})
+        assert (answer.status, answer.content_type) == (200, "application/json")
+        assert answer.json() == {"predictions": [3.5, 4.0, 5.5], "version": 123, "tensorflow_python": False}

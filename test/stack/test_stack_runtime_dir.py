@@ -1,0 +1,103 @@
+"""The runtime folder is trusted only when it is private: `serve` refuses one that another user owns or can
+write, and never writes through a link planted in it."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+import support
+from stack_support import invoke, model_dir, pretty_predictions
+from test_stack_lifecycle import cannot_start, serve_fails
+
+VICTIM_TEXT = "not serve's to write\n"
+
+# Every file serve (or nginx, which it starts) creates in the runtime folder, besides the lock.
+PLANTED = ("nginx.conf", "model_config.pbtxt", "batching_parameters.pbtxt", "tfs-0.pid", "gunicorn-supervised.pid",
+           "nginx-supervised.pid", "nginx.pid", "gunicorn.pid", "app-startup-error.txt")
+
+
+@pytest.fixture
+def victim(tmp_path) -> Path:
+    path = tmp_path / "victim.txt"
+    path.write_text(VICTIM_TEXT)
+    return path
+
+
+def test_links_planted_in_the_runtime_folder_are_replaced_never_written_through(tmp_path, victim):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    stack = support.Stack(model_dir(tmp_path), env={"SAGEMAKER_TFS_ENABLE_BATCHING": "true"})
+    for name in PLANTED:
+        (stack.runtime_dir / name).symlink_to(victim)
+    (stack.runtime_dir / "nginx").symlink_to(outside, target_is_directory=True)  # nginx's temp folders
+    with stack:
+        assert invoke(stack, "1.0").text == pretty_predictions("3.5")
+        assert victim.read_text() == VICTIM_TEXT
+        assert list(outside.iterdir()) == []
+        for name in ("nginx.conf", "model_config.pbtxt", "batching_parameters.pbtxt", "tfs-0.pid",
+                     "gunicorn-supervised.pid", "nginx-supervised.pid", "nginx.pid", "gunicorn.pid"):
+            assert (stack.runtime_dir / name).is_file() and not (stack.runtime_dir / name).is_symlink(), name
+        assert (stack.runtime_dir / "nginx").is_dir() and not (stack.runtime_dir / "nginx").is_symlink()
+    assert victim.read_text() == VICTIM_TEXT
+
+
+def test_a_linked_lock_file_is_refused_and_not_written_through(tmp_path, victim):
+    runtime = tmp_path / "runtime"
+    runtime.mkdir(mode=0o700)
+    (runtime / "serve.lock").symlink_to(victim)
+    output = serve_fails(model_dir(tmp_path), SAGEMAKER_RUNTIME_DIR=str(runtime))
+    assert cannot_start(output) == (
+        f"{runtime}/serve.lock is a symbolic link: serve writes only files it creates; remove it")
+    assert victim.read_text() == VICTIM_TEXT
+
+
+def test_a_linked_constraints_file_is_not_written_through(tmp_path, victim):
+    runtime = tmp_path / "runtime"
+    runtime.mkdir(mode=0o700)
+    (runtime / "constraints.txt").symlink_to(victim)
+    folder = model_dir(tmp_path, "def handler(data, context):\n    return data.read()\n",
+                       {"requirements.txt": "--no-index\nno-such-package-anywhere==1.0\n"})
+    output = serve_fails(folder, SAGEMAKER_RUNTIME_DIR=str(runtime))
+    assert cannot_start(output) == f"pip could not install {folder}/code/requirements.txt (exit 1):"
+    assert victim.read_text() == VICTIM_TEXT
+    assert not (runtime / "constraints.txt").is_symlink()
+
+
+@pytest.mark.parametrize("mode", [0o777, 0o770, 0o1777])
+def test_a_runtime_folder_others_can_write_is_refused(tmp_path, mode):
+    runtime = tmp_path / "runtime"
+    runtime.mkdir()
+    runtime.chmod(mode)
+    output = serve_fails(model_dir(tmp_path), SAGEMAKER_RUNTIME_DIR=str(runtime))
+    assert cannot_start(output) == (
+        f"runtime folder {runtime} can be written by other users (mode {mode & 0o777:o}): make it private "
+        f"(chmod go-w) or choose another SAGEMAKER_RUNTIME_DIR")
+    assert list(runtime.iterdir()) == []
+
+
+def test_a_runtime_folder_of_another_user_is_refused(tmp_path):
+    if os.geteuid() == 0:
+        runtime = tmp_path / "runtime"
+        runtime.mkdir(mode=0o755)
+        os.chown(runtime, 65534, 65534)
+        owner = 65534
+    else:
+        runtime, owner = Path("/"), 0
+    output = serve_fails(model_dir(tmp_path), SAGEMAKER_RUNTIME_DIR=str(runtime))
+    assert cannot_start(output) == (
+        f"runtime folder {runtime} belongs to uid {owner}, not to uid {os.geteuid()} who runs serve: "
+        f"choose another SAGEMAKER_RUNTIME_DIR")
+
+
+def test_a_linked_runtime_folder_is_refused(tmp_path):
+    real = tmp_path / "real"
+    real.mkdir(mode=0o700)
+    runtime = tmp_path / "runtime"
+    runtime.symlink_to(real, target_is_directory=True)
+    output = serve_fails(model_dir(tmp_path), SAGEMAKER_RUNTIME_DIR=str(runtime))
+    assert cannot_start(output) == (
+        f"runtime folder {runtime} is a symbolic link: give SAGEMAKER_RUNTIME_DIR the folder itself")
+    assert list(real.iterdir()) == []

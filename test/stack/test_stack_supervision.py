@@ -1,0 +1,204 @@
+"""Supervision under load and faults, with real signals and sockets: readiness that does not queue behind client
+requests, a child dying while a later one starts, a killed nginx master whose workers hold the port, Ctrl-C
+draining like SIGTERM, nothing of the stack left after exit, and no file outside the runtime folder."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from pathlib import Path
+
+import support
+from stack_support import invoke, model_dir
+
+SLOW = """
+    import os
+    import time
+    from pathlib import Path
+
+    def handler(data, context):
+        body = data.read()
+        if os.environ.get("STARTED_DIR"):
+            Path(os.environ["STARTED_DIR"], body.decode()).touch()  # the test sees the request in flight
+        time.sleep(2)
+        return b"done " + body, "text/plain"
+"""
+
+# The script's import (in each gunicorn worker) holds until the test creates the file IMPORT_GO.
+HELD_IMPORT = """
+    import os
+    import time
+    from pathlib import Path
+
+    Path(os.environ["IMPORT_STARTED"]).touch()
+    _deadline = time.monotonic() + 120
+    while not Path(os.environ["IMPORT_GO"]).exists() and time.monotonic() < _deadline:
+        time.sleep(0.05)
+
+    def handler(data, context):
+        return b"echo " + data.read(), "text/plain"
+"""
+
+READY_LINE = " INFO serve: ready: "
+
+
+def stack_processes(stack: support.Stack) -> set[int]:
+    """serve's children and theirs, found by parent and by the children's sessions."""
+    return support.descendants(stack.proc.pid) | support.session_members(stack.child_sessions())
+
+
+def assert_nothing_left(stack: support.Stack, processes: set[int]) -> None:
+    assert processes & set(support.live_processes()) == set()
+    for port in [stack.port, *stack.model_server_ports]:
+        assert support.listening_pids(port) is None, f"port {port} still listened on"
+
+
+def held_import_stack(tmp_path: Path, **env: str) -> tuple[support.Stack, Path, Path]:
+    started, go = tmp_path / "import-started", tmp_path / "import-go"
+    folder = model_dir(tmp_path, HELD_IMPORT)
+    stack = support.Stack(folder, env={"IMPORT_STARTED": str(started), "IMPORT_GO": str(go),
+                                       "SAGEMAKER_GUNICORN_WORKERS": "1", **env})
+    return stack, started, go
+
+
+def test_serve_becomes_ready_while_clients_keep_every_worker_busy(tmp_path):
+    folder = model_dir(tmp_path, SLOW)
+    stack = support.Stack(folder, env={"SAGEMAKER_TFS_WAIT_TIME_SECONDS": "30", "SAGEMAKER_GUNICORN_WORKERS": "1"})
+    stop = threading.Event()
+    answers: list[tuple[int, str] | str] = []
+
+    def client(name: str) -> None:
+        while True:  # at least one request each
+            try:
+                answer = invoke(stack, name, "text/plain")
+                answers.append((answer.status, answer.text))
+            except OSError as exc:
+                answers.append(repr(exc))
+            if stop.is_set():
+                return
+
+    clients = [threading.Thread(target=client, args=(f"client-{i}",)) for i in range(4)]
+    try:
+        stack.start()  # returns as soon as /ping answers 200
+        for thread in clients:
+            thread.start()
+        stack.wait_until(lambda: READY_LINE in stack.log(), timeout=90, what="saying ready")
+        stop.set()
+        for thread in clients:
+            thread.join(60)
+        assert set(answers) == {(200, f"done client-{i}") for i in range(4)}
+        stack.signal(signal.SIGTERM)
+        assert stack.proc.wait(60) == 0
+        assert "cannot start" not in stack.log()
+    finally:
+        stop.set()
+        stack.stop()
+
+
+def test_a_model_server_dying_while_the_app_starts_is_restarted_and_start_up_completes(tmp_path):
+    stack, started, go = held_import_stack(tmp_path)
+    try:
+        stack.start(wait=False)
+        stack.wait_until(started.exists, timeout=180, what="importing the script")
+        pid = stack.pid_of("tfs-0")
+        os.kill(pid, signal.SIGKILL)
+        message = f"model server 0 (pid {pid}) exited with status -9; restarting it (restart #1)"
+        stack.wait_until(lambda: message in stack.log(), timeout=30, what="restarting the model server")
+        go.touch()
+        stack.wait_until(stack.ready, timeout=180, what="ready")
+        assert stack.pid_of("tfs-0") != pid
+        answer = invoke(stack, "hello", "text/plain")
+        assert (answer.status, answer.text) == (200, "echo hello")
+    finally:
+        stack.stop()
+
+
+def test_sigterm_during_start_up_stops_every_child_and_exits_0(tmp_path):
+    # the worker never finishes importing the script: gunicorn kills it after its graceful timeout
+    stack, started, _ = held_import_stack(tmp_path, SAGEMAKER_GUNICORN_TIMEOUT_SECONDS="5")
+    try:
+        stack.start(wait=False)
+        stack.wait_until(started.exists, timeout=180, what="importing the script")
+        processes = stack_processes(stack)
+        stack.signal(signal.SIGTERM)
+        assert stack.proc.wait(60) == 0
+        assert "received SIGTERM: draining and stopping" in stack.log()
+        assert "cannot start" not in stack.log()
+        assert_nothing_left(stack, processes)
+    finally:
+        stack.stop()
+
+
+def test_a_killed_nginx_master_s_workers_are_killed_before_nginx_restarts_and_nothing_is_left_after_exit(tmp_path):
+    with support.Stack(model_dir(tmp_path)) as stack:
+        stack.wait_until(lambda: READY_LINE in stack.log(), timeout=30, what="saying ready")
+        master = stack.pid_of("nginx-supervised")
+        old_nginx = support.descendants(master) | {master}
+        assert support.listening_pids(stack.port) == old_nginx
+        os.kill(master, signal.SIGKILL)
+        message = f"nginx (pid {master}) exited with status -9; restarting it (restart #1)"
+        stack.wait_until(lambda: message in stack.log(), timeout=30, what="restarting nginx")
+
+        def new_nginx_listens() -> bool:
+            new_master = stack.pid_of("nginx-supervised")
+            return new_master != master and \
+                support.listening_pids(stack.port) == support.descendants(new_master) | {new_master}
+
+        stack.wait_until(new_nginx_listens, timeout=60, what="the new nginx alone listening on the port")
+        assert old_nginx & set(support.live_processes()) == set()
+        assert "Address already in use" not in stack.log()
+        assert invoke(stack, "[1.0]").status == 200
+
+        processes = stack_processes(stack)
+        assert len(processes) >= 4  # model server, gunicorn master and worker, nginx master and workers
+        stack.signal(signal.SIGTERM)
+        assert stack.proc.wait(60) == 0
+        assert_nothing_left(stack, processes)
+
+
+def test_sigint_to_serve_s_process_group_drains_like_sigterm(tmp_path):
+    started = tmp_path / "started"
+    started.mkdir()
+    env = {"SAGEMAKER_GUNICORN_WORKERS": "1", "SAGEMAKER_GUNICORN_THREADS": "8", "STARTED_DIR": str(started)}
+    stack = support.Stack(model_dir(tmp_path, SLOW), env=env).start()
+    try:
+        processes = stack_processes(stack)
+        answers: dict[str, tuple[int, str] | str] = {}
+
+        def send(name: str) -> None:
+            try:
+                answer = invoke(stack, name, "text/plain")
+                answers[name] = (answer.status, answer.text)
+            except OSError as exc:
+                answers[name] = repr(exc)
+
+        names = [f"request-{i}" for i in range(8)]
+        threads = [threading.Thread(target=send, args=(name,)) for name in names]
+        for thread in threads:
+            thread.start()
+        support.wait_for(lambda: len(list(started.iterdir())) == len(names), what="all requests in the handler")
+        os.killpg(stack.proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole foreground process group
+        for thread in threads:
+            thread.join(60)
+        assert answers == {name: (200, f"done {name}") for name in names}
+        assert stack.proc.wait(60) == 0
+        assert "received SIGINT: draining and stopping" in stack.log()
+        assert_nothing_left(stack, processes)
+    finally:
+        stack.stop()
+
+
+def test_no_gunicorn_control_socket_in_home_and_a_private_runtime_folder_by_default(tmp_path):
+    home, xdg = tmp_path / "home", tmp_path / "xdg"
+    home.mkdir()
+    xdg.mkdir(mode=0o700)
+    stack = support.Stack(model_dir(tmp_path),
+                          env={"HOME": str(home), "XDG_RUNTIME_DIR": str(xdg), "SAGEMAKER_RUNTIME_DIR": ""})
+    stack.runtime_dir = xdg / f"sagemaker-tfs-{stack.port}"
+    with stack:
+        assert invoke(stack, "[1.0]").status == 200
+        assert (stack.runtime_dir / "nginx.conf").is_file()
+        assert stack.runtime_dir.stat().st_mode & 0o777 == 0o700
+    assert not (home / ".gunicorn").exists()  # (TensorFlow, in the model server, writes $HOME/.keras)
+    assert [path.name for path in xdg.iterdir()] == [stack.runtime_dir.name]  # no gunicorn.ctl either

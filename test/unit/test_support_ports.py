@@ -1,0 +1,38 @@
+"""The test helpers' free ports lie below the kernel's ephemeral range, where no outgoing connection (not even
+one connected to itself) can take a server's port between a run choosing it and the server binding it."""
+
+from __future__ import annotations
+
+import socket
+
+import support
+
+
+def test_free_ports_lie_below_the_ephemeral_range_and_are_free():
+    ephemeral_low, _ = support.ephemeral_port_range()
+    for _ in range(50):
+        port = support.free_port()
+        assert support.LOWEST_PORT <= port < ephemeral_low
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", port))
+
+
+def test_free_port_ranges_lie_below_the_ephemeral_range_and_are_free():
+    ephemeral_low, _ = support.ephemeral_port_range()
+    for _ in range(20):
+        low, high = support.free_port_range(5)
+        assert high - low == 4
+        assert support.LOWEST_PORT <= low and high < ephemeral_low
+        socks = [socket.socket() for _ in range(5)]
+        try:
+            for port, sock in zip(range(low, high + 1), socks):
+                sock.bind(("127.0.0.1", port))
+        finally:
+            for sock in socks:
+                sock.close()
+
+
+def test_a_stack_s_ports_lie_below_the_ephemeral_range(tmp_path):
+    stack = support.Stack(tmp_path, instances=2)
+    assert len(stack.model_server_ports) == 4
+    assert max(stack.port, *stack.model_server_ports) < support.ephemeral_port_range()[0]
