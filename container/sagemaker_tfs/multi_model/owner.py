@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import binascii
 import collections
+import concurrent.futures
 import contextlib
 import itertools
 import json
@@ -266,21 +267,20 @@ class Owner:
 
     def _reload_everywhere(self, deadline: float,
                            only: list[Instance] | None = None) -> list[tuple[Instance, grpc.RpcError]]:
-        """Send every instance the models being loaded or ready; the failures, by instance."""
+        """Send every instance the models being loaded or ready; the failures, by instance (none: every
+        instance has loaded them)."""
         with self._lock:
             self._generation += 1
             metadata = ((GENERATION_METADATA, str(self._generation)),)
             request = reload_request(self._config(("loading", "ready")))
         timeout = max(0.001, deadline - time.monotonic())
-        futures = [(i, self._pool.submit(self._reload_calls[i.index], request, timeout=timeout, metadata=metadata))
-                   for i in (only or self.instances)]
-        failures = []
-        for instance, future in futures:
-            try:
-                future.result()
-            except grpc.RpcError as exc:
-                failures.append((instance, exc))
-        return failures
+        # wait_for_ready: an instance restarted meanwhile is waited for (its channel reconnects), not a failure
+        futures = {self._pool.submit(self._reload_calls[i.index], request, timeout=timeout, metadata=metadata,
+                                     wait_for_ready=True): i
+                   for i in (only or self.instances)}
+        # the first failure decides (a killed instance is known at once, while the others may still be loading)
+        done, _ = concurrent.futures.wait(futures, return_when=concurrent.futures.FIRST_EXCEPTION)
+        return [(futures[f], f.exception()) for f in done if f.exception() is not None]
 
     def _version_status(self, name: str) -> list[Any]:
         first = self.instances[0]
@@ -296,10 +296,8 @@ class Owner:
         bring it up to date, and drop the models it could not load back, so that the next invocation is a 404
         and SageMaker loads them again."""
         instance = self.instances[index]
-        failures = self._reload_everywhere(time.monotonic() + self.wait_seconds, only=[instance])
-        if not failures:
-            return
-        log.error("model server %d could not load the models back: %s", index, failures[0][1].details())
+        for _, failure in self._reload_everywhere(time.monotonic() + self.wait_seconds, only=[instance]):
+            log.error("model server %d could not load the models back: %s", index, failure.details())
         for name, entry in list(self._entries.items()):
             if entry.state == "ready" and not self._available(instance, name):
                 with self._turn(name):
