@@ -125,8 +125,9 @@ class Stack:
         runtime_dir.write_file(config_file, model_tree.model_config_text(self.tree))
 
     def _ready_message(self) -> str:
+        """What the log's `ready: ` line says."""
         return (", ".join(f"{m.name} v{','.join(map(str, m.versions))}" for m in self.tree.models)
-                + f" (default model {self.tree.default_model}"
+                + f" on port {self.settings.bind_port} (default model {self.tree.default_model}"
                 + (f", handler script {self.tree.script})" if self.tree.script else ")"))
 
     def _restarted(self, child: Child, status: int) -> None:
@@ -173,7 +174,7 @@ class Stack:
         self.nginx.start()
         self._wait(lambda: readiness.listens(self.nginx.proc.pid, s.bind_port), self.nginx, deadline,
                    f"nginx to listen on port {s.bind_port}")
-        log.info("ready on port %d: %s", s.bind_port, self._ready_message())
+        log.info("ready: %s", self._ready_message())
 
     def _wait(self, ready: Callable[[], bool], child: Child, deadline: float, what: str) -> None:
         """Poll ready() while supervising the children already started; the child waited for may not exit."""

@@ -51,6 +51,21 @@ def model(root: Path, name: str, source: Path = support.HALF_PLUS_TWO, script: s
     return path
 
 
+def gated_copy(root: Path, gated: tuple[Path, object], name: str) -> tuple[Path, object]:
+    """root/name: a copy of the gated model (conftest.gated), its gate closed: a load of it waits for gate.open()."""
+    source, gate = gated
+    url = root / name
+    shutil.copytree(source, url)
+    gate.close()
+    return url, gate
+
+
+def model_server_state(stack: support.Stack, name: str, instance: int = 0) -> str | None:
+    """The state of `name` on a model server instance (read from its REST port directly), None when absent."""
+    answer = support.http_call(stack.model_server_ports[2 * instance + 1], "GET", f"/v1/models/{name}")
+    return answer.json()["model_version_status"][0]["state"] if answer.status == 200 else None
+
+
 def predictions(*values: float) -> str:
     """TensorFlow Serving's REST body for a flat list of predictions, byte for byte."""
     return '{\n    "predictions": [' + ", ".join(map(str, values)) + "\n    ]\n}"

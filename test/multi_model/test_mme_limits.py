@@ -11,7 +11,7 @@ import signal
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from mme_support import MultiModelStack, error, model, predictions
+from mme_support import MultiModelStack, error, gated_copy, model, model_server_state, predictions
 
 import support
 
@@ -26,11 +26,6 @@ def limited(tmp_path_factory):
     env = {"SAGEMAKER_MULTI_MODEL_MAX_MODELS": "1", "SAGEMAKER_TFS_WAIT_TIME_SECONDS": str(WAIT_SECONDS)}
     with MultiModelStack(root, env, instances=2) as stack:
         yield stack
-
-
-def state_on(stack, instance: int, name: str) -> str | None:
-    answer = support.http_call(stack.model_server_ports[2 * instance + 1], "GET", f"/v1/models/{name}")
-    return answer.json()["model_version_status"][0]["state"] if answer.status == 200 else None
 
 
 def test_max_models_is_a_507_that_only_a_loadable_request_gets(limited):
@@ -54,16 +49,13 @@ def test_max_models_is_a_507_that_only_a_loadable_request_gets(limited):
 
 
 def test_a_load_past_the_wait_time_is_408_and_leaves_nothing_behind(limited, gated):
-    source, gate = gated
-    url = limited.root / "late"
-    shutil.copytree(source, url)
-    gate.close()
+    url, gate = gated_copy(limited.root, gated, "late")
     try:
         answer = limited.load("late", str(url))
         assert (answer.status, answer.json()) == (
             408, error(f"Failed to load model late: timed out after {WAIT_SECONDS} seconds"))
         assert limited.listed().json() == {"models": []}
-        assert [state_on(limited, i, "late") for i in (0, 1)] == [None, None]  # out of both model servers
+        assert [model_server_state(limited, "late", i) for i in (0, 1)] == [None, None]  # out of both instances
         assert limited.invoke("late").json() == error("Model late is not loaded yet.")
     finally:
         gate.open()
@@ -72,25 +64,23 @@ def test_a_load_past_the_wait_time_is_408_and_leaves_nothing_behind(limited, gat
 
 
 def test_a_model_server_killed_while_loading_is_a_507(limited, gated):
-    source, gate = gated
-    url = limited.root / "heavy"
-    shutil.copytree(source, url)
-    gate.close()
+    url, gate = gated_copy(limited.root, gated, "heavy")
     try:
         with ThreadPoolExecutor(1) as pool:
             loading = pool.submit(limited.load, "heavy", str(url))
-            support.wait_for(lambda: state_on(limited, 1, "heavy") == "LOADING", what="the load on model server 1")
+            support.wait_for(lambda: model_server_state(limited, "heavy", 1) == "LOADING",
+                             what="the load on model server 1")
             os.kill(limited.pid_of("tfs-1"), signal.SIGKILL)  # what the kernel's OOM killer does
             answer = loading.result()
         assert (answer.status, answer.json()) == (507, error(
             "Memory exhausted: model server 1 was killed (SIGKILL, as the kernel's OOM killer does) while loading "
             "model heavy"))
         assert limited.listed().json() == {"models": []}
-        assert state_on(limited, 0, "heavy") is None
+        assert model_server_state(limited, "heavy") is None
     finally:
         gate.open()
     limited.wait_until(limited.ready, timeout=120, what="model server 1 back")
-    assert state_on(limited, 1, "heavy") is None  # restarted with the models that are loaded: none
+    assert model_server_state(limited, "heavy", 1) is None  # restarted with the models that are loaded: none
 
 
 def test_a_restarted_model_server_gets_the_loaded_models_back_and_drops_those_it_cannot_load(limited):
@@ -107,7 +97,7 @@ def test_a_restarted_model_server_gets_the_loaded_models_back_and_drops_those_it
     support.wait_for(restarting_seen, timeout=30, what="an invocation answered while model server 0 restarts")
     assert set(answers) <= {(200, predictions(2.5, 3.0).encode()), (503, b'{"error": "model server restarting"}')}
     limited.wait_until(limited.ready, timeout=120, what="model server 0 back")
-    assert state_on(limited, 0, "kept") == "AVAILABLE"
+    assert model_server_state(limited, "kept") == "AVAILABLE"
     assert {limited.invoke("kept").text for _ in range(6)} == {predictions(2.5, 3.0)}  # both instances serve it
 
     shutil.rmtree(kept)  # the model can no longer be loaded from its url
@@ -117,10 +107,13 @@ def test_a_restarted_model_server_gets_the_loaded_models_back_and_drops_those_it
     assert "dropping model kept: model server 1 could not load it again" in limited.log()
 
 
-def test_the_memory_limit_is_a_507_after_every_check_a_retry_could_not_fix(tmp_path):
+def test_the_memory_limit_is_a_507_after_every_check_a_retry_could_not_fix_and_no_default_model(tmp_path):
     root = tmp_path / "models"
     url = str(model(root, "small"))
-    with MultiModelStack(root, {"SAGEMAKER_MULTI_MODEL_MEMORY_LIMIT_PERCENT": "1"}) as stack:
+    env = {"SAGEMAKER_MULTI_MODEL_MEMORY_LIMIT_PERCENT": "1", "SAGEMAKER_TFS_DEFAULT_MODEL_NAME": "small"}
+    with MultiModelStack(root, env) as stack:
+        assert ("SAGEMAKER_TFS_DEFAULT_MODEL_NAME=small is ignored: a multi-model endpoint's requests name their "
+                "model") in stack.log()
         assert stack.load("small", "relative").status == 400
         assert stack.load("small", str(root / "absent")).status == 404
         answer = stack.load("small", url)

@@ -6,28 +6,11 @@ sleeps, no timing."""
 from __future__ import annotations
 
 import os
-import shutil
-import threading
 from concurrent.futures import ThreadPoolExecutor
 
-from mme_support import error, model, predictions
+from mme_support import error, gated_copy, model, model_server_state, predictions
 
 import support
-
-
-def model_server_state(stack, name: str) -> str | None:
-    """The state of `name` on model server 0 (its REST port), read directly."""
-    rest_port = stack.model_server_ports[1]
-    answer = support.http_call(rest_port, "GET", f"/v1/models/{name}")
-    return answer.json()["model_version_status"][0]["state"] if answer.status == 200 else None
-
-
-def gated_copy(root, gated, name):
-    source, gate = gated
-    url = root / name
-    shutil.copytree(source, url)
-    gate.close()
-    return url, gate
 
 
 def test_two_loads_of_one_name_one_200_one_409(stack, root, gated):

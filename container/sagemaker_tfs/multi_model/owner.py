@@ -148,7 +148,10 @@ class Owner:
                 raise not_loaded(name)
             entry.state = "unloading"
             # workers drop the route, wait for their in-flight invocations of it, forget its modules, then ack
-            self.publisher.publish(self._snapshot(), time.monotonic() + self.drain_seconds + 30)
+            try:
+                self.publisher.publish(self._snapshot(), time.monotonic() + self.drain_seconds + 30)
+            except TimeoutError as exc:  # a worker that hangs is gunicorn's to kill; the unload goes on
+                log.error("unloading model %s: %s", name, exc)
             with self._lock:
                 del self._entries[name]
             self.write_config_file()

@@ -69,7 +69,8 @@ class MultiModelStack(Stack):
 
     def _ready_message(self) -> str:
         script = self.code_dir / "inference.py"
-        return (f"multi-model endpoint, model root {self.settings.model_dir}, universal script "
+        return (f"multi-model endpoint on port {self.settings.bind_port}, model root {self.settings.model_dir}, "
+                f"universal script "
                 f"{script if script.is_file() else 'none (models without a script get the default handler)'}")
 
     def _exit_status(self, index: int) -> int | None:
