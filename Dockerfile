@@ -8,7 +8,7 @@ ARG BASE_IMAGE=tensorflow/serving:2.19.0
 FROM ${BASE_IMAGE}
 
 LABEL com.amazonaws.sagemaker.capabilities.accept-bind-to-port=true \
-      com.amazonaws.sagemaker.capabilities.multi-models=false
+      com.amazonaws.sagemaker.capabilities.multi-models=true
 
 ENV DEBIAN_FRONTEND=noninteractive \
     PYTHONUNBUFFERED=1 \

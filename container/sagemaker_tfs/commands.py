@@ -73,9 +73,9 @@ def model_server_commands(settings: Settings, config_file: Path, batching_file: 
     return commands
 
 
-def gunicorn_command(settings: Settings) -> list[str]:
+def gunicorn_command(settings: Settings, app: str = "sagemaker_tfs.proxy.app:create_app()") -> list[str]:
     return [
-        sys.executable, "-m", "gunicorn", "sagemaker_tfs.proxy.app:create_app()",
+        sys.executable, "-m", "gunicorn", app,
         # our settings file (never a gunicorn.conf.py of the working folder): workers say when they are ready,
         # no control socket in $HOME
         "--config", "python:sagemaker_tfs.gunicorn_settings",

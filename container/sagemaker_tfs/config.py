@@ -284,9 +284,27 @@ class Settings:
     max_payload_in_mb: int | None = var("SAGEMAKER_MAX_PAYLOAD_IN_MB", _int_between(0, MAX_TRANSFORM_MB), None,
                                         f"`0` to `{MAX_TRANSFORM_MB}`, {_EXEC_PARAMS} when set")
     multi_model: bool = var("SAGEMAKER_MULTI_MODEL", _bool, False,
-                            "`true` is refused: multi-model endpoints are not supported yet", render=_render_bool)
-    model_dir: str = var("SAGEMAKER_MODEL_DIR", _text, "/opt/ml/model",
-                         "where the model is (to run outside a container)")
+                            "`true`: a multi-model endpoint, models loaded at run time (README: Multi-model "
+                            "endpoints)", render=_render_bool)
+    model_dir: str = var("SAGEMAKER_MODEL_DIR", _text, lambda s: "/opt/ml/models" if s.multi_model else "/opt/ml/model",
+                         "where the model is (to run outside a container); multi-model: the model root, every "
+                         "loaded `url` must be inside it",
+                         shown_default="`/opt/ml/model` (multi-model: `/opt/ml/models`)")
+    multi_model_code_dir: str = var("SAGEMAKER_MULTI_MODEL_CODE_DIR", _text, "/opt/ml/code",
+                                    "multi-model: universal `inference.py`, `lib/`, `requirements.txt` for models "
+                                    "without their own; a missing folder means none")
+    multi_model_max_models: int = var("SAGEMAKER_MULTI_MODEL_MAX_MODELS", _int_between(0), 0,
+                                      "multi-model: models loaded at once; one more load is a 507",
+                                      shown_default="`0` (no limit)")
+    multi_model_memory_limit_percent: int = var(
+        "SAGEMAKER_MULTI_MODEL_MEMORY_LIMIT_PERCENT", _int_between(1, 100), 90,
+        "multi-model: a load is a 507 when this much of the memory (the cgroup's limit, or the host's) is in use")
+    multi_model_universal_bucket: str | None = var(
+        "SAGEMAKER_MULTI_MODEL_UNIVERSAL_BUCKET", _text, None,
+        "not supported (with `_PREFIX`: scripts downloaded from S3): `serve` stops; use "
+        "`SAGEMAKER_MULTI_MODEL_CODE_DIR`")
+    multi_model_universal_prefix: str | None = var("SAGEMAKER_MULTI_MODEL_UNIVERSAL_PREFIX", _text, None,
+                                                   "see `SAGEMAKER_MULTI_MODEL_UNIVERSAL_BUCKET`")
     program: str = var("SAGEMAKER_PROGRAM", _program, "inference.py",
                        "the handler script's file name in `code/` (both contracts)")
     inference_contract: str = var("SAGEMAKER_INFERENCE_CONTRACT", _choice("auto", "tfs", "toolkit"), "auto",
@@ -330,6 +348,10 @@ class Settings:
         if self.metrics and self.metrics_port in {self.bind_port, *(port for pair in ports for port in pair)}:
             raise ConfigError(f"SAGEMAKER_METRICS_PORT={self.metrics_port} is taken by nginx or a model server: "
                               "choose another port")
+        if self.multi_model and self.multi_model_universal_bucket and self.multi_model_universal_prefix:
+            raise ConfigError("SAGEMAKER_MULTI_MODEL_UNIVERSAL_BUCKET and SAGEMAKER_MULTI_MODEL_UNIVERSAL_PREFIX are "
+                              "not supported (scripts are not downloaded from S3): put the universal code in the "
+                              "folder SAGEMAKER_MULTI_MODEL_CODE_DIR names (default /opt/ml/code)")
         rest, grpc = self.model_server_rest_ports, self.model_server_grpc_ports
         if rest is not None and grpc is not None and len(rest) != len(grpc):
             raise ConfigError(f"TFS_REST_PORTS={_render_list(rest)!r} and TFS_GRPC_PORTS={_render_list(grpc)!r} "
@@ -370,7 +392,7 @@ class Settings:
         """ConfigError unless the variables `serve` sets for its children are there."""
         no_model_server = self.model_server_rest_ports == ()  # then no default model either
         missing = [v.name for f, v in VARIABLES.items() if v.set_by_serve and getattr(self, f) is None
-                   and not (no_model_server and f == "default_model")]
+                   and not (f == "default_model" and (no_model_server or self.multi_model))]  # multi-model: none
         if missing:
             raise ConfigError(f"{', '.join(missing)} not set: the app is started by `serve`, which sets them")
 

@@ -30,7 +30,38 @@ def render(settings: Settings) -> str:
         bind_port=settings.bind_port,
         proxy_read_timeout=settings.nginx_proxy_read_timeout_seconds,
         client_max_body_size=settings.nginx_client_max_body_size,
+        multi_model_upstream=MULTI_MODEL_UPSTREAM.substitute(runtime_dir=settings.runtime_dir)
+        if settings.multi_model else "",
+        multi_model_locations=MULTI_MODEL_LOCATIONS.substitute(management_timeout=management_timeout(settings))
+        if settings.multi_model else "",
     )
+
+
+# Multi-model endpoints: invocations go to gunicorn, the management routes to the registry owner in serve
+# (multi_model/management.py), whose loads may take SAGEMAKER_TFS_WAIT_TIME_SECONDS.
+MULTI_MODEL_UPSTREAM = Template("""
+    upstream models {
+        server unix:${runtime_dir}/models.sock;
+    }
+""")
+MULTI_MODEL_LOCATIONS = Template("""
+        location ~ ^/models/[^/]+/invoke$$ {
+            proxy_pass http://proxy;
+        }
+        location = /models {
+            proxy_pass http://models;
+            proxy_read_timeout ${management_timeout}s;
+        }
+        location /models/ {
+            proxy_pass http://models;
+            proxy_read_timeout ${management_timeout}s;
+        }
+""")
+
+
+def management_timeout(settings: Settings) -> int:
+    """nginx's read timeout of the management routes: a load's wait, or an unload's drain, plus a margin."""
+    return max(settings.tfs_wait_time_seconds, settings.gunicorn_timeout_seconds) + 60
 
 
 def write_config(settings: Settings) -> Path:

@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 from . import runtime_dir
-from .model_tree import ModelTree
 
 log = logging.getLogger("serve")
 
@@ -25,11 +24,10 @@ PINNED_PACKAGES = ("tensorflow", "tensorflow-serving-api", "numpy", "protobuf", 
                    "requests", "urllib3", "uvloop", "httptools")
 
 
-def pip_command(tree: ModelTree, runtime: Path) -> list[str] | None:
-    """`pip install -r code/requirements.txt` with the constraints file written in the runtime folder; None when
-    there is nothing to install (no requirements.txt, or code/lib exists: then it is not installed, as in the
+def pip_command(code: Path, runtime: Path) -> list[str] | None:
+    """`pip install -r <code>/requirements.txt` with the constraints file written in the runtime folder; None when
+    there is nothing to install (no requirements.txt, or <code>/lib exists: then it is not installed, as in the
     original)."""
-    code = tree.model_dir / "code"
     requirements = code / "requirements.txt"
     if (code / "lib").is_dir():
         if requirements.is_file():

@@ -39,17 +39,21 @@ from .supervisor import Stack, StopRequested
 log = logging.getLogger("serve")
 
 
-def prepare() -> tuple[Settings, ModelTree]:
-    """The settings, resolved for the children (Settings.resolved), and the validated model tree."""
+def prepare() -> tuple[Settings, ModelTree | None]:
+    """The settings, resolved for the children (Settings.resolved), and the validated model tree (None for a
+    multi-model endpoint: nothing is loaded at start-up)."""
     settings = Settings.from_env()
-    if settings.multi_model:
-        raise ConfigError("SAGEMAKER_MULTI_MODEL=true: multi-model endpoints are not supported by this container yet")
     if settings.gunicorn_worker_class in ("gevent", "eventlet", "tornado") and \
             importlib.util.find_spec(settings.gunicorn_worker_class) is None:
         raise ConfigError(f"SAGEMAKER_GUNICORN_WORKER_CLASS={settings.gunicorn_worker_class} needs the "
                           f"{settings.gunicorn_worker_class} package, which is not installed; use sync or gthread")
     if not shutil.which("nginx"):
         raise StartupError("nginx is not installed (apt-get install nginx, or run scripts/install.sh)")
+    if settings.multi_model:
+        from .multi_model.stack import check_model_root
+
+        commands.model_server_base_command()
+        return settings.resolved(check_model_root(settings), None), None
     tree = model_tree.find_models(settings.model_dir, settings.tfs_default_model_name, settings.program,
                                   lambda script: is_toolkit_script(script, settings.inference_contract))
     if tree.models:  # an inference toolkit script without SavedModels needs no model server
@@ -85,7 +89,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         settings, tree = prepare()
         lock = runtime_dir.claim(Path(settings.runtime_dir))  # held until we exit
-        stack = Stack(settings, tree, stopping)
+        if settings.multi_model:
+            from .multi_model.stack import MultiModelStack
+
+            stack = MultiModelStack(settings, stopping)
+        else:
+            stack = Stack(settings, tree, stopping)
         stack.start()
         stack.supervise()
     except StopRequested:

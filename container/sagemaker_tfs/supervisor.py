@@ -135,7 +135,9 @@ def group_alive(pgid: int) -> bool:
 class Stack:
     """The model servers, gunicorn and nginx of one container, and their supervision."""
 
-    def __init__(self, settings: Settings, tree: ModelTree, stopping: threading.Event):
+    app_factory = "sagemaker_tfs.proxy.app:create_app()"  # gunicorn's
+
+    def __init__(self, settings: Settings, tree: ModelTree | None, stopping: threading.Event):
         self.settings = settings
         self.tree = tree
         self.runtime = Path(settings.runtime_dir)
@@ -148,6 +150,31 @@ class Stack:
         self.env = settings.to_env(os.environ)  # the children's settings: what serve resolved, read back as is
         self.state = "starting"  # then "ready", then "stopping" (the metrics page reports it)
         self._metrics_server = None
+
+    # ---- what a multi-model stack (multi_model/stack.py) does differently ----
+
+    @property
+    def code_dir(self) -> Path:
+        """The folder whose requirements.txt is installed at start-up."""
+        return self.tree.model_dir / "code"
+
+    @property
+    def serves_models(self) -> bool:
+        """Whether model servers run (not for an inference toolkit script without SavedModels)."""
+        return bool(self.tree.models)
+
+    def _write_model_config(self, config_file: Path) -> None:
+        runtime_dir.write_file(config_file, model_tree.model_config_text(self.tree))
+
+    def _ready_message(self) -> str:
+        """What the log's `ready: ` line says."""
+        return (", ".join(f"{m.name} v{','.join(map(str, m.versions))}" for m in self.tree.models)
+                + (" on" if self.tree.models else "the script's model on")
+                + f" port {self.settings.bind_port} (default model {self.tree.default_model or 'none'}"
+                + (f", handler script {self.tree.script})" if self.tree.script else ")"))
+
+    def _restarted(self, child: Child, status: int) -> None:
+        """Called after a dead child (exit status `status`) was started again."""
 
     # ---- start-up ----
 
@@ -166,7 +193,7 @@ class Stack:
                 raise StartupError(f"cannot listen on SAGEMAKER_METRICS_PORT={s.metrics_port}: "
                                    f"{exc.strerror or exc}") from None
         config_file = self.runtime / "model_config.pbtxt"
-        runtime_dir.write_file(config_file, model_tree.model_config_text(self.tree))
+        self._write_model_config(config_file)
         batching_file = None
         if s.tfs_enable_batching:
             batching_file = self.runtime / "batching_parameters.pbtxt"
@@ -179,7 +206,7 @@ class Stack:
         gpus = commands.gpu_count()
         # No SavedModel (an inference toolkit script loads the model itself): no model server.
         servers = commands.model_server_commands(s, config_file, batching_file, gpus, monitoring_file) \
-            if self.tree.models else []
+            if self.serves_models else []
         for i, (args, extra_env) in enumerate(servers):
             child = Child(f"model server {i}", args, {**self.env, **extra_env}, self.runtime / f"tfs-{i}.pid",
                           self.child_exited.set)
@@ -193,7 +220,7 @@ class Stack:
         s.app_startup_error_file.unlink(missing_ok=True)
         runtime_dir.fresh_folder(self.runtime / runtime_dir.APP_READY_FOLDER)
         runtime_dir.remove(self.runtime / "gunicorn.pid")
-        self.gunicorn = Child("gunicorn", commands.gunicorn_command(s), self.env,
+        self.gunicorn = Child("gunicorn", commands.gunicorn_command(s, self.app_factory), self.env,
                               self.runtime / "gunicorn-supervised.pid", self.child_exited.set)
         log.info("starting gunicorn: %d worker(s) x %d thread(s), %s workers", s.gunicorn_workers,
                  s.gunicorn_threads, s.gunicorn_worker_class)
@@ -209,10 +236,7 @@ class Stack:
         self._wait(lambda: readiness.listens(self.nginx.proc.pid, s.bind_port), self.nginx, deadline,
                    f"nginx to listen on port {s.bind_port}")
         self.state = "ready"
-        log.info("ready: %s on port %d (default model %s%s)", ", ".join(
-            f"{m.name} v{','.join(map(str, m.versions))}" for m in self.tree.models) or "the script's model",
-            s.bind_port, self.tree.default_model or "none",
-            f", handler script {self.tree.script}" if self.tree.script else "")
+        log.info("ready: %s", self._ready_message())
 
     def _wait(self, ready: Callable[[], bool], child: Child, deadline: float, what: str) -> None:
         """Poll ready() while supervising the children already started; the child waited for may not exit."""
@@ -233,7 +257,7 @@ class Stack:
 
     def _install_requirements(self) -> None:
         """pip, while the model servers load (not counted in SAGEMAKER_TFS_WAIT_TIME_SECONDS, as pip may take long)."""
-        args = requirements.pip_command(self.tree, self.runtime)
+        args = requirements.pip_command(self.code_dir, self.runtime)
         if args is None:
             return
         pip = Child("pip", args, self.env, None)
@@ -243,9 +267,9 @@ class Stack:
         finally:
             pip.stop(signal.SIGTERM, 15)
         if pip.exited() != 0:
-            raise StartupError(f"pip could not install {self.tree.model_dir}/code/requirements.txt "
+            raise StartupError(f"pip could not install {self.code_dir}/requirements.txt "
                                f"(exit {pip.exited()}):\n" + pip.last_lines())
-        log.info("installed %s/code/requirements.txt", self.tree.model_dir)
+        log.info("installed %s/requirements.txt", self.code_dir)
 
     def _wait_for_models(self, deadline: float) -> None:
         if not self.model_servers:
@@ -291,6 +315,7 @@ class Stack:
             log.error("%s (pid %d) exited with status %d; restarting it (restart #%d). Last output:\n%s",
                       child.name, child.proc.pid, code, child.restarts, child.last_lines())
             child.start()
+            self._restarted(child, code)
             if child is self.nginx:
                 retire = threading.Thread(target=self._retire_nginx_workers, args=(old_group, child.proc.pid),
                                           name="nginx-retire", daemon=True)

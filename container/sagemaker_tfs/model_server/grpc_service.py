@@ -1,6 +1,6 @@
 """TFS's gRPC API (tensorflow-serving-api's services): PredictionService and ModelService.
 
-Predict, Classify, Regress, MultiInference and GetModelMetadata; GetModelStatus. Errors carry TFS's status
+Predict, Classify, Regress, MultiInference and GetModelMetadata; GetModelStatus and HandleReloadConfigRequest. Errors carry TFS's status
 codes and messages (cut to 1024 characters plus `...TRUNCATED`, as TFS does). Output tensors use the typed
 `*_val` fields, as TFS does by default, so that `response.outputs["y"].float_val` works.
 """
@@ -17,11 +17,12 @@ import numpy as np
 from tensorflow.core.framework import tensor_pb2, tensor_shape_pb2
 from tensorflow.python.framework import tensor_util
 from tensorflow_serving.apis import (classification_pb2, get_model_metadata_pb2, get_model_status_pb2,
-                                     inference_pb2, model_service_pb2_grpc, predict_pb2,
+                                     inference_pb2, model_management_pb2, model_service_pb2_grpc, predict_pb2,
                                      prediction_service_pb2_grpc, regression_pb2)
 
 from . import dtypes, signatures
 from .metrics import ModelServerMetrics, status_name
+from .model_config import ModelConfigError, configs_from_list
 from .registry import Registry
 from .runner import Runner
 from .servable import Servable
@@ -30,6 +31,8 @@ from .status import Code, ServingError, invalid_argument
 log = logging.getLogger(__name__)
 
 _MAX_MESSAGE = 1024
+# Optional metadata of HandleReloadConfigRequest: the sender's counter of model lists (Registry.reload).
+GENERATION_METADATA = "sagemaker-tfs-config-generation"
 
 # numpy kind/dtype -> TensorProto field holding the values (TFS's tensor.AsProtoField)
 _VALUE_FIELDS = {
@@ -278,6 +281,24 @@ class ModelService(model_service_pb2_grpc.ModelServiceServicer):
         spec = request.model_spec
         version = spec.version.value if spec.HasField("version") else None
         response = self.registry.status_proto(spec.name, version)
+        return response
+
+    @_guarded
+    def HandleReloadConfigRequest(self, request: model_management_pb2.ReloadConfigRequest, context):
+        """The config's model list replaces the served one; returns once the added models are loaded."""
+        if request.config.WhichOneof("config") != "model_config_list":
+            raise invalid_argument("ServerModelConfig type not supported by HandleReloadConfigRequest. Only "
+                                   "ModelConfigList is currently supported")
+        try:
+            configs = configs_from_list(request.config.model_config_list, "HandleReloadConfigRequest")
+        except ModelConfigError as exc:
+            raise invalid_argument(str(exc)) from None
+        metadata = dict(context.invocation_metadata())
+        generation = metadata.get(GENERATION_METADATA)
+        self.registry.reload(configs, int(generation) if generation and generation.isdigit() else None,
+                             context.time_remaining())
+        response = model_management_pb2.ReloadConfigResponse()
+        response.status.error_code = 0
         return response
 
 

@@ -68,7 +68,12 @@ def parse_config_text(text: str, source: str = "<config>") -> list[ModelConfig]:
                                f"tensorflow.serving.ModelServerConfig: {exc}") from None
     if config.WhichOneof("config") == "custom_model_config":
         raise ModelConfigError(f"{source}: custom_model_config is not supported, use model_config_list")
-    models = [_model_config(entry) for entry in config.model_config_list.config]
+    return configs_from_list(config.model_config_list, source)
+
+
+def configs_from_list(model_config_list, source: str) -> list[ModelConfig]:
+    """The models of a ModelConfigList message; raises ModelConfigError."""
+    models = [_model_config(entry) for entry in model_config_list.config]
     names = [m.name for m in models]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:

@@ -1,7 +1,9 @@
 """The served models: their versions' states, the loaded servables, and how a request finds one.
 
-Writers (the startup load, the polling threads, a config reload) replace whole dictionaries; request threads only
-read them, so finding a servable takes no lock. A removed version's session closes when its last request drops it.
+Writers (the startup load, the polling threads, HandleReloadConfigRequest and config file polling) replace whole dictionaries; request
+threads only read them, so finding a servable takes no lock. A removed version's session closes when its last
+request drops it. A reload swaps the model list under a lock and loads the models it added outside it, so that
+reloads adding different models load them in parallel and models a reload leaves unchanged keep serving.
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ class Model:
         self.latest: Servable | None = None
         self.attempted: set[int] = set()  # versions loaded or failed while continuously on disk
         self.missing_logged = False
+        self.settled = threading.Event()  # set once every version had its load attempt
+        self.added_generation = -1  # the reload generation that added it
 
     def set_status(self, status: VersionStatus) -> None:
         self.statuses = {**self.statuses, status.version: status}
@@ -54,6 +58,7 @@ class Registry:
         self._retry_interval = retry_interval_seconds
         self._stopping = threading.Event()
         self._reload_lock = threading.Lock()  # one model-list swap at a time; never taken by requests
+        self._generation = -1
 
     # ---------------------------------------------------------------------------------------- requests
 
@@ -124,6 +129,7 @@ class Registry:
                 log.error("Could not find base path %s for servable %s with error %s", config.base_path,
                           config.name, exc.strerror or exc)
                 model.missing_logged = True
+            model.settled.set()
             return
         aspired = config.policy.select(list(on_disk))
         if not aspired and not model.missing_logged:
@@ -140,6 +146,7 @@ class Registry:
             model.set_status(VersionStatus(version, "UNLOADING"))
             model.set_servables({v: s for v, s in model.servables.items() if v != version})
             model.set_status(VersionStatus(version, "END"))
+        model.settled.set()
 
     def _load(self, model: Model, version: int, path: Path) -> None:
         name = model.config.name
@@ -153,6 +160,11 @@ class Registry:
                 log.exception("Loading servable {name: %s version: %d} raised", name, version)
                 error = ServingError(Code.UNKNOWN, f"{type(exc).__name__}: {exc}")
             else:
+                if self.models.get(name) is not model:  # a reload removed the model while it loaded
+                    log.info("Dropping servable version {name: %s version: %d}: the model was removed while it "
+                             "loaded", name, version)
+                    servable.close()
+                    return
                 model.set_servables({**model.servables, version: servable})
                 model.set_status(VersionStatus(version, "AVAILABLE"))
                 log.info("Successfully loaded servable version {name: %s version: %d} from %s", name, version,
@@ -167,10 +179,15 @@ class Registry:
         log.error("Loading servable {name: %s version: %d} failed: %s: %s", name, version, error.code.name,
                   error.message)
 
-    def reload(self, configs: list[ModelConfig]) -> None:
-        """Apply a new model list, as TFS's ReloadConfig does: models whose config is unchanged keep serving
-        untouched, models no longer listed are unloaded, new or changed ones are loaded; raises the first load
-        error of the models it loaded."""
+    def reload(self, configs: list[ModelConfig], generation: int | None = None,
+               timeout_seconds: float | None = None) -> None:
+        """HandleReloadConfigRequest: `configs` replaces the model list (TFS semantics). Models whose config is
+        unchanged keep their servables; models absent from it are unloaded; new ones are loaded, and the call
+        returns once they are, raising the first load error (as TFS's ReloadConfig waits for them).
+
+        `generation` orders concurrent reloads by when their lists were made (the sender's counter, gRPC metadata
+        `sagemaker-tfs-config-generation`): a list older than one already applied changes nothing, and the call
+        still waits for the models it names that the newer list kept."""
         with self._reload_lock:
             current = self.models
             for config in configs:
@@ -178,20 +195,38 @@ class Registry:
                 if old is not None and old.config.platform != config.platform:
                     raise invalid_argument(f"Illegal to change a model's platform. For model {config.name} platform "
                                            f"was {old.config.platform} and new platform requested is {config.platform}")
-            models = {c.name: current[c.name] if c.name in current and current[c.name].config == c else Model(c)
-                      for c in configs}
-            self.models = models
-            for name, model in current.items():
-                if models.get(name) is not model:
-                    self._unload(model)
-            added = [m for m in models.values() if current.get(m.config.name) is not m]
-            for model in added:
-                log.info("Adding/updating models: %s", model.config.name)
-                self._refresh(model)
+            if generation is not None and generation < self._generation:
+                # a newer list was applied first: it added what this one would have; wait for those
+                awaited = [current[c.name] for c in configs if c.name in current and current[c.name].config == c
+                           and current[c.name].added_generation > generation]
+                added: list[Model] = []
+            else:
+                if generation is not None:
+                    self._generation = generation
+                models = {}
+                for config in configs:
+                    old = current.get(config.name)
+                    models[config.name] = old if old is not None and old.config == config else Model(config)
+                added = [m for m in models.values() if current.get(m.config.name) is not m]
+                for model in added:
+                    model.added_generation = self._generation
+                awaited = []  # the models it added are loaded below; others' loads are their reloads' business
+                self.models = models
+                for name, model in current.items():
+                    if models.get(name) is not model:
+                        self._unload(model)
         for model in added:
+            self._refresh(model)
+            if not model.statuses:
+                raise not_found(f"Could not find base path {model.config.base_path} for servable "
+                                f"{model.config.name}")
+        for model in awaited:
+            if not model.settled.wait(timeout_seconds):
+                raise ServingError(Code.DEADLINE_EXCEEDED, f"model {model.config.name} is still loading")
+        for model in [*added, *awaited]:
             for status in model.statuses.values():
                 if status.error is not None:
-                    raise status.error
+                    raise ServingError(status.error.code, status.error.message)
 
     def _unload(self, model: Model) -> None:
         for version in sorted(model.servables):

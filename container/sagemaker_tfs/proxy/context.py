@@ -6,6 +6,7 @@ import re
 from typing import Any, NamedTuple
 
 from ..errors import HandlerError
+from ..multi_model.names import MODEL_NAME  # one rule for model names (multi_model/names.py imports nothing heavy)
 
 CUSTOM_ATTRIBUTES_HEADER = "X-Amzn-SageMaker-Custom-Attributes"
 DEFAULT_CONTENT_TYPE = "application/json"
@@ -32,7 +33,6 @@ class Context(NamedTuple):
 # As the original: every `tfs-<key>=<value>` pair anywhere in the header, up to the next comma. The value is
 # everything after the first '='; unknown tfs-* keys and other attributes are ignored; nothing is trimmed.
 _TFS_ATTRIBUTE = re.compile(r"(tfs-[a-z-]+)=([^,]+)")
-_MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}")
 _VERSION = re.compile(r"[0-9]+")
 _VERSION_MAX = 2**63 - 1  # versions are int64 in the model server
 METHODS = ("predict", "classify", "regress")
@@ -44,7 +44,7 @@ def tfs_attributes(header: str) -> tuple[str | None, str | None, str | None]:
     name = attributes.get("tfs-model-name")
     version = attributes.get("tfs-model-version")
     method = attributes.get("tfs-method")
-    if name is not None and not _MODEL_NAME.fullmatch(name):
+    if name is not None and not MODEL_NAME.fullmatch(name):
         raise HandlerError(400, "invalid tfs-model-name")
     if version is not None and not _VERSION.fullmatch(version):
         raise HandlerError(400, "invalid tfs-model-version: must be a positive integer")

@@ -64,12 +64,7 @@ class Invocations:
     def _context(self, env: dict) -> tuple[Context, ModelServer, str]:
         server = self._next_server()
         attributes = env.get("HTTP_X_AMZN_SAGEMAKER_CUSTOM_ATTRIBUTES")
-        if attributes:
-            name, version, method = tfs_attributes(attributes)
-            path = model_path(name or self._default_model, version, method)
-        else:
-            name = version = method = None
-            path = self._default_path
+        name, version, method, path = self._target(attributes)
         length = env.get("CONTENT_LENGTH")
         context = Context(
             name, version, method, server.base_uri + path, server.grpc_port,
@@ -77,6 +72,13 @@ class Invocations:
             env.get("CONTENT_TYPE") or DEFAULT_CONTENT_TYPE, env.get("HTTP_ACCEPT") or DEFAULT_ACCEPT,
             int(length) if length else None, self._timeout)
         return context, server, path
+
+    def _target(self, attributes: str | None) -> tuple[str | None, str | None, str | None, str]:
+        """(context.model_name, version, method, model server path) for a request's custom attributes."""
+        if not attributes:
+            return None, None, None, self._default_path
+        name, version, method = tfs_attributes(attributes)
+        return name, version, method, model_path(name or self._default_model, version, method)
 
     def _call_handler(self, data: Any, context: Context, server: ModelServer, path: str, rid: str,
                       timings: Timings | None) -> Answer:

@@ -44,7 +44,11 @@ DEFAULT = Handlers(Contract.DEFAULT, None, input_handler=codecs.default_input_ha
 def load(model_dir: str | Path, program: str = "inference.py", choice: str = "auto") -> Handlers:
     """Import code/<program> (with code/ and code/lib on sys.path) and pick its contract (handler_contract.detect,
     with SAGEMAKER_INFERENCE_CONTRACT as `choice`); no script means the default handler (codecs)."""
-    code = Path(model_dir) / "code"
+    return load_code(Path(model_dir) / "code", program, choice)
+
+
+def load_code(code: Path, program: str = "inference.py", choice: str = "auto") -> Handlers:
+    """load() for a code folder: its script, with the folder and its lib/ on sys.path for good."""
     path = code / program
     if not path.is_file():
         log.info("no handler script at %s: the default handler serves /invocations (JSON, JSON lines and CSV, "
@@ -59,14 +63,59 @@ def load(model_dir: str | Path, program: str = "inference.py", choice: str = "au
     return handlers
 
 
-def _import(path: Path):
-    spec = importlib.util.spec_from_file_location("inference", path)
+def load_private(path: Path, module_name: str) -> tuple[Handlers, list[str]]:
+    """Import one model's script (multi-model endpoints) as module `module_name`, with its code/ and code/lib first
+    on the path, and pick its contract. The modules it imports from those folders are private to it: modules of
+    the same names imported before are hidden during the import, and its own are taken out of sys.modules after
+    it (the script keeps them), so that two models' `helpers` are each their own. Returns the handlers and the
+    module names to forget when the model is unloaded. Imports at module level only: an import a handler does
+    later finds the shared modules."""
+    folders = [str(folder) for folder in (path.parent, path.parent / "lib") if folder.is_dir()]
+    own = _top_names(folders)
+    shadowed = {name: sys.modules.pop(name) for name in list(sys.modules) if name.partition(".")[0] in own}
+    before = set(sys.modules)
+    sys.path[:0] = folders
+    try:
+        module = _import(path, module_name)
+        return contract(module, path), [module_name]
+    finally:
+        for folder in folders:
+            sys.path.remove(folder)
+        for name in set(sys.modules) - before - {module_name}:
+            if _is_in(sys.modules.get(name), folders):
+                del sys.modules[name]
+        sys.modules.update(shadowed)
+
+
+def _top_names(folders: list[str]) -> set[str]:
+    """The top-level module and package names the folders provide."""
+    names = set()
+    for folder in folders:
+        for entry in Path(folder).iterdir():
+            if entry.suffix == ".py" or (entry.is_dir() and entry.name.isidentifier()):
+                names.add(entry.stem if entry.suffix == ".py" else entry.name)
+    return names
+
+
+def _is_in(module, folders: list[str]) -> bool:
+    origin = getattr(module, "__file__", None) or ""
+    return any(origin.startswith(folder + "/") for folder in folders)
+
+
+def forget(module_names: list[str]) -> None:
+    """Drop an unloaded model's modules (load_private's list)."""
+    for name in module_names:
+        sys.modules.pop(name, None)
+
+
+def _import(path: Path, module_name: str = "inference"):
+    spec = importlib.util.spec_from_file_location(module_name, path)
     module = importlib.util.module_from_spec(spec)
-    sys.modules["inference"] = module
+    sys.modules[module_name] = module
     try:
         spec.loader.exec_module(module)
     except BaseException as exc:
-        sys.modules.pop("inference", None)
+        sys.modules.pop(module_name, None)
         if isinstance(exc, (KeyboardInterrupt, SystemExit)):
             raise
         raise ScriptError(f"{path} failed to import: {type(exc).__name__}: {exc}") from exc

@@ -1,0 +1,180 @@
+"""The registry's snapshots, sent by the owner (`serve`) to every gunicorn worker over a UNIX socket, and the
+workers' acknowledgements. Lines of JSON, in both directions:
+
+    worker -> owner   {"hello": <pid>}                                   once, on connecting
+    owner -> worker   {"generation": g, "models": [{"name", "load_id", "state", "script"}, ...]}
+    worker -> owner   {"generation": g, "errors": {name: "why its script cannot be used", ...}}
+
+A worker applies each snapshot in order (imports the scripts of new models, forgets the code of models that
+left, routes the `ready` ones, waits for in-flight invocations of models that left) and then acknowledges it. The
+owner's `publish` returns once every connected worker acknowledged, so that a load's 200 is sent only when every
+worker routes the model and an unload's only when every worker answers 404. A worker that connects gets the
+current snapshot first and serves nothing before it has applied it (worker.py).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from .. import runtime_dir
+
+log = logging.getLogger("sagemaker_tfs.multi_model")
+
+Message = dict[str, Any]
+
+
+class _Worker:
+    """The owner's side of one worker's connection."""
+
+    def __init__(self, sock: socket.socket):
+        self.sock = sock
+        self.pid: int | None = None
+        self.acks: dict[int, dict[str, str]] = {}
+        self.closed = False
+
+    def send(self, message: Message) -> None:
+        try:
+            self.sock.sendall(json.dumps(message).encode() + b"\n")
+        except OSError:
+            self.closed = True
+
+
+class Publisher:
+    """The owner's end: accepts workers, sends them every snapshot, waits for their acknowledgements."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._workers: list[_Worker] = []
+        self._changed = threading.Condition()
+        self._generation = 0
+        self._current: Message = {"generation": 0, "models": []}
+        self._awaited: set[int] = set()  # generations a publish() is waiting for
+        self._server: socket.socket | None = None
+
+    def start(self) -> None:
+        runtime_dir.remove(self.path)
+        self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._server.bind(str(self.path))
+        self._server.listen(64)
+        threading.Thread(target=self._accept, name="registry-publisher", daemon=True).start()
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        with self._changed:
+            for worker in self._workers:
+                worker.sock.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                sock, _ = self._server.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(_Worker(sock),), name="registry-worker", daemon=True).start()
+
+    def _serve(self, worker: _Worker) -> None:
+        reader = worker.sock.makefile("rb")
+        try:
+            hello = json.loads(reader.readline() or b"{}")
+            worker.pid = hello.get("hello")
+            with self._changed:  # the current snapshot first, then every later one, in order
+                worker.send(self._current)
+                self._workers.append(worker)
+            for line in reader:
+                ack = json.loads(line)
+                with self._changed:
+                    if ack["generation"] in self._awaited:
+                        worker.acks[ack["generation"]] = ack.get("errors") or {}
+                        self._changed.notify_all()
+        except (OSError, ValueError) as exc:
+            log.debug("worker %s: %s", worker.pid, exc)
+        finally:
+            with self._changed:
+                worker.closed = True
+                if worker in self._workers:
+                    self._workers.remove(worker)
+                self._changed.notify_all()
+            worker.sock.close()
+
+    def publish(self, models: list[Message], deadline: float | None) -> dict[str, str]:
+        """Send the snapshot to every worker; wait until each acknowledged it (or left). Returns the workers'
+        errors by model name; TimeoutError when the deadline passes first."""
+        with self._changed:
+            self._generation += 1
+            generation = self._generation
+            self._current = {"generation": generation, "models": models}
+            self._awaited.add(generation)
+            waiting = list(self._workers)
+            for worker in waiting:
+                worker.send(self._current)
+            try:
+                while True:
+                    pending = [w for w in waiting if not w.closed and generation not in w.acks]
+                    if not pending:
+                        break
+                    remaining = None if deadline is None else deadline - time.monotonic()
+                    if remaining is not None and remaining <= 0:
+                        raise TimeoutError(f"worker(s) {', '.join(str(w.pid) for w in pending)} did not apply the "
+                                           "model list in time")
+                    self._changed.wait(remaining)
+            finally:
+                self._awaited.discard(generation)
+                errors: dict[str, str] = {}
+                for worker in waiting:
+                    errors.update(worker.acks.pop(generation, {}))
+            return errors
+
+    def worker_count(self) -> int:
+        with self._changed:
+            return len(self._workers)
+
+
+class Subscriber:
+    """A worker's end: applies every snapshot with `apply(message) -> errors by name` and acknowledges it."""
+
+    def __init__(self, path: Path, apply: Callable[[Message], dict[str, str]]):
+        self.path = path
+        self._apply = apply
+
+    def start(self, timeout: float) -> None:
+        """Connect, apply the current snapshot (before the worker serves anything), then follow in a thread."""
+        deadline = time.monotonic() + timeout
+        while True:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                sock.connect(str(self.path))
+                break
+            except OSError as exc:
+                sock.close()
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"cannot reach the model registry at {self.path}: {exc}") from None
+                time.sleep(0.1)  # start-up only: serve opens the socket before it starts gunicorn
+        sock.sendall(json.dumps({"hello": os.getpid()}).encode() + b"\n")
+        reader = sock.makefile("rb")
+        self._follow_one(sock, reader)
+        threading.Thread(target=self._follow, args=(sock, reader), name="registry-subscriber", daemon=True).start()
+
+    def _follow_one(self, sock: socket.socket, reader) -> None:
+        line = reader.readline()
+        if not line:
+            raise ConnectionResetError("the model registry closed the connection")
+        message = json.loads(line)
+        errors = self._apply(message)
+        sock.sendall(json.dumps({"generation": message["generation"], "errors": errors}).encode() + b"\n")
+
+    def _follow(self, sock: socket.socket, reader) -> None:
+        try:
+            while True:
+                self._follow_one(sock, reader)
+        except Exception as exc:  # without the registry this worker would route stale models: let gunicorn replace it
+            log.error("worker %d lost the model registry (%s: %s); stopping it", os.getpid(), type(exc).__name__, exc)
+            os.kill(os.getpid(), signal.SIGTERM)

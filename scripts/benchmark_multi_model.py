@@ -1,0 +1,196 @@
+#!/usr/bin/env python3
+"""Benchmark of a multi-model endpoint (SAGEMAKER_MULTI_MODEL=true) through the real `serve`, in one run:
+
+  load latency     p50/p99 of POST /models over --loads loads of a small SavedModel (half_plus_two; each load
+                   followed by its unload), answered once every gunicorn worker routes the model
+  spread vs one    invocations/s at concurrency 8 spread round-robin over 20 loaded models, against the same
+                   stack invoking one model (target: >= 90%)
+  during a load    p99 of invocations of model A at concurrency 8 while model B loads, against A's idle p99
+                   (target: no more than 2x): B a load that lasts the whole row at little CPU (a model whose load
+                   waits at a gate, test/multi_model/gated_model.py), then B loaded and unloaded in a loop (each
+                   load's TensorFlow work competing with A for the CPU)
+  memory           resident memory per loaded model: the model server's and the gunicorn workers' growth over
+                   the 20 models, divided by 20
+
+  .venv/bin/python scripts/benchmark_multi_model.py [--duration 5] [--loads 50] [--json results.json]
+
+Needs nginx and wrk (scripts/install.sh installs both). The default run takes about a minute. Timings on a
+shared machine are noisy: compare figures of one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "test"))
+sys.path.insert(0, str(REPO / "test" / "multi_model"))
+sys.path.insert(0, str(REPO / "scripts"))
+import gated_model  # noqa: E402  (a model whose load waits until a file exists)
+import support  # noqa: E402  (free ports, Stack: serve on free ports)
+from benchmark_proxy import wrk  # noqa: E402
+
+SPREAD = 20
+BODY = '{"instances": [1.0, 2.0, 5.0]}'
+
+
+def rss_kb(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def worker_pids(master: int) -> list[int]:
+    children = Path(f"/proc/{master}/task/{master}/children").read_text().split()
+    return [int(pid) for pid in children]
+
+
+def post(stack: support.Stack, path: str, body: object) -> support.Answer:
+    return support.http_call(stack.port, "POST", path, json.dumps(body), {"Content-Type": "application/json"})
+
+
+def percentile(values: list[float], pct: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(pct / 100 * (len(ordered) - 1))))]
+
+
+def lua_script(folder: Path, paths: list[str]) -> Path:
+    """A wrk script posting BODY to each path in turn (one counter per wrk thread)."""
+    listed = ", ".join(f'"{p}"' for p in paths)
+    script = folder / f"paths-{len(paths)}.lua"
+    script.write_text(f"""
+paths = {{{listed}}}
+i = 0
+wrk.method = "POST"
+wrk.body = '{BODY}'
+wrk.headers["Content-Type"] = "application/json"
+request = function()
+  i = i % #paths + 1
+  return wrk.format(nil, paths[i])
+end
+""")
+    return script
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--duration", type=int, default=5, help="seconds of each wrk row")
+    parser.add_argument("--loads", type=int, default=50, help="loads measured for the load latency")
+    parser.add_argument("--json", type=Path, help="also write the figures to this file")
+    args = parser.parse_args()
+    for tool in ("nginx", "wrk"):
+        if not shutil.which(tool):
+            sys.exit(f"{tool} is not installed (scripts/install.sh installs it)")
+    work = Path(tempfile.mkdtemp(prefix="benchmark-mme-"))
+    root = work / "models"
+    for i in range(SPREAD + 1):
+        support.copy_model(support.HALF_PLUS_TWO, root, f"m{i:02d}")
+    gate = gated_model.Gate(work / "gate")
+    gated_model.build(root / "gated", gate.path)
+    results: dict[str, object] = {}
+    stack = support.Stack(root, {"SAGEMAKER_MULTI_MODEL": "true"})
+    try:
+        stack.start()
+        model_server = stack.pid_of("tfs-0")
+        workers = worker_pids(stack.pid_of("gunicorn-supervised"))
+        print(f"multi-model stack: {len(workers)} gunicorn worker(s), 1 model server; body {BODY}; "
+              f"wrk {args.duration} s per row", flush=True)
+
+        # load latency: load and unload one small model, again and again
+        seconds = []
+        for _ in range(args.loads):
+            started = time.perf_counter()
+            answer = post(stack, "/models", {"model_name": "probe", "url": str(root / f"m{SPREAD:02d}")})
+            seconds.append(time.perf_counter() - started)
+            assert answer.status == 200, answer.text
+            assert support.http_call(stack.port, "DELETE", "/models/probe").status == 200
+        results["load_ms"] = {"p50": round(1000 * statistics.median(seconds), 1),
+                              "p99": round(1000 * percentile(seconds, 99), 1), "loads": len(seconds)}
+        print(f"load latency over {len(seconds)} loads: p50 {results['load_ms']['p50']} ms, "
+              f"p99 {results['load_ms']['p99']} ms", flush=True)
+
+        # memory: 20 models loaded
+        before = rss_kb(model_server), sum(map(rss_kb, workers))
+        for i in range(SPREAD):
+            assert post(stack, "/models", {"model_name": f"m{i:02d}", "url": str(root / f"m{i:02d}")}).status == 200
+        after = rss_kb(model_server), sum(map(rss_kb, workers))
+        results["rss_per_model_kb"] = {"model_server": round((after[0] - before[0]) / SPREAD),
+                                       "gunicorn_workers": round((after[1] - before[1]) / SPREAD)}
+        print(f"resident memory per loaded model: model server {results['rss_per_model_kb']['model_server']} kB, "
+              f"gunicorn workers (all) {results['rss_per_model_kb']['gunicorn_workers']} kB", flush=True)
+
+        # throughput: spread over 20 models vs one model (after a warm-up: a model's first runs go to threads
+        # until the model server knows their cost)
+        for i in range(SPREAD):
+            for _ in range(20):
+                assert post(stack, f"/models/m{i:02d}/invoke", json.loads(BODY)).status == 200
+        spread = wrk(stack.url, lua_script(work, [f"/models/m{i:02d}/invoke" for i in range(SPREAD)]), 8,
+                     args.duration)
+        one = wrk(stack.url, lua_script(work, ["/models/m00/invoke"]), 8, args.duration)
+        results["c8_spread_20_models"], results["c8_one_model"] = spread, one
+        ratio = spread["requests_per_s"] / one["requests_per_s"]
+        results["spread_vs_one"] = round(ratio, 3)
+        print(f"c8 over {SPREAD} models: {spread['requests_per_s']} req/s (p50 {spread['p50_ms']} / p99 "
+              f"{spread['p99_ms']} ms, errors {spread['non_2xx'] + spread['socket_errors']}); one model: "
+              f"{one['requests_per_s']} req/s (p50 {one['p50_ms']} / p99 {one['p99_ms']} ms): {100 * ratio:.1f}% "
+              "(target >= 90%)", flush=True)
+
+        # invocations of A while B's load waits at its gate for the whole row
+        with ThreadPoolExecutor(1) as pool:
+            gated = pool.submit(post, stack, "/models", {"model_name": "gated", "url": str(root / "gated")})
+            rest_port = stack.model_server_ports[1]
+            while support.http_call(rest_port, "GET", "/v1/models/gated").status != 200:
+                time.sleep(0.05)  # the load has reached the model server
+            waiting = wrk(stack.url, lua_script(work, ["/models/m00/invoke"]), 8, args.duration)
+            still_loading = not gated.done()
+            gate.open()
+            assert gated.result().status == 200
+        results["c8_one_model_during_a_waiting_load"] = waiting
+        print(f"c8 model A during one load of B that waited the whole row (still loading at its end: "
+              f"{still_loading}): {waiting['requests_per_s']} req/s, p99 {waiting['p99_ms']} ms vs {one['p99_ms']} ms "
+              f"idle: {waiting['p99_ms'] / one['p99_ms']:.2f}x (target <= 2x; errors "
+              f"{waiting['non_2xx'] + waiting['socket_errors']})", flush=True)
+
+        # invocations of A while B loads and unloads in a loop, vs A idle
+        stop = threading.Event()
+        cycles = []
+
+        def churn() -> None:
+            while not stop.is_set():
+                assert post(stack, "/models", {"model_name": "b", "url": str(root / f"m{SPREAD:02d}")}).status == 200
+                assert support.http_call(stack.port, "DELETE", "/models/b").status == 200
+                cycles.append(1)
+
+        loader = threading.Thread(target=churn)
+        loader.start()
+        try:
+            busy = wrk(stack.url, lua_script(work, ["/models/m00/invoke"]), 8, args.duration)
+        finally:
+            stop.set()
+            loader.join()
+        results["c8_one_model_while_loading"] = busy
+        results["p99_while_loading_vs_idle"] = round(busy["p99_ms"] / one["p99_ms"], 2)
+        print(f"c8 model A while model B was loaded and unloaded {len(cycles)} times: {busy['requests_per_s']} req/s,"
+              f" p50 {busy['p50_ms']} ms, p99 {busy['p99_ms']} ms vs {one['p99_ms']} ms idle: {busy['p99_ms'] / one['p99_ms']:.2f}x "
+              f"(target <= 2x; errors {busy['non_2xx'] + busy['socket_errors']})", flush=True)
+    finally:
+        stack.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,120 @@
+"""Per-model code: `<url>/code/inference.py` (either contract) else the default handler, modules private to each
+model, code imported by every worker at load and forgotten by every worker at unload, script errors as 500s
+that leave nothing behind."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from mme_support import error, model
+
+import support
+
+REPORTER = """
+    import json
+    import os
+    import helpers
+
+    def handler(data, context):
+        return json.dumps({"pid": os.getpid(), "value": helpers.VALUE, "model": context.model_name,
+                           "rest_uri": context.rest_uri, "grpc_port": context.grpc_port,
+                           "channel": context.channel is not None})
+"""
+
+
+def answers_of_every_worker(stack, name: str, workers: int = 2, **headers: str) -> dict[int, dict]:
+    """Invoke until each gunicorn worker answered (the kernel spreads connections; a guard, not a timing check)."""
+    seen: dict[int, dict] = {}
+
+    def every_worker_answered() -> bool:
+        answer = stack.invoke(name, **headers)
+        assert answer.status == 200, answer.text
+        body = json.loads(answer.body)
+        seen[body["pid"]] = body
+        return len(seen) == workers
+
+    support.wait_for(every_worker_answered, timeout=60, what="an answer from every worker")
+    return seen
+
+
+def test_each_model_has_its_own_script_and_private_modules(stack, root):
+    first = model(root, "private-a", script=REPORTER, files={"lib/helpers.py": "VALUE = 'a'\n"})
+    second = model(root, "private-b", script=REPORTER, files={"helpers.py": "VALUE = 'b'\n"})
+    plain = model(root, "private-none")
+    try:
+        for name, url in (("a", first), ("b", second), ("none", plain)):
+            assert stack.load(name, str(url)).status == 200
+        port = str(stack.model_server_ports[0])
+        for name, value in (("a", "a"), ("b", "b")):
+            for body in answers_of_every_worker(stack, name).values():
+                assert {k: v for k, v in body.items() if k != "pid"} == {
+                    "value": value, "model": name, "grpc_port": port, "channel": True,
+                    "rest_uri": f"http://127.0.0.1:{int(port) + 1}/v1/models/{name}:predict"}
+        versioned = stack.invoke("a", X_Amzn_SageMaker_Custom_Attributes="tfs-model-version=123,tfs-method=regress")
+        assert json.loads(versioned.body)["rest_uri"].endswith("/v1/models/a/versions/123:regress")
+        assert stack.invoke("none").json() == {"predictions": [2.5, 3.0]}  # no script: the default handler
+    finally:
+        for name in ("a", "b", "none"):
+            stack.unload(name)
+
+
+def test_an_unload_forgets_the_code_in_every_worker_and_a_reload_imports_it_again(stack, root):
+    url = model(root, "changing", script=REPORTER, files={"helpers.py": "VALUE = 'old'\n"})
+    assert stack.load("changing", str(url)).status == 200
+    assert {body["value"] for body in answers_of_every_worker(stack, "changing").values()} == {"old"}
+    assert stack.unload("changing").status == 200
+    (url / "code" / "helpers.py").write_text("VALUE = 'new'\n")
+    assert stack.load("changing", str(url)).status == 200
+    try:
+        assert {body["value"] for body in answers_of_every_worker(stack, "changing").values()} == {"new"}
+    finally:
+        stack.unload("changing")
+
+
+def test_the_pair_contract_per_model(stack, root):
+    url = model(root, "pair", script="""
+        import json
+
+        def input_handler(data, context):
+            return json.dumps({"instances": [float(v) for v in data.read().decode().split()]})
+
+        def output_handler(response, context):
+            return f"{context.model_name}: {response.json()['predictions']}", "text/plain"
+    """)
+    try:
+        assert stack.load("pair", str(url)).status == 200
+        answer = stack.invoke("pair", "1 2", content_type="text/plain")
+        assert (answer.status, answer.text, answer.content_type) == (200, "pair: [2.5, 3.0]", "text/plain")
+    finally:
+        stack.unload("pair")
+
+
+@pytest.mark.parametrize("script, message", [
+    ("import json\nVALUE = 1 / 0\n", "{script} failed to import: ZeroDivisionError: division by zero"),
+    ("def input_handler(data, context):\n    return data\n",
+     "Handlers are not implemented correctly in user script. {script} defines only input_handler: define "
+     "handler(data, context), or both input_handler(data, context) and output_handler(response, context)"),
+])
+def test_a_script_that_cannot_be_used_is_500_and_leaves_nothing_behind(stack, root, script, message):
+    url = model(root, f"bad-script-{len(script)}", script=script)
+    answer = stack.load("scripted", str(url))
+    assert (answer.status, answer.json()) == (
+        500, error("Failed to load model scripted: " + message.format(script=url / "code" / "inference.py")))
+    assert stack.invoke("scripted").json() == error("Model scripted is not loaded yet.")
+    assert stack.listed().json() == {"models": []}
+    support.write_code(url, REPORTER, {"helpers.py": "VALUE = 'fixed'\n"})
+    try:
+        assert stack.load("scripted", str(url)).status == 200
+        assert {b["value"] for b in answers_of_every_worker(stack, "scripted").values()} == {"fixed"}
+    finally:
+        stack.unload("scripted")
+
+
+def test_a_models_requirements_are_not_installed(stack, root):
+    url = model(root, "with-requirements", files={"requirements.txt": "no-such-package==1.0\n"})
+    try:
+        assert stack.load("reqs", str(url)).status == 200
+        assert f"{url}/code/requirements.txt of model reqs is not installed: a load does not run pip" in stack.log()
+    finally:
+        stack.unload("reqs")
