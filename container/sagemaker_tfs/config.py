@@ -382,8 +382,9 @@ class Settings:
 
     def resolved(self, model_dir: str, default_model: str | None) -> "Settings":
         """The settings `serve` hands to its children: the model folder and default model it found, and the
-        ports it gave the model servers (none without a default model: no SavedModel, no model server)."""
-        ports = self.ports() if default_model is not None else []
+        ports it gave the model servers (none without a default model, no SavedModel hence no model server, except
+        on a multi-model endpoint, whose models come later)."""
+        ports = self.ports() if default_model is not None or self.multi_model else []
         return dataclasses.replace(self, model_dir=model_dir, default_model=default_model,
                                    model_server_grpc_ports=tuple(grpc for grpc, _ in ports),
                                    model_server_rest_ports=tuple(rest for _, rest in ports))

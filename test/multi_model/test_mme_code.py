@@ -118,3 +118,55 @@ def test_a_models_requirements_are_not_installed(stack, root):
         assert f"{url}/code/requirements.txt of model reqs is not installed: a load does not run pip" in stack.log()
     finally:
         stack.unload("reqs")
+
+
+TOOLKIT = """
+    import json
+    import os
+
+    def model_fn(model_dir, context):  # no SavedModel client wanted: the model is this dict
+        return {"dir": model_dir, "name": context.model_name, "pid": os.getpid()}
+
+    def input_fn(body, content_type):
+        return [float(v) for v in body.decode().split()]
+
+    def predict_fn(data, model):
+        return {"sum": sum(data), **model}
+
+    def output_fn(prediction, accept):
+        return json.dumps(prediction), "application/json"
+"""
+
+
+def test_the_inference_toolkit_contract_per_model(stack, root):
+    url = model(root, "toolkit", script=TOOLKIT)
+    served = model(root, "toolkit-served", script="""
+        def output_fn(prediction, accept):  # the default model_fn: the model server's model, by the model's name
+            return str(prediction), "text/plain"  # ServedModel.predict gives the predictions
+    """)
+    try:
+        assert stack.load("tk", str(url)).status == 200
+        bodies = answers_of_every_worker(stack, "tk", content_type="text/plain", body="1 2")
+        assert {json.dumps({k: v for k, v in b.items() if k != "pid"}) for b in bodies.values()} == {
+            json.dumps({"sum": 3.0, "dir": str(url.resolve()), "name": "tk"})}  # model_fn ran in every worker
+        assert stack.load("tk-served", str(served)).status == 200
+        answer = stack.invoke("tk-served", '{"instances": [1.0, 2.0]}')
+        assert (answer.status, answer.text) == (200, "[2.5, 3.0]")
+    finally:
+        stack.unload("tk")
+        stack.unload("tk-served")
+
+
+def test_a_failing_model_fn_is_the_loads_500(stack, root):
+    url = model(root, "toolkit-broken", script="""
+        def model_fn(model_dir):
+            raise RuntimeError("no weights in " + model_dir)
+
+        def predict_fn(data, model):
+            return data
+    """)
+    answer = stack.load("broken-tk", str(url))
+    assert answer.status == 500
+    assert answer.json()["error"].startswith("Failed to load model broken-tk: ")
+    assert f"model_fn raised RuntimeError: no weights in {url.resolve()}" in answer.json()["error"]
+    assert stack.listed().json() == {"models": []}

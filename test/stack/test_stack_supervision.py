@@ -43,6 +43,37 @@ HELD_IMPORT = """
 READY_LINE = " INFO serve: ready: "
 
 
+class SlowRequests:
+    """`count` requests to the SLOW handler, each on its own thread; start() returns once all are in the handler."""
+
+    def __init__(self, stack: support.Stack, started: Path, count: int):
+        self.stack, self.started = stack, started
+        self.names = [f"request-{i}" for i in range(count)]
+        self.answers: dict[str, tuple[int, str] | str] = {}
+        self.threads = [threading.Thread(target=self._send, args=(name,)) for name in self.names]
+
+    def _send(self, name: str) -> None:
+        try:
+            answer = invoke(self.stack, name, "text/plain")
+            self.answers[name] = (answer.status, answer.text)
+        except OSError as exc:
+            self.answers[name] = repr(exc)
+
+    def start(self) -> None:
+        for thread in self.threads:
+            thread.start()
+        support.wait_for(lambda: len(list(self.started.iterdir())) == len(self.names),
+                         what="all requests in the handler")
+
+    def finish(self) -> dict[str, tuple[int, str] | str]:
+        for thread in self.threads:
+            thread.join(60)
+        return self.answers
+
+    def all_done(self) -> dict[str, tuple[int, str]]:
+        return {name: (200, f"done {name}") for name in self.names}
+
+
 def stack_processes(stack: support.Stack) -> set[int]:
     """serve's children and theirs, found by parent and by the children's sessions."""
     return support.descendants(stack.proc.pid) | support.session_members(stack.child_sessions())
@@ -139,26 +170,12 @@ def test_a_killed_nginx_master_s_workers_finish_their_requests_then_quit_and_not
         master = stack.pid_of("nginx-supervised")
         old_nginx = support.descendants(master) | {master}
         assert support.listening_pids(stack.port) == old_nginx
-        answers: dict[str, tuple[int, str] | str] = {}
-
-        def send(name: str) -> None:
-            try:
-                answer = invoke(stack, name, "text/plain")
-                answers[name] = (answer.status, answer.text)
-            except OSError as exc:
-                answers[name] = repr(exc)
-
-        names = [f"request-{i}" for i in range(4)]
-        threads = [threading.Thread(target=send, args=(name,)) for name in names]
-        for thread in threads:
-            thread.start()
-        support.wait_for(lambda: len(list(started.iterdir())) == len(names), what="all requests in the handler")
+        requests = SlowRequests(stack, started, 4)
+        requests.start()
         os.kill(master, signal.SIGKILL)
         message = f"nginx (pid {master}) exited with status -9; restarting it (restart #1)"
         stack.wait_until(lambda: message in stack.log(), timeout=30, what="restarting nginx")
-        for thread in threads:
-            thread.join(60)
-        assert answers == {name: (200, f"done {name}") for name in names}  # the old workers finished them
+        assert requests.finish() == requests.all_done()  # the old workers finished them
 
         def new_nginx_listens() -> bool:
             new_master = stack.pid_of("nginx-supervised")
@@ -184,24 +201,10 @@ def test_sigint_to_serve_s_process_group_drains_like_sigterm(tmp_path):
     stack = support.Stack(model_dir(tmp_path, SLOW), env=env).start()
     try:
         processes = stack_processes(stack)
-        answers: dict[str, tuple[int, str] | str] = {}
-
-        def send(name: str) -> None:
-            try:
-                answer = invoke(stack, name, "text/plain")
-                answers[name] = (answer.status, answer.text)
-            except OSError as exc:
-                answers[name] = repr(exc)
-
-        names = [f"request-{i}" for i in range(8)]
-        threads = [threading.Thread(target=send, args=(name,)) for name in names]
-        for thread in threads:
-            thread.start()
-        support.wait_for(lambda: len(list(started.iterdir())) == len(names), what="all requests in the handler")
+        requests = SlowRequests(stack, started, 8)
+        requests.start()
         os.killpg(stack.proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole foreground process group
-        for thread in threads:
-            thread.join(60)
-        assert answers == {name: (200, f"done {name}") for name in names}
+        assert requests.finish() == requests.all_done()
         assert stack.proc.wait(60) == 0
         assert "received SIGINT: draining and stopping" in stack.log()
         assert_nothing_left(stack, processes)

@@ -322,7 +322,7 @@ class Owner:
     def _snapshot(self) -> list[dict[str, Any]]:
         """What the workers get: the models being loaded (to import their code) and the ready ones (to route)."""
         with self._lock:
-            return [{"name": e.name, "load_id": e.load_id, "state": e.state,
+            return [{"name": e.name, "load_id": e.load_id, "state": e.state, "url": str(e.source.real),
                      "script": str(e.source.script) if e.source.script else None}
                     for e in self._entries.values() if e.state in ("loading", "ready")]
 

@@ -2,7 +2,7 @@
 workers' acknowledgements. Lines of JSON, in both directions:
 
     worker -> owner   {"hello": <pid>}                                   once, on connecting
-    owner -> worker   {"generation": g, "models": [{"name", "load_id", "state", "script"}, ...]}
+    owner -> worker   {"generation": g, "models": [{"name", "load_id", "state", "url", "script"}, ...]}
     worker -> owner   {"generation": g, "errors": {name: "why its script cannot be used", ...}}
 
 A worker applies each snapshot in order (imports the scripts of new models, forgets the code of models that

@@ -27,10 +27,11 @@ from ..config import Settings
 from ..errors import HandlerError
 from ..handler_contract import Contract
 from ..proxy import answers, middleware, script
-from ..proxy.app import ExecutionParameters, _configure_logging, model_servers
+from ..proxy.app import ExecutionParameters, _configure_logging, model_servers, toolkit_invocations
 from ..proxy.context import model_path, tfs_attributes
 from ..proxy.invocations import Invocations
 from ..proxy.model_servers import ModelServer, ModelServerClient, ModelServerError
+from ..toolkit.lifecycle import StartupFailure
 from .names import digest
 from .publication import Message, Subscriber
 
@@ -74,7 +75,7 @@ class RoutedModel:
 
     __slots__ = ("name", "load_id", "invocations", "active", "retired", "drained")
 
-    def __init__(self, name: str, load_id: int, invocations: ModelInvocations):
+    def __init__(self, name: str, load_id: int, invocations: Any):
         self.name, self.load_id, self.invocations = name, load_id, invocations
         self.active: set[object] = set()
         self.retired = False
@@ -92,11 +93,13 @@ class WorkerModels:
     ready ones."""
 
     def __init__(self, universal: script.Handlers, servers: list[ModelServer], client: ModelServerClient,
-                 timeout: float):
+                 timeout: float, default_accept: str = "application/json"):
         self.routes: dict[str, RoutedModel] = {}  # replaced as a whole; read by invocations without a lock
         self._universal = universal
         self._servers, self._client, self._timeout = servers, client, timeout
-        self._code: dict[str, tuple[int, script.Handlers, list[str]]] = {}  # name -> (load id, handlers, modules)
+        self._default_accept = default_accept  # SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT, for toolkit scripts
+        # name -> (load id, handlers, modules, the toolkit script's /invocations after its start-up functions)
+        self._code: dict[str, tuple[int, script.Handlers, list[str], Any]] = {}
 
     def apply(self, message: Message) -> dict[str, str]:
         """Apply one snapshot (publication.py); returns the script errors by model name."""
@@ -108,16 +111,16 @@ class WorkerModels:
                 continue
             try:
                 self._code[name] = self._import(name, model)
-            except script.ScriptError as exc:
+            except (script.ScriptError, StartupFailure) as exc:
                 errors[name] = str(exc)
         routes = {}
         for name, model in wanted.items():
             if model["state"] != "ready" or name not in self._code:
                 continue
             old = self.routes.get(name)
-            load_id, handlers, _ = self._code[name]
+            load_id, handlers, _, toolkit = self._code[name]
             routes[name] = old if old is not None and old.load_id == load_id else RoutedModel(
-                name, load_id, ModelInvocations(handlers, self._servers, self._client, name, self._timeout))
+                name, load_id, toolkit or ModelInvocations(handlers, self._servers, self._client, name, self._timeout))
         previous, self.routes = self.routes, routes
         for name, route in previous.items():
             if routes.get(name) is not route:
@@ -126,17 +129,22 @@ class WorkerModels:
             script.forget(self._code.pop(name)[2])
         return errors
 
-    def _import(self, name: str, model: Message) -> tuple[int, script.Handlers, list[str]]:
+    def _import(self, name: str, model: Message) -> tuple[int, script.Handlers, list[str], Any]:
         if model["script"] is None:
-            return model["load_id"], self._universal, []
-        handlers, modules = script.load_private(Path(model["script"]), f"sagemaker_tfs_model_{digest(name)}_"
-                                                                       f"{model['load_id']}")
+            handlers, modules = self._universal, []
+        else:
+            handlers, modules = script.load_private(Path(model["script"]), f"sagemaker_tfs_model_{digest(name)}_"
+                                                                           f"{model['load_id']}")
+            log.info("model %s: handler script %s (%s)", name, model["script"], handlers.contract.name.lower())
+        toolkit = None
         if handlers.contract is Contract.TOOLKIT:
-            script.forget(modules)
-            raise script.ScriptError(f"{model['script']}: the inference toolkit contract is not supported per model "
-                                     "on a multi-model endpoint yet: use handler, or input_handler and output_handler")
-        log.info("model %s: handler script %s (%s)", name, model["script"], handlers.contract.name.lower())
-        return model["load_id"], handlers, modules
+            try:  # the start-up functions, with model_dir = the model's url (toolkit-contract.md §11)
+                toolkit = toolkit_invocations(handlers, model["url"], name, self._servers, self._client,
+                                              self._default_accept)
+            except StartupFailure:
+                script.forget(modules)
+                raise
+        return model["load_id"], handlers, modules, toolkit
 
 
 class Invoke:
@@ -194,16 +202,12 @@ def create_app(env: Mapping[str, str] | None = None) -> falcon.App:
     servers = model_servers(settings)
     try:
         universal = script.load_code(Path(settings.multi_model_code_dir))
-        if universal.contract is Contract.TOOLKIT:
-            raise script.ScriptError(f"{universal.script}: the inference toolkit contract is not supported as the "
-                                     "universal script of a multi-model endpoint yet: use handler, or input_handler "
-                                     "and output_handler")
     except script.ScriptError as exc:
         settings.app_startup_error_file.write_text(f"{exc}\n")
         raise
     timeout = float(settings.gunicorn_timeout_seconds)
     client = ModelServerClient(timeout)
-    models = WorkerModels(universal, servers, client, timeout)
+    models = WorkerModels(universal, servers, client, timeout, settings.default_invocations_accept)
     Subscriber(Path(settings.runtime_dir) / "registry.sock", models.apply).start(timeout=30)
 
     app = falcon.App(media_type=answers.JSON)

@@ -113,20 +113,19 @@ class ProxyApp(falcon.App):
         script.unload(self._model_dir)
 
 
-def toolkit_invocations(handlers: script.Handlers, settings: Settings, servers: list[ModelServer],
-                        client: ModelServerClient):
-    """The inference toolkit script's /invocations, after its start-up functions ran in this worker."""
+def toolkit_invocations(handlers: script.Handlers, model_dir: str, model_name: str, servers: list[ModelServer],
+                        client: ModelServerClient, default_accept: str):
+    """An inference toolkit script's /invocations, after its start-up functions ran in this worker with `model_dir`
+    (the default model_fn gives the model server's `model_name`, when there are model servers)."""
     from ..commands import gpu_count
     from ..toolkit.invocations import ToolkitInvocations
     from ..toolkit.lifecycle import start
     from ..toolkit.served_model import ServedModel
 
-    model_name = settings.default_model or "model"
     served = (lambda: ServedModel(model_name, servers, client)) if servers else None
-    loaded = start(handlers.toolkit, str(Path(settings.model_dir).resolve()), model_name,
-                   0 if gpu_count() else None, served)
+    loaded = start(handlers.toolkit, str(Path(model_dir).resolve()), model_name, 0 if gpu_count() else None, served)
     try:
-        return ToolkitInvocations(loaded, settings.default_invocations_accept)
+        return ToolkitInvocations(loaded, default_accept)
     except ImportError as exc:
         raise StartupFailure(f"{handlers.script}: the default input_fn and output_fn need numpy, which is not "
                              f"installed ({exc}): add numpy to code/requirements.txt, or define both") from None
@@ -156,7 +155,8 @@ def create_app(env: Mapping[str, str] | None = None) -> ProxyApp:
     try:
         handlers = script.load(settings.model_dir, settings.program, settings.inference_contract)
         if handlers.contract is Contract.TOOLKIT:
-            invocations = toolkit_invocations(handlers, settings, servers, client)
+            invocations = toolkit_invocations(handlers, settings.model_dir, settings.default_model or "model", servers,
+                                              client, settings.default_invocations_accept)
         else:
             invocations = Invocations(handlers, servers, client, settings.default_model, timeout)
     except (script.ScriptError, StartupFailure) as exc:
