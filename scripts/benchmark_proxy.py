@@ -19,8 +19,9 @@ concurrency 1 (pair through nginx minus the stand-in called directly; target < 1
 stand-in at concurrency 8 (target >= 90%).
 
   .venv/bin/python scripts/benchmark_proxy.py [--duration 5] [--json results.json]
-  .venv/bin/python scripts/benchmark_proxy.py --metrics-overhead --duration 4   # only: pair vs the stand-in at
-        c8, SAGEMAKER_METRICS off then on, three times; the median of the requests/s lost (target <= 5%)
+  .venv/bin/python scripts/benchmark_proxy.py --metrics-overhead --paired-rounds 7 --duration 3   # only: the pair
+        vs the stand-in at c8, SAGEMAKER_METRICS off and on, two stacks side by side measured in alternating
+        rounds; the median of the requests/s lost (target <= 5%)
   .venv/bin/python scripts/benchmark_proxy.py --backends stand-in --targets pair,toolkit --concurrency 8
   .venv/bin/python scripts/benchmark_proxy.py --paired-rounds 5 --duration 3   # toolkit vs pair only, alternating
 
@@ -170,28 +171,31 @@ def run_backend(name: str, env: dict[str, str], root: Path, lua: Path, duration:
             shutil.rmtree(stack.runtime_dir, ignore_errors=True)
 
 
-def paired_rounds(env: dict[str, str], root: Path, lua: Path, duration: int, rounds: int) -> list[float]:
-    """toolkit / pair requests/s at c8 against the stand-in, measured alternately on two stacks up side by side,
-    so that the machine's changing load weighs on both alike."""
-    stacks = {target: support.Stack(model_folder(root / target, SCRIPTS[target]), env=env)
-              for target in ("pair", "toolkit")}
+def paired_rounds(root: Path, lua: Path, duration: int, rounds: int,
+                  variants: dict[str, tuple[str, dict[str, str]]]) -> list[float]:
+    """Requests/s at c8 of two variants ({label: (target, environment)}), measured alternately on two stacks up
+    side by side, so that the machine's changing load weighs on both alike; per round, the second's rate over the
+    first's."""
+    stacks = {label: support.Stack(model_folder(root / label.replace(" ", "-"), SCRIPTS[target]), env=env)
+              for label, (target, env) in variants.items()}
+    first, second = stacks
     ratios = []
     try:
         for stack in stacks.values():
             stack.start()
             check_answer(f"{stack.url}/invocations")
         for number in range(1, rounds + 1):
-            rates = {target: wrk(f"{stack.url}/invocations", lua, 8, duration)["requests_per_s"]
-                     for target, stack in stacks.items()}
-            ratios.append(rates["toolkit"] / rates["pair"])
-            print(f"round {number}: pair {rates['pair']} req/s, toolkit {rates['toolkit']} req/s: "
+            rates = {label: wrk(f"{stack.url}/invocations", lua, 8, duration)["requests_per_s"]
+                     for label, stack in stacks.items()}
+            ratios.append(rates[second] / rates[first])
+            print(f"round {number}: {first} {rates[first]} req/s, {second} {rates[second]} req/s: "
                   f"{ratios[-1]:.0%}", flush=True)
     finally:
         for stack in stacks.values():
             stack.stop()
             stack.log_path.unlink(missing_ok=True)
             shutil.rmtree(stack.runtime_dir, ignore_errors=True)
-    return ratios
+    return sorted(ratios)
 
 
 def measure(stack: support.Stack, name: str, target: str, lua: Path, duration: int, table: list,
@@ -214,44 +218,19 @@ def measure(stack: support.Stack, name: str, target: str, lua: Path, duration: i
                       + (f"  ({row['socket_errors']} socket errors)" if row["socket_errors"] else ""), flush=True)
 
 
-def metrics_overhead(standin_env: dict[str, str], root: Path, lua: Path, duration: int, rounds: int = 3) -> None:
-    """The cost of SAGEMAKER_METRICS on the request path: the pair against the stand-in at c8, off then on, in
-    `rounds` back-to-back pairs; on a shared machine the median of the pairs' losses is the figure to read."""
-    losses = []
-    for _ in range(rounds):
-        rates = {}
-        for mode in ("off", "on"):
-            env = dict(standin_env)
-            if mode == "on":
-                env.update(Settings.env_of(metrics=True, metrics_port=support.free_port()))
-            stack = support.Stack(model_folder(root, SCRIPTS["pair"]), env=env)
-            try:
-                with stack:
-                    check_answer(f"{stack.url}/invocations")
-                    row = wrk(f"{stack.url}/invocations", lua, 8, duration)
-            finally:
-                stack.log_path.unlink(missing_ok=True)
-                shutil.rmtree(stack.runtime_dir, ignore_errors=True)
-            rates[mode] = row["requests_per_s"]
-            print(f"stand-in     pair       c8   metrics {mode:3} {row['requests_per_s']:7} req/s  p50 "
-                  f"{row['p50_ms']:7.3f} ms  p99 {row['p99_ms']:7.3f} ms", flush=True)
-        losses.append((rates["off"] - rates["on"]) / rates["off"])
-    losses.sort()
-    print(f"\nmetrics on vs off, pair vs the stand-in at c8: requests/s lost per pair "
-          f"{', '.join(f'{loss:.1%}' for loss in losses)}; median {losses[len(losses) // 2]:.1%} (target <= 5%)")
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--duration", type=int, default=5, help="seconds per measurement")
     parser.add_argument("--json", type=Path, help="write the results here")
     parser.add_argument("--metrics-overhead", action="store_true",
-                        help="only measure the cost of SAGEMAKER_METRICS (pair vs the stand-in at c8)")
+                        help="only the cost of SAGEMAKER_METRICS: the pair vs the stand-in at c8, off and on, in "
+                             "alternating rounds (--paired-rounds, default 5)")
     parser.add_argument("--backends", default="stand-in,model server", help="comma-separated (default: both)")
     parser.add_argument("--targets", default=",".join(SCRIPTS), help=f"comma-separated among {', '.join(SCRIPTS)}")
     parser.add_argument("--concurrency", default=",".join(map(str, CONCURRENCY)), help="comma-separated levels")
     parser.add_argument("--paired-rounds", type=int, default=0,
-                        help="only toolkit vs pair against the stand-in at c8, in this many alternating rounds")
+                        help="only toolkit vs pair against the stand-in at c8, in this many alternating rounds "
+                             "(with --metrics-overhead: metrics off vs on)")
     args = parser.parse_args(argv)
     backends = args.backends.split(",")
     targets = [t for t in SCRIPTS if t in args.targets.split(",")]
@@ -273,19 +252,23 @@ def main(argv: list[str] | None = None) -> int:
           f"x {settings.gunicorn_threads} thread(s); body {REQUEST_BODY}; wrk {args.duration} s per row", flush=True)
     table: list[dict] = []
     standin_env = {"PATH": f"{standin / 'bin'}:{os.environ['PATH']}", "STANDIN_DIR": str(standin)}
-    if args.metrics_overhead:
+    if args.metrics_overhead or args.paired_rounds:
+        # the pass-through pair with SAGEMAKER_METRICS off and on, or the pair and the toolkit script
+        metrics_env = {**standin_env, **Settings.env_of(metrics=True, metrics_port=support.free_port())}
+        variants = {"metrics off": ("pair", standin_env), "metrics on": ("pair", metrics_env)} \
+            if args.metrics_overhead else {"pair": ("pair", standin_env), "toolkit": ("toolkit", standin_env)}
         try:
-            metrics_overhead(standin_env, root, lua, args.duration)
+            ratios = paired_rounds(root, lua, args.duration, args.paired_rounds or 5, variants)
         finally:
             shutil.rmtree(root, ignore_errors=True)
-        return 0
-    if args.paired_rounds:
-        try:
-            ratios = sorted(paired_rounds(standin_env, root, lua, args.duration, args.paired_rounds))
-        finally:
-            shutil.rmtree(root, ignore_errors=True)
-        print(f"\ntoolkit vs pair against the stand-in at c8, median of {len(ratios)} rounds: "
-              f"{ratios[len(ratios) // 2]:.0%} (target >= 90%; rounds {', '.join(f'{r:.0%}' for r in ratios)})")
+        median = ratios[len(ratios) // 2]
+        rounds = ", ".join(f"{r:.0%}" for r in ratios)
+        if args.metrics_overhead:
+            print(f"\nmetrics on vs off, pair vs the stand-in at c8, median of {len(ratios)} rounds: {1 - median:.1%} "
+                  f"of the requests/s lost (target <= 5%; on/off per round {rounds})")
+        else:
+            print(f"\ntoolkit vs pair against the stand-in at c8, median of {len(ratios)} rounds: {median:.0%} "
+                  f"(target >= 90%; rounds {rounds})")
         return 0
     try:
         if "stand-in" in backends:
