@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -216,3 +220,13 @@ def test_rest_routes_answered_by_the_path_alone(method, path, status, body):
     route = RestApi.route(method, path)
     assert (route.verb, route.fixed.status) == (None, status)
     assert route.fixed.body == (body or http_server.html_error(status).body)
+
+
+def test_the_model_server_imports_tensorflow_without_keras():
+    """Keras (and scikit-learn, which Keras imports when installed) would double a restarted server's start."""
+    code = ("import sys\nfrom sagemaker_tfs.model_server.__main__ import skip_keras\nskip_keras()\nimport tensorflow\n"
+            "print('keras' in sys.modules, 'sklearn' in sys.modules, tensorflow.constant(2.0).numpy())")
+    env = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
+    result = subprocess.run([sys.executable, "-c", code], env={**env, "TF_CPP_MIN_LOG_LEVEL": "3"},
+                            capture_output=True, text=True, timeout=300)
+    assert result.stdout.split() == ["False", "False", "2.0"], result.stderr

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
 import logging
+import os
 import sys
 
 from .. import logs
@@ -28,9 +30,19 @@ def main(argv: list[str] | None = None) -> int:
                                         "%Y-%m-%d %H:%M:%S"))  # JSON when `serve` runs with SAGEMAKER_LOG_FORMAT=json
     logging.basicConfig(level=logging.INFO, handlers=[handler])
     logs.quiet_tensorflow()
+    skip_keras()
     from .server import run  # imports TensorFlow: only once the command line is known to be good
 
     return run(flags)
+
+
+def skip_keras() -> None:
+    """TensorFlow imports Keras eagerly (and Keras imports scikit-learn when it is installed): over half of
+    TensorFlow's import time, which a restarted model server pays again before it serves. The model server never
+    uses Keras (SavedModels run as graphs in a session), so, unless the tf_keras package is there, it sets
+    TF_USE_LEGACY_KERAS=1, which points that eager import at tf_keras, and TensorFlow skips it as not installed."""
+    if "TF_USE_LEGACY_KERAS" not in os.environ and importlib.util.find_spec("tf_keras") is None:
+        os.environ["TF_USE_LEGACY_KERAS"] = "1"
 
 
 def version_text() -> str:
