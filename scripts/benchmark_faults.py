@@ -47,22 +47,6 @@ def output_handler(response, context):
 MAX_BODY = "1m"  # SAGEMAKER_NGINX_CLIENT_MAX_BODY_SIZE of the stack, so that a 413 can be provoked
 
 
-def children_of(pid: int) -> list[int]:
-    try:
-        return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-    except OSError:
-        return []
-
-
-def descendants(pid: int) -> list[int]:
-    found, todo = [], [pid]
-    while todo:
-        for child in children_of(todo.pop()):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
 def wrk_load(url: str, seconds: int, connections: int) -> dict:
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
         script.write(f'wrk.method = "POST"\nwrk.body = {json.dumps(BODY.decode())}\n'
@@ -130,7 +114,7 @@ def kill_and_recover(stack: support.Stack, target: str) -> dict:
     """SIGKILL one part of the stack under load at concurrency 16; failed requests and seconds to /ping 200."""
     gunicorn = stack.pid_of("gunicorn-supervised")
     pids = {"model server": lambda: stack.pid_of("tfs-0"),
-            "gunicorn worker": lambda: children_of(gunicorn)[0],
+            "gunicorn worker": lambda: min(support.descendants(gunicorn)),
             "nginx master": lambda: stack.pid_of("nginx-supervised")}
     with Load(stack.port, 16) as load:
         time.sleep(2)
@@ -230,7 +214,7 @@ def error_bodies(port: int) -> dict:
 
 def stop_and_count(stack: support.Stack) -> dict:
     """SIGTERM serve; what of the stack is still running (processes, listening ports) after it exits."""
-    pids = descendants(stack.proc.pid)
+    pids = stack.processes()
     low, high = map(int, stack.env["SAGEMAKER_SAFE_PORT_RANGE"].split("-"))
     ports = [stack.port, *range(low, high + 1)]
     stack.proc.send_signal(signal.SIGTERM)

@@ -254,9 +254,11 @@ def main(argv: list[str] | None = None) -> int:
     standin_env = {"PATH": f"{standin / 'bin'}:{os.environ['PATH']}", "STANDIN_DIR": str(standin)}
     if args.metrics_overhead or args.paired_rounds:
         # the pass-through pair with SAGEMAKER_METRICS off and on, or the pair and the toolkit script
-        metrics_env = {**standin_env, **Settings.env_of(metrics=True, metrics_port=support.free_port())}
-        variants = {"metrics off": ("pair", standin_env), "metrics on": ("pair", metrics_env)} \
-            if args.metrics_overhead else {"pair": ("pair", standin_env), "toolkit": ("toolkit", standin_env)}
+        if args.metrics_overhead:
+            metrics_env = {**standin_env, **Settings.env_of(metrics=True, metrics_port=support.free_port())}
+            variants = {"metrics off": ("pair", standin_env), "metrics on": ("pair", metrics_env)}
+        else:
+            variants = {"pair": ("pair", standin_env), "toolkit": ("toolkit", standin_env)}
         try:
             ratios = paired_rounds(root, lua, args.duration, args.paired_rounds or 5, variants)
         finally:

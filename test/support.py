@@ -20,6 +20,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from sagemaker_tfs import readiness
 from sagemaker_tfs.config import Settings
 
 REPO = Path(__file__).resolve().parent.parent
@@ -297,6 +298,11 @@ class Stack(Background):
         """The pid of a supervised child: 'tfs-0', 'gunicorn-supervised', 'nginx-supervised'."""
         return int((self.runtime_dir / f"{child}.pid").read_text())
 
+    def processes(self) -> set[int]:
+        """serve's children and theirs, found by parent and by the children's sessions (an orphan of a dead
+        child keeps its session)."""
+        return descendants(self.proc.pid) | session_members(self.child_sessions())
+
     def child_sessions(self) -> set[int]:
         """The sessions of the supervised children (each runs in its own) named by their pid files now."""
         return {int(path.read_text()) for path in self.runtime_dir.glob("*.pid")
@@ -318,27 +324,9 @@ class Stack(Background):
 
 
 def listening_addresses(port: int) -> set[str]:
-    """The local addresses with a TCP socket listening on `port` (from /proc/net/tcp and tcp6), e.g.
-    {"127.0.0.1"} or {"0.0.0.0"} (IPv4-mapped IPv6 addresses as IPv4); empty when nothing listens."""
-    found = set()
-    for table, width in (("/proc/net/tcp", 8), ("/proc/net/tcp6", 32)):
-        try:
-            lines = Path(table).read_text().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            fields = line.split()
-            address, _, port_hex = fields[1].partition(":")
-            if fields[3] != "0A" or int(port_hex, 16) != port:  # 0A: LISTEN
-                continue
-            raw = bytes.fromhex(address)
-            if width == 8:
-                found.add(socket.inet_ntop(socket.AF_INET, raw[::-1]))
-            else:  # four little-endian 32-bit words
-                words = b"".join(raw[i:i + 4][::-1] for i in range(0, 16, 4))
-                text = socket.inet_ntop(socket.AF_INET6, words)
-                found.add(text.removeprefix("::ffff:"))  # an IPv4 address on a dual-stack socket
-    return found
+    """The local addresses with a TCP socket listening on `port`, e.g. {"127.0.0.1"} or {"0.0.0.0"} (IPv4-mapped
+    IPv6 addresses as IPv4); empty when nothing listens."""
+    return {address for address, _ in readiness.listening_sockets(port)}
 
 
 def npy_body(array, allow_pickle: bool = False) -> bytes:

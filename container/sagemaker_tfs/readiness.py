@@ -6,6 +6,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import socket
 
 
 def http_get(port: int, path: str, timeout: float = 2.0) -> tuple[int, bytes] | None:
@@ -35,10 +36,11 @@ def version_states(rest_port: int, model: str) -> dict[int, tuple[str, str]] | N
     return states
 
 
-def _listening_inodes(port: int) -> set[str]:
-    """Inodes of the TCP sockets listening on port (IPv4 or IPv6, any address), from /proc/net."""
-    inodes = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+def listening_sockets(port: int) -> list[tuple[str, str]]:
+    """(local address, inode) of each TCP socket listening on port, IPv4 or IPv6, from /proc/net; an IPv4-mapped
+    address of a dual-stack socket is given as IPv4."""
+    found = []
+    for table, family in (("/proc/net/tcp", socket.AF_INET), ("/proc/net/tcp6", socket.AF_INET6)):
         try:
             with open(table) as file:
                 lines = file.read().splitlines()[1:]
@@ -47,14 +49,18 @@ def _listening_inodes(port: int) -> set[str]:
         for line in lines:
             fields = line.split()
             # fields: sl, local address:port (hex), remote address, state (0A: LISTEN), ..., inode (10th)
-            if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
-                inodes.add(fields[9])
-    return inodes
+            address, _, port_hex = fields[1].partition(":")
+            if fields[3] != "0A" or int(port_hex, 16) != port:
+                continue
+            raw = bytes.fromhex(address)  # 32-bit words in the host's (little-endian) order
+            raw = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
+            found.append((socket.inet_ntop(family, raw).removeprefix("::ffff:"), fields[9]))
+    return found
 
 
 def listens(pid: int, port: int) -> bool:
     """Whether process pid itself holds a socket listening on TCP port (not another process that took it)."""
-    inodes = _listening_inodes(port)
+    inodes = {inode for _, inode in listening_sockets(port)}
     if not inodes:
         return False
     try:

@@ -74,11 +74,6 @@ class SlowRequests:
         return {name: (200, f"done {name}") for name in self.names}
 
 
-def stack_processes(stack: support.Stack) -> set[int]:
-    """serve's children and theirs, found by parent and by the children's sessions."""
-    return support.descendants(stack.proc.pid) | support.session_members(stack.child_sessions())
-
-
 def assert_nothing_left(stack: support.Stack, processes: set[int]) -> None:
     assert processes & set(support.live_processes()) == set()
     for port in [stack.port, *stack.model_server_ports]:
@@ -151,7 +146,7 @@ def test_sigterm_during_start_up_stops_every_child_and_exits_0(tmp_path):
     try:
         stack.start(wait=False)
         stack.wait_until(started.exists, timeout=180, what="importing the script")
-        processes = stack_processes(stack)
+        processes = stack.processes()
         stack.signal(signal.SIGTERM)
         assert stack.proc.wait(60) == 0
         assert "received SIGTERM: draining and stopping" in stack.log()
@@ -187,7 +182,7 @@ def test_a_killed_nginx_master_s_workers_finish_their_requests_then_quit_and_not
         assert "Address already in use" not in stack.log()
         assert invoke(stack, "now", "text/plain").text == "done now"
 
-        processes = stack_processes(stack)
+        processes = stack.processes()
         assert len(processes) >= 4  # model server, gunicorn master and worker, nginx master and workers
         stack.signal(signal.SIGTERM)
         assert stack.proc.wait(60) == 0
@@ -200,7 +195,7 @@ def test_sigint_to_serve_s_process_group_drains_like_sigterm(tmp_path):
     env = {"SAGEMAKER_GUNICORN_WORKERS": "1", "SAGEMAKER_GUNICORN_THREADS": "8", "STARTED_DIR": str(started)}
     stack = support.Stack(model_dir(tmp_path, SLOW), env=env).start()
     try:
-        processes = stack_processes(stack)
+        processes = stack.processes()
         requests = SlowRequests(stack, started, 8)
         requests.start()
         os.killpg(stack.proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole foreground process group
