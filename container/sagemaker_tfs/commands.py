@@ -73,6 +73,9 @@ def model_server_commands(settings: Settings, config_file: Path, batching_file: 
     return commands
 
 
+WORKER_CLASSES = {"connections": "sagemaker_tfs.proxy.worker.ConnectionsWorker"}  # ours, by their setting names
+
+
 def gunicorn_command(settings: Settings, app: str = "sagemaker_tfs.proxy.app:create_app()") -> list[str]:
     return [
         sys.executable, "-m", "gunicorn", app,
@@ -82,7 +85,7 @@ def gunicorn_command(settings: Settings, app: str = "sagemaker_tfs.proxy.app:cre
         "--bind", f"unix:{settings.runtime_dir}/gunicorn.sock",
         "--workers", str(settings.gunicorn_workers),
         "--threads", str(settings.gunicorn_threads),
-        "--worker-class", settings.gunicorn_worker_class,
+        "--worker-class", WORKER_CLASSES.get(settings.gunicorn_worker_class, settings.gunicorn_worker_class),
         "--timeout", str(settings.gunicorn_timeout_seconds),
         "--graceful-timeout", str(settings.gunicorn_timeout_seconds),
         "--keep-alive", "75",

@@ -194,7 +194,8 @@ def var(name: str, parse: Callable[[str], Any], default: Any, help: str, **optio
 LOG_FORMATS = ("text", "json")
 NGINX_LOG_LEVELS = ("debug", "info", "notice", "warn", "error", "crit", "alert", "emerg")
 GUNICORN_LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
-GUNICORN_WORKER_CLASSES = ("sync", "gthread", "gevent", "eventlet", "tornado")
+# "connections": ours (proxy/worker.py), a thread per connection; the others are gunicorn's own.
+GUNICORN_WORKER_CLASSES = ("connections", "sync", "gthread", "gevent", "eventlet", "tornado")
 DEFAULT_MAX_PAYLOAD_IN_MB = 6  # SageMaker's, when neither the job nor the container gives MaxPayloadInMB
 MAX_TRANSFORM_MB = 100  # SageMaker's limit of MaxPayloadInMB and of MaxConcurrentTransforms x MaxPayloadInMB
 BATCH_QUEUE_UNDER_TRANSFORM = 100000000
@@ -246,13 +247,14 @@ class Settings:
     gunicorn_workers: int = var("SAGEMAKER_GUNICORN_WORKERS", _int_between(1),
                                 lambda s: s.model_server_workers or cpu_count(), "gunicorn worker processes",
                                 shown_default="`SAGEMAKER_MODEL_SERVER_WORKERS`, else the number of cores")
-    gunicorn_threads: int = var("SAGEMAKER_GUNICORN_THREADS", _int_between(1), 1, "threads per worker")
-    # gevent is not required: threads when asked for, else one request per process (the original: gevent).
+    gunicorn_threads: int = var("SAGEMAKER_GUNICORN_THREADS", _int_between(1), 1,
+                                "threads per `gthread` worker (a `connections` worker has one per connection)")
+    # gevent is not required (the original's default): a thread per connection serves as many requests at once.
     gunicorn_worker_class: str = var(
         "SAGEMAKER_GUNICORN_WORKER_CLASS", _choice(*GUNICORN_WORKER_CLASSES),
-        lambda s: "gthread" if s.gunicorn_threads > 1 else "sync",
-        "gunicorn worker class (`gevent` needs the gevent package)",
-        shown_default="`sync` (`gthread` when threads > 1)")
+        "connections",
+        "gunicorn worker class: `connections` (a thread per connection, HTTP parsed in C; see Benchmarks), or one "
+        "of gunicorn's: `sync`, `gthread` (with `SAGEMAKER_GUNICORN_THREADS`), `gevent` (needs the gevent package)")
     gunicorn_timeout_seconds: int = var("SAGEMAKER_GUNICORN_TIMEOUT_SECONDS", _int_between(1),
                                         lambda s: s.model_server_timeout or 30,
                                         "gunicorn worker timeout for requests; also the model server's REST timeout",

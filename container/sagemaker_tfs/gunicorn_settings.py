@@ -4,7 +4,6 @@ gunicorn reads the names below that are its settings and ignores the others, so 
 versions with and without a control socket. Imports are private names: a public one could be taken for a setting.
 """
 
-import json as _json
 import threading as _threading
 import time as _time
 from pathlib import Path as _Path
@@ -33,10 +32,9 @@ control_socket_disable = True
 
 def _write_json_error(sock, status_int: int, reason: str, mesg: str) -> None:
     """gunicorn.util.write_error's contract, with a JSON body."""
-    body = _json.dumps({"error": f"{reason}: {mesg}" if mesg else reason}).encode()
-    head = (f"HTTP/1.1 {status_int} {reason}\r\nConnection: close\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\n\r\n")
-    _util.write_nonblock(sock, head.encode("latin-1") + body)
+    from .proxy.answers import closing_error
+
+    _util.write_nonblock(sock, closing_error(status_int, reason, mesg))
 
 
 def on_starting(server) -> None:

@@ -66,12 +66,15 @@ class ProtocolError(Exception):
 
 
 class Connection:
-    """One HTTP/1.1 keep-alive connection to a loopback port, used by one thread."""
+    """One HTTP/1.1 keep-alive connection to a loopback port, used by one thread. The socket stays in blocking
+    mode with the timeout set in the kernel (SO_RCVTIMEO, SO_SNDTIMEO): a Python socket timeout would add a poll()
+    before every send and receive."""
 
     def __init__(self, port: int):
         self.port = port
         self.sock: socket.socket | None = None
-        self._reader: Any = None
+        self._buffer = b""  # received and not yet read
+        self._timeout: float | None = None  # the one set on the socket
         self.base_uri = f"http://{HOST}:{port}"
         self._host = f"Host: {HOST}:{port}\r\n".encode()
 
@@ -86,21 +89,28 @@ class Connection:
             sock.close()
             raise ConnectionRefusedError(errno.ECONNREFUSED, SELF_CONNECT)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.sock, self._reader = sock, sock.makefile("rb")
+        sock.settimeout(None)
+        self.sock, self._buffer, self._timeout = sock, b"", None
 
     def close(self) -> None:
         if self.sock is not None:
-            self._reader.close()
             self.sock.close()
-            self.sock = self._reader = None
+            self.sock, self._buffer = None, b""
+
+    def _set_timeout(self, timeout: float) -> None:
+        seconds = int(timeout)
+        value = struct.pack("ll", seconds, int((timeout - seconds) * 1e6))
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, value)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, value)
+        self._timeout = timeout
 
     def exchange(self, method: str, path: str, body: bytes, headers: dict[str, str],
                  timeout: float) -> tuple[int, str, list[tuple[str, str]], bytes]:
         """Send one request, read its answer: (status, reason, headers, content)."""
         if self.sock is None:
             self.open(timeout)
-        else:
-            self.sock.settimeout(timeout)
+        if timeout != self._timeout:
+            self._set_timeout(timeout)
         head = [f"{method} {path} HTTP/1.1\r\n".encode(), self._host]
         if body or method == "POST":
             head.append(b"Content-Length: %d\r\n" % len(body))
@@ -108,34 +118,43 @@ class Connection:
             head.append(f"{name}: {value}\r\n".encode())
         head.append(b"\r\n")
         request = b"".join(head)
-        if len(body) <= 65536:  # one segment; a large body is sent as it is rather than copied
-            self.sock.sendall(request + body)
-        else:
-            self.sock.sendall(request)
-            self.sock.sendall(body)
-        return self._read_answer(method)
+        try:
+            if len(body) <= 65536:  # one segment; a large body is sent as it is rather than copied
+                self.sock.sendall(request + body)
+            else:
+                self.sock.sendall(request)
+                self.sock.sendall(body)
+            return self._read_answer(method)
+        except BlockingIOError:  # SO_RCVTIMEO or SO_SNDTIMEO expired
+            raise TimeoutError("timed out") from None
+
+    def _receive(self) -> bytes:
+        data = self.sock.recv(262144)
+        if not data:
+            raise ConnectionResetError("the model server closed the connection")
+        return data
 
     def _read_answer(self, method: str) -> tuple[int, str, list[tuple[str, str]], bytes]:
-        reader = self._reader
-        line = reader.readline(65537)
-        if not line:
-            raise ConnectionResetError("the model server closed the connection")
-        version, _, rest = line.decode("latin-1").rstrip("\r\n").partition(" ")
+        data = self._buffer or self._receive()
+        while (end := data.find(b"\r\n\r\n")) < 0:
+            if len(data) > 65536:
+                raise ProtocolError("the answer's headers are incomplete or too many")
+            data += self._receive()
+        status_line, *lines = data[:end].decode("latin-1").split("\r\n")
+        data = data[end + 4:]
+        version, _, rest = status_line.partition(" ")
         code, _, reason = rest.partition(" ")
         if not version.startswith("HTTP/1.") or not code.isdigit():
-            raise ProtocolError(f"invalid status line {line[:100]!r}")
+            raise ProtocolError(f"invalid status line {status_line[:100]!r}")
+        if len(lines) > 200:
+            raise ProtocolError("the answer's headers are incomplete or too many")
         status = int(code)
         headers = []
         length = None
         chunked = False
         keep_alive = version == "HTTP/1.1"
-        while True:
-            line = reader.readline(65537)
-            if line in (b"\r\n", b"\n"):
-                break
-            if not line or len(headers) > 200:
-                raise ProtocolError("the answer's headers are incomplete or too many")
-            name, _, value = line.decode("latin-1").partition(":")
+        for line in lines:
+            name, _, value = line.partition(":")
             name, value = name.strip(), value.strip()
             headers.append((name, value))
             lowered = name.lower()
@@ -151,37 +170,57 @@ class Connection:
         if method == "HEAD" or status in (204, 304) or 100 <= status < 200:
             content = b""
         elif chunked:
-            content = self._read_chunks()
+            content, data = self._read_chunks(data)
         elif length is not None:
-            content = reader.read(length)
-            if len(content) != length:
-                raise ProtocolError(f"the answer ended after {len(content)} of {length} bytes")
+            while len(data) < length:
+                try:
+                    data += self._receive()
+                except ConnectionResetError:
+                    raise ProtocolError(f"the answer ended after {len(data)} of {length} bytes") from None
+            content, data = data[:length], data[length:]
         else:
-            content = reader.read()
-            keep_alive = False
+            parts = [data]
+            while chunk := self.sock.recv(262144):
+                parts.append(chunk)
+            content, data, keep_alive = b"".join(parts), b"", False
+        self._buffer = data
         if not keep_alive:
             self.close()
         return status, reason, headers, content
 
-    def _read_chunks(self) -> bytes:
-        reader = self._reader
+    def _read_chunks(self, data: bytes) -> tuple[bytes, bytes]:
+        """(content, what follows) of a chunked body starting in `data`."""
         chunks = []
         while True:
-            size_line = reader.readline(65537)
+            while (end := data.find(b"\r\n")) < 0:
+                if len(data) > 65536:
+                    raise ProtocolError(f"invalid chunk size {data[:100]!r}")
+                data += self._receive_in_body()
             try:
-                size = int(size_line.split(b";", 1)[0], 16)
+                size = int(data[:end].split(b";", 1)[0], 16)
             except ValueError:
-                raise ProtocolError(f"invalid chunk size {size_line[:100]!r}") from None
+                raise ProtocolError(f"invalid chunk size {data[:min(end, 100)]!r}") from None
+            data = data[end + 2:]
             if size == 0:
-                while reader.readline(65537) not in (b"\r\n", b"\n", b""):
-                    pass  # trailers
-                return b"".join(chunks)
-            chunk = reader.read(size)
-            if len(chunk) != size or reader.readline(65537) not in (b"\r\n", b"\n"):
+                while not data.startswith(b"\r\n"):  # trailers, then the empty line
+                    while (end := data.find(b"\r\n")) < 0:
+                        data += self._receive_in_body()
+                    if end == 0:
+                        break
+                    data = data[end + 2:]
+                return b"".join(chunks), data[2:]
+            while len(data) < size + 2:
+                data += self._receive_in_body()
+            if data[size:size + 2] != b"\r\n":
                 raise ProtocolError("a chunk of the answer is incomplete")
-            chunks.append(chunk)
+            chunks.append(data[:size])
+            data = data[size + 2:]
 
-
+    def _receive_in_body(self) -> bytes:
+        try:
+            return self._receive()
+        except ConnectionResetError:
+            raise ProtocolError("a chunk of the answer is incomplete") from None
 
 
 class HttpClient:
@@ -229,16 +268,32 @@ class HttpClient:
         self._local.connections = {}
 
 
+class ModelServerResponse(requests.Response):
+    """A requests.Response built without Response.__init__, whose empty cookie jar and header dict cost more than
+    the rest of a request to the model server; the jar is made when first read (the model server sets no
+    cookies)."""
+
+    @property
+    def cookies(self) -> requests.cookies.RequestsCookieJar:
+        jar = self.__dict__.get("_cookies")
+        if jar is None:
+            jar = self.__dict__["_cookies"] = requests.cookies.cookiejar_from_dict({})
+        return jar
+
+    @cookies.setter
+    def cookies(self, jar: requests.cookies.RequestsCookieJar) -> None:
+        self.__dict__["_cookies"] = jar
+
+
 def _response(status: int, reason: str, headers: list[tuple[str, str]], content: bytes, url: str,
               seconds: float) -> requests.Response:
-    response = requests.Response()
-    response.status_code = status
-    response.reason = reason
-    response.headers = CaseInsensitiveDict(headers)
-    response._content = content
-    content_type = response.headers.get("Content-Type", "")
+    response = ModelServerResponse.__new__(ModelServerResponse)
+    table = CaseInsensitiveDict()
+    table._store = {name.lower(): (name, value) for name, value in headers}  # what CaseInsensitiveDict.update does
+    content_type = table.get("Content-Type", "")
     # requests' rule, short-cut for the model server's own type
-    response.encoding = "utf-8" if content_type == "application/json" else get_encoding_from_headers(response.headers)
-    response.url = url
-    response.elapsed = datetime.timedelta(seconds=seconds)
+    encoding = "utf-8" if content_type == "application/json" else get_encoding_from_headers(table)
+    response.__dict__.update(_content=content, _content_consumed=True, _next=None, status_code=status, headers=table,
+                             raw=None, url=url, encoding=encoding, history=[], reason=reason,
+                             elapsed=datetime.timedelta(seconds=seconds), request=None)
     return response

