@@ -31,9 +31,9 @@ def test_defaults_match_the_original_container():
 def test_gunicorn_defaults_come_from_the_core_count():
     s = Settings.from_env({})
     assert s.gunicorn_workers == cpu_count()
-    assert (s.gunicorn_threads, s.gunicorn_worker_class) == (1, "sync")
-    threaded = Settings.from_env({"SAGEMAKER_GUNICORN_THREADS": "4"})
-    assert (threaded.gunicorn_threads, threaded.gunicorn_worker_class) == (4, "gthread")
+    assert (s.gunicorn_threads, s.gunicorn_worker_class) == (1, "connections")
+    threaded = Settings.from_env({"SAGEMAKER_GUNICORN_THREADS": "4"})  # for gthread, when chosen
+    assert (threaded.gunicorn_threads, threaded.gunicorn_worker_class) == (4, "connections")
     explicit = Settings.from_env({"SAGEMAKER_GUNICORN_WORKERS": "3", "SAGEMAKER_GUNICORN_WORKER_CLASS": "GThread"})
     assert (explicit.gunicorn_workers, explicit.gunicorn_worker_class) == (3, "gthread")
 

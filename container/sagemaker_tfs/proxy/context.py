@@ -6,6 +6,7 @@ import re
 from typing import Any, NamedTuple
 
 from ..errors import HandlerError
+from .model_servers import ModelServerSession
 from ..multi_model.names import MODEL_NAME  # one rule for model names (multi_model/names.py imports nothing heavy)
 
 CUSTOM_ATTRIBUTES_HEADER = "X-Amzn-SageMaker-Custom-Attributes"
@@ -28,6 +29,13 @@ class Context(NamedTuple):
     accept_header: str  # the Accept header as sent, else application/json
     content_length: int | None  # the request's Content-Length, else None
     timeout: float  # seconds a call to the model server may take (SAGEMAKER_GUNICORN_TIMEOUT_SECONDS)
+
+    @property
+    def session(self) -> ModelServerSession:
+        """requests-like `post`, `get` and `request` to the model server over the worker's keep-alive connections:
+        `context.session.post(context.rest_uri, data=...)` in place of `requests.post(...)` (not a tuple field, so
+        that the Context keeps the original's fields)."""
+        return ModelServerSession(self.timeout)
 
 
 # As the original: every `tfs-<key>=<value>` pair anywhere in the header, up to the next comma. The value is

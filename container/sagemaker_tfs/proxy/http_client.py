@@ -21,6 +21,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 import requests
+from requests.cookies import RequestsCookieJar
 from requests.structures import CaseInsensitiveDict
 from requests.utils import get_encoding_from_headers
 
@@ -239,10 +240,12 @@ class HttpClient:
             connection = connections[port] = Connection(port)
         return connection
 
-    def request(self, port: int, method: str, path: str, data: Any, timeout: float) -> requests.Response:
+    def request(self, port: int, method: str, path: str, data: Any, timeout: float,
+                headers: dict[str, str] | None = None) -> requests.Response:
         """The server's answer, whatever its status; `data` as request_body() takes it. A kept connection
         the server has closed meanwhile is retried once on a fresh one; any failure closes the connection."""
-        body, headers = request_body(data)
+        body, extra = request_body(data)
+        headers = {**extra, **headers} if headers else extra
         connection = self._connection(port)
         started = time.perf_counter()
         for attempt in (1, 2):
@@ -268,32 +271,17 @@ class HttpClient:
         self._local.connections = {}
 
 
-class ModelServerResponse(requests.Response):
-    """A requests.Response built without Response.__init__, whose empty cookie jar and header dict cost more than
-    the rest of a request to the model server; the jar is made when first read (the model server sets no
-    cookies)."""
-
-    @property
-    def cookies(self) -> requests.cookies.RequestsCookieJar:
-        jar = self.__dict__.get("_cookies")
-        if jar is None:
-            jar = self.__dict__["_cookies"] = requests.cookies.cookiejar_from_dict({})
-        return jar
-
-    @cookies.setter
-    def cookies(self, jar: requests.cookies.RequestsCookieJar) -> None:
-        self.__dict__["_cookies"] = jar
-
-
 def _response(status: int, reason: str, headers: list[tuple[str, str]], content: bytes, url: str,
               seconds: float) -> requests.Response:
-    response = ModelServerResponse.__new__(ModelServerResponse)
+    """A requests.Response, built without Response.__init__ (whose empty header dict and cookie jar would cost
+    more than the rest of the call)."""
+    response = requests.Response.__new__(requests.Response)
     table = CaseInsensitiveDict()
     table._store = {name.lower(): (name, value) for name, value in headers}  # what CaseInsensitiveDict.update does
     content_type = table.get("Content-Type", "")
     # requests' rule, short-cut for the model server's own type
     encoding = "utf-8" if content_type == "application/json" else get_encoding_from_headers(table)
     response.__dict__.update(_content=content, _content_consumed=True, _next=None, status_code=status, headers=table,
-                             raw=None, url=url, encoding=encoding, history=[], reason=reason,
+                             raw=None, url=url, encoding=encoding, history=[], reason=reason, cookies=RequestsCookieJar(),
                              elapsed=datetime.timedelta(seconds=seconds), request=None)
     return response

@@ -3,16 +3,14 @@
 
 from __future__ import annotations
 
+import json as json_module
 from typing import Any
+from urllib.parse import urlsplit
 
 import requests
 
 from ..errors import HandlerError
 from .http_client import HOST, HttpClient, ProtocolError
-
-
-class ModelServerError(HandlerError):
-    """The model server could not be reached (502) or did not answer in time (504)."""
 
 
 class ModelServer:
@@ -41,30 +39,77 @@ class ModelServer:
 
 
 
+class ModelServerError(HandlerError):
+    """The model server could not be reached (502) or did not answer in time (504)."""
+
+
+class ModelServerUnreachable(ModelServerError, requests.ConnectionError):
+    """502, and for scripts that catch requests' errors, a requests.ConnectionError."""
+
+
+class ModelServerTimeout(ModelServerError, requests.Timeout):
+    """504, and for scripts that catch requests' errors, a requests.Timeout."""
+
+
+CONNECTIONS = HttpClient()  # the keep-alive connections of each thread of this process, for every caller
+
+
+def call(port: int, method: str, path: str, data: Any = None, timeout: float = 30.0,
+         headers: dict[str, str] | None = None) -> requests.Response:
+    """The answer of the model server on this loopback port, whatever its status; ModelServerError 502/504 (also
+    a requests.ConnectionError or requests.Timeout) when there is none."""
+    address = f"{HOST}:{port}"
+    try:
+        return CONNECTIONS.request(port, method, path, data, timeout, headers)
+    except TimeoutError:
+        raise ModelServerTimeout(504, f"the model server at {address} did not answer within {timeout:g} s") from None
+    except OSError as exc:
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        raise ModelServerUnreachable(502, f"the model server at {address} is not reachable ({reason}); it may be "
+                                          "starting or restarting") from None
+    except ProtocolError as exc:
+        raise ModelServerUnreachable(502, f"the model server at {address} sent an invalid answer: {exc}") from None
+
+
 class ModelServerClient:
     """HTTP/1.1 to the model servers (keep-alive connections per thread); failures as ModelServerError."""
 
     def __init__(self, timeout: float):
         self.timeout = timeout
-        self._http = HttpClient()
 
     def request(self, server: ModelServer, method: str, path: str, data: Any = None,
                 timeout: float | None = None) -> requests.Response:
         """The model server's answer, whatever its status; ModelServerError 502/504 when there is none."""
-        timeout = self.timeout if timeout is None else timeout
-        try:
-            return self._http.request(server.rest_port, method, path, data, timeout)
-        except TimeoutError:
-            raise ModelServerError(504, f"the model server at {server.address} did not answer within "
-                                        f"{timeout:g} s") from None
-        except OSError as exc:
-            reason = exc.strerror or str(exc) or type(exc).__name__
-            raise ModelServerError(502, f"the model server at {server.address} is not reachable ({reason}); it "
-                                        "may be starting or restarting") from None
-        except ProtocolError as exc:
-            raise ModelServerError(502, f"the model server at {server.address} sent an invalid answer: "
-                                        f"{exc}") from None
+        return call(server.rest_port, method, path, data, self.timeout if timeout is None else timeout)
 
     def close(self) -> None:
         """Close this thread's connections."""
-        self._http.close()
+        CONNECTIONS.close()
+
+
+class ModelServerSession:
+    """`context.session`: requests' post/get/request for a handler script's calls to the model server (the
+    Context's rest_uri), over this thread's keep-alive connections rather than requests' own. Answers are
+    requests.Response objects; errors are requests' ConnectionError and Timeout, which uncaught answer 502 and
+    504. Only the loopback interface is reached: use requests for anything else."""
+
+    def __init__(self, timeout: float):
+        self.timeout = timeout  # the default: SAGEMAKER_GUNICORN_TIMEOUT_SECONDS, as context.timeout
+
+    def request(self, method: str, url: str, data: Any = None, json: Any = None,
+                headers: dict[str, str] | None = None, timeout: float | None = None) -> requests.Response:
+        parts = urlsplit(url)
+        if parts.scheme != "http" or parts.hostname not in (HOST, "localhost") or parts.port is None:
+            raise ValueError(f"context.session reaches the model servers (http://{HOST}:<port>/...), not {url!r}: "
+                             "use requests for other addresses")
+        if json is not None:
+            data = json_module.dumps(json).encode()
+            headers = {"Content-Type": "application/json", **(headers or {})}
+        path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        return call(parts.port, method.upper(), path, data, self.timeout if timeout is None else timeout, headers)
+
+    def post(self, url: str, data: Any = None, json: Any = None, **options: Any) -> requests.Response:
+        return self.request("POST", url, data, json, **options)
+
+    def get(self, url: str, **options: Any) -> requests.Response:
+        return self.request("GET", url, **options)

@@ -156,8 +156,12 @@ class ConnectionsWorker(base.Worker):
                     return
                 try:
                     connection.parser.feed_data(data)
-                except BadRequest as exc:
-                    _refuse(sock, exc.status, exc.reason, exc.message)
+                except httptools.HttpParserCallbackError as exc:
+                    refusal = exc.__context__  # what a callback raised
+                    if isinstance(refusal, BadRequest):
+                        _refuse(sock, refusal.status, refusal.reason, refusal.message)
+                    elif not isinstance(refusal, OSError):  # an OSError: the client went away
+                        self.log.error("Error reading a request: %r", refusal)
                     return
                 except httptools.HttpParserUpgrade:
                     _refuse(sock, 501, "Not Implemented", "protocol upgrades are not supported")
@@ -168,15 +172,12 @@ class ConnectionsWorker(base.Worker):
                 ready = connection.ready
                 while ready:
                     method, url, headers, body, keep_alive, version = ready.pop(0)
-                    keep_alive = keep_alive and self.alive
                     try:
                         environ = _environ(base_environ, method, url, headers, body, version)
                     except BadRequest as exc:
                         _refuse(sock, exc.status, exc.reason, exc.message)
                         return
                     if not self._respond(sock, environ, keep_alive):
-                        return
-                    if not keep_alive:
                         return
         finally:
             self.connections.pop(sock.fileno(), None)
@@ -186,7 +187,8 @@ class ConnectionsWorker(base.Worker):
                 pass
 
     def _respond(self, sock: socket.socket, environ: dict, keep_alive: bool) -> bool:
-        """Call the app and write its answer; False when the connection cannot go on."""
+        """Call the app and write its answer; False when the connection ends there (the client's choice, the
+        worker stopping, or an error)."""
         started: list = []
 
         def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Callable:
@@ -216,6 +218,7 @@ class ConnectionsWorker(base.Worker):
             head.append(f"{name}: {value}\r\n".encode("latin-1"))
         if not has_length and not status.startswith(("1", "204", "304")):
             head.append(b"Content-Length: %d\r\n" % len(body))
+        keep_alive = keep_alive and self.alive  # a stopping worker ends each connection after its request
         if not keep_alive:
             head.append(b"Connection: close\r\n")
         head.append(b"\r\n")
@@ -229,7 +232,7 @@ class ConnectionsWorker(base.Worker):
                 sock.sendall(body)
         except OSError:
             return False
-        return True
+        return keep_alive
 
 
 def _no_write(data: bytes) -> None:

@@ -1,0 +1,220 @@
+"""The default gunicorn worker class (proxy/worker.py, a thread per connection) on raw sockets, byte for byte:
+keep-alive, pipelining, chunked bodies, 100-continue, refusals as JSON, header names it drops, a handler that
+blocks without holding up other connections, `context.session`, and SIGTERM letting a request in flight finish.
+The app behind it is the real one, calling the real model server."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+
+import pytest
+
+from app_support import write_model_dir
+from proxy_harness import App
+
+BODY = b'{"instances": [1.0, 2.0, 5.0]}'
+PREDICTIONS = {"predictions": [3.5, 4.0, 5.5]}
+
+# A handler that answers at once, or, for the body "hold", once the test writes a line to its FIFO; and the Context's
+# pooled session to the model server.
+SCRIPT = '''
+import json
+
+
+def handler(data, context):
+    body = data.read()
+    if body == b"hold":
+        with open(HOLD) as fifo:
+            return fifo.readline().strip(), "text/plain"
+    if body == b"session":
+        answer = context.session.post(context.rest_uri, json={"instances": [1.0]}, timeout=context.timeout)
+        return json.dumps({"status": answer.status_code, "json": answer.json(),
+                           "type": type(answer).__module__ + "." + type(answer).__name__}), "application/json"
+    if body == b"session-elsewhere":
+        context.session.get("http://example.com/")
+    if body == b"request-id":
+        return context.custom_attributes or "none", "text/plain"
+    answer = context.session.post(context.rest_uri, data=body)
+    return answer.content, "application/json"
+'''
+
+
+@pytest.fixture(scope="module")
+def hold(tmp_path_factory):
+    path = tmp_path_factory.mktemp("fifo") / "hold"
+    os.mkfifo(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def app(model_server, tmp_path_factory, hold) -> App:
+    model_dir = write_model_dir(tmp_path_factory.mktemp("worker"), f"HOLD = {str(hold)!r}\n" + SCRIPT)
+    with App(model_dir, model_server, workers=1) as app:
+        yield app
+
+
+def post(body: bytes, extra: bytes = b"", path: bytes = b"/invocations") -> bytes:
+    return (b"POST " + path + b" HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" + extra +
+            b"Content-Length: %d\r\n\r\n" % len(body) + body)
+
+
+class Reader:
+    """HTTP/1.1 answers read one by one from a socket (Content-Length framing, as the worker writes them)."""
+
+    def __init__(self, sock: socket.socket):
+        self.sock, self.buffer = sock, b""
+
+    def head(self) -> tuple[int, dict[str, str]]:
+        while b"\r\n\r\n" not in self.buffer:
+            chunk = self.sock.recv(65536)
+            assert chunk, f"the connection closed after {self.buffer!r}"
+            self.buffer += chunk
+        head, _, self.buffer = self.buffer.partition(b"\r\n\r\n")
+        status_line, *lines = head.decode("latin-1").split("\r\n")
+        return int(status_line.split()[1]), {n.lower(): v.strip() for n, _, v in (l.partition(":") for l in lines)}
+
+    def answer(self) -> tuple[int, dict[str, str], bytes]:
+        status, headers = self.head()
+        length = int(headers["content-length"])
+        while len(self.buffer) < length:
+            chunk = self.sock.recv(65536)
+            assert chunk, "the connection closed in the body"
+            self.buffer += chunk
+        body, self.buffer = self.buffer[:length], self.buffer[length:]
+        return status, headers, body
+
+    def closed(self) -> bool:
+        return self.buffer == b"" and self.sock.recv(1) == b""
+
+
+def connect(app: App) -> tuple[socket.socket, Reader]:
+    sock = socket.create_connection(("127.0.0.1", app.port), timeout=30)
+    return sock, Reader(sock)
+
+
+def test_a_connection_is_kept_alive_across_requests(app):
+    sock, reader = connect(app)
+    with sock:
+        for _ in range(3):
+            sock.sendall(post(BODY))
+            status, headers, body = reader.answer()
+            assert (status, json.loads(body)) == (200, PREDICTIONS)
+            assert "connection" not in headers
+
+
+def test_pipelined_requests_are_answered_in_order(app):
+    sock, reader = connect(app)
+    with sock:
+        sock.sendall(post(b'{"instances": [1.0]}') + post(b'{"instances": [2.0]}') + post(b'{"instances": [3.0]}'))
+        assert [json.loads(reader.answer()[2]) for _ in range(3)] == [
+            {"predictions": [3.5]}, {"predictions": [4.0]}, {"predictions": [4.5]}]
+
+
+def test_a_chunked_body_is_read_whole(app):
+    sock, reader = connect(app)
+    with sock:
+        sock.sendall(b"POST /invocations HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                     b"5\r\n{\"ins\r\n" + b"%x\r\n%s\r\n" % (len(BODY) - 5, BODY[5:]) + b"0\r\n\r\n")
+        status, _, body = reader.answer()
+        assert (status, json.loads(body)) == (200, PREDICTIONS)
+
+
+def test_expect_100_continue_is_answered_before_the_body(app):
+    sock, reader = connect(app)
+    with sock:
+        head = post(BODY, b"Expect: 100-continue\r\n")
+        sock.sendall(head[:-len(BODY)])
+        assert reader.head() == (100, {})
+        sock.sendall(BODY)
+        status, _, body = reader.answer()
+        assert (status, json.loads(body)) == (200, PREDICTIONS)
+
+
+def test_http_1_0_closes_after_the_answer(app):
+    sock, reader = connect(app)
+    with sock:
+        sock.sendall(post(BODY).replace(b"HTTP/1.1", b"HTTP/1.0", 1))
+        status, headers, body = reader.answer()
+        assert (status, headers["connection"], json.loads(body)) == (200, "close", PREDICTIONS)
+        assert reader.closed()
+
+
+def test_a_malformed_request_gets_a_json_400_and_the_connection_closes(app):
+    sock, reader = connect(app)
+    with sock:
+        sock.sendall(b"POST /invocations HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n")
+        status, headers, body = reader.answer()
+        assert (status, headers["content-type"], headers["connection"]) == (400, "application/json", "close")
+        assert json.loads(body)["error"].startswith("Bad Request: Malformed HTTP request: ")
+        assert reader.closed()
+
+
+def test_a_header_name_with_an_underscore_is_dropped(app):
+    """X-Amzn_SageMaker_Custom_Attributes would pass for X-Amzn-SageMaker-Custom-Attributes once both are
+    HTTP_X_AMZN_SAGEMAKER_CUSTOM_ATTRIBUTES: it is not seen at all, as under gunicorn's own workers."""
+    sock, reader = connect(app)
+    with sock:
+        sock.sendall(post(b"request-id", b"X-Amzn_SageMaker_Custom_Attributes: tfs-model-name=other\r\n"))
+        assert reader.answer()[::2] == (200, b"none")
+        sock.sendall(post(b"request-id", b"X-Amzn-SageMaker-Custom-Attributes: a=b\r\n"))
+        assert reader.answer()[::2] == (200, b"a=b")
+
+
+def test_a_blocked_handler_holds_only_its_own_connection(app, hold):
+    held, held_reader = connect(app)
+    with held:
+        held.sendall(post(b"hold"))
+        for _ in range(3):  # the only worker answers other connections meanwhile
+            sock, reader = connect(app)
+            with sock:
+                sock.sendall(post(BODY))
+                status, _, body = reader.answer()
+            assert (status, json.loads(body)) == (200, PREDICTIONS)
+        release(hold, "released")
+        assert held_reader.answer()[::2] == (200, b"released")
+
+
+def release(hold, line: str) -> None:
+    """Let the held handler answer `line` (opening the FIFO waits for the handler to open it too)."""
+    with open(hold, "w") as fifo:
+        fifo.write(line + "\n")
+
+
+def test_context_session_calls_the_model_server_over_kept_connections(app):
+    sock, reader = connect(app)
+    with sock:
+        sock.sendall(post(b"session"))
+        status, _, body = reader.answer()
+    assert (status, json.loads(body)) == (200, {"status": 200, "json": {"predictions": [3.5]},
+                                                "type": "requests.models.Response"})
+
+
+def test_context_session_refuses_other_addresses(app):
+    sock, reader = connect(app)
+    with sock:
+        sock.sendall(post(b"session-elsewhere"))
+        status, _, body = reader.answer()
+    assert (status, json.loads(body)) == (500, {"error": "context.session reaches the model servers "
+                                                         "(http://127.0.0.1:<port>/...), not 'http://example.com/': "
+                                                         "use requests for other addresses"})
+
+
+def test_sigterm_lets_the_request_in_flight_finish(model_server, tmp_path, hold):
+    model_dir = write_model_dir(tmp_path, f"HOLD = {str(hold)!r}\n" + SCRIPT)
+    with App(model_dir, model_server, workers=1) as app:
+        held, held_reader = connect(app)
+        with held:
+            held.sendall(post(b"hold"))
+            idle, idle_reader = connect(app)  # a kept-alive connection with no request: closed at once
+            with idle:
+                idle.sendall(post(BODY))
+                assert idle_reader.answer()[0] == 200
+                app.signal(signal.SIGTERM)
+                assert idle_reader.closed()
+                release(hold, "finished")
+                status, headers, body = held_reader.answer()
+            assert (status, headers["connection"], body) == (200, "close", b"finished")
+        assert app.proc.wait(30) == 0
