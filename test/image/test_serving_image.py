@@ -23,7 +23,7 @@ import sagemaker_tfs
 import support
 
 # Packages the image must not hold: TensorFlow and what only the embedded model server or s3 jobs need.
-ABSENT = ["tensorflow", "tensorflow-cpu", "keras", "numpy", "uvloop", "httptools", "boto3"]
+ABSENT = ["tensorflow", "tensorflow-cpu", "keras", "numpy", "uvloop", "boto3"]  # httptools: the proxy worker's parser
 IMAGE_SIZE_LIMIT = 120 * 2**20  # about 60 MB today; the full environment is about 2.7 GB
 
 IMPORT_CHECK = textwrap.dedent("""
@@ -130,7 +130,7 @@ def test_serve_without_a_model_server_stops_at_once(image_bin, tmp_path):
     errors = [line.split(" serve: ", 1)[1] for line in result.stderr.splitlines() if " ERROR serve: " in line]
     assert errors == [
         "cannot start: no model server: tensorflow_model_server is not on PATH and the embedded model server is not "
-        "installed (missing tensorflow, uvloop, httptools); install TensorFlow Serving, or the model-server extra "
+        "installed (missing tensorflow, uvloop); install TensorFlow Serving, or the model-server extra "
         "(pip install '.[model-server]', as scripts/install.sh does)"]
 
 
