@@ -130,7 +130,7 @@ class Connection:
             raise TimeoutError("timed out") from None
 
     def _receive(self) -> bytes:
-        data = self.sock.recv(262144)
+        data = self.sock.recv(65536)
         if not data:
             raise ConnectionResetError("the model server closed the connection")
         return data
@@ -181,7 +181,7 @@ class Connection:
             content, data = data[:length], data[length:]
         else:
             parts = [data]
-            while chunk := self.sock.recv(262144):
+            while chunk := self.sock.recv(65536):
                 parts.append(chunk)
             content, data, keep_alive = b"".join(parts), b"", False
         self._buffer = data

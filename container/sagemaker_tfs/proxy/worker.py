@@ -31,7 +31,7 @@ from gunicorn.workers import base
 from .answers import closing_error
 
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
-_READ_SIZE = 262144
+_READ_SIZE = 65536  # larger reads allocate (and fault in) a large buffer per call
 
 
 class BadRequest(Exception):
@@ -43,43 +43,65 @@ class BadRequest(Exception):
 
 
 class Connection:
-    """One client connection: httptools calls back as bytes arrive; complete requests queue in `ready`."""
+    """One client connection: httptools calls back as bytes arrive, and each request's WSGI environ is built as
+    its headers are read; complete requests queue in `ready` as (environ, keep-alive)."""
 
-    def __init__(self, sock: socket.socket, worker: "ConnectionsWorker"):
+    def __init__(self, sock: socket.socket, base_environ: dict[str, Any], max_fields: int):
         self.sock = sock
-        self.worker = worker
         self.parser = httptools.HttpRequestParser(self)
-        self.ready: list[tuple[bytes, bytes, list[tuple[bytes, bytes]], bytes, bool, str]] = []
+        self.ready: list[tuple[dict[str, Any], bool]] = []
+        self._base, self._max_fields = base_environ, max_fields
+        self._environ: dict[str, Any] = {}
         self._url = b""
-        self._headers: list[tuple[bytes, bytes]] = []
         self._body: list[bytes] = []
+        self._fields = 0
+        self._expect = False
 
     # httptools callbacks
     def on_message_begin(self) -> None:
-        self._url, self._headers, self._body = b"", [], []
+        self._environ = self._base.copy()
+        self._url, self._body, self._fields, self._expect = b"", [], 0, False
 
     def on_url(self, url: bytes) -> None:
         self._url += url
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        self._headers.append((name, value))
-        if len(self._headers) > self.worker.max_fields:
+        self._fields += 1
+        if self._fields > self._max_fields:
             raise BadRequest(431, "Request Header Fields Too Large",
                              "Error parsing headers: 'limit request headers fields'")
+        key = _KEYS.get(name) or _key(name)
+        if not key:
+            return
+        environ = self._environ
+        text = value.decode("latin-1")
+        if key not in environ:
+            environ[key] = text
+        elif key in _SINGLE:
+            raise BadRequest(400, "Bad Request", f"Invalid HTTP Header: '{key.replace('_', '-')}'")
+        else:
+            environ[key] += "," + text
+        if key == "HTTP_EXPECT" and text.lower() == "100-continue":
+            self._expect = True
 
     def on_headers_complete(self) -> None:
-        for name, value in self._headers:
-            if len(name) == 6 and name.lower() == b"expect" and value.lower() == b"100-continue":
-                self.sock.sendall(_CONTINUE)  # curl waits for it before sending a large body
+        if self._expect:
+            self.sock.sendall(_CONTINUE)  # curl waits for it before sending a large body
 
     def on_body(self, body: bytes) -> None:
         self._body.append(body)
 
     def on_message_complete(self) -> None:
         parser = self.parser
-        body = self._body[0] if len(self._body) == 1 else b"".join(self._body)
-        self.ready.append((parser.get_method(), self._url, self._headers, body, parser.should_keep_alive(),
-                           parser.get_http_version()))
+        environ = self._environ
+        path, _, query = self._url.partition(b"?")
+        path = path.partition(b"#")[0]
+        environ["REQUEST_METHOD"] = parser.get_method().decode("latin-1")
+        environ["PATH_INFO"] = (unquote_to_bytes(path) if b"%" in path else path).decode("latin-1")
+        environ["QUERY_STRING"] = query.decode("latin-1")
+        environ["SERVER_PROTOCOL"] = "HTTP/" + parser.get_http_version()
+        environ["wsgi.input"] = io.BytesIO(self._body[0] if len(self._body) == 1 else b"".join(self._body))
+        self.ready.append((environ, parser.should_keep_alive()))
 
 
 class ConnectionsWorker(base.Worker):
@@ -87,7 +109,6 @@ class ConnectionsWorker(base.Worker):
 
     def init_process(self) -> None:
         self.connections: dict[int, socket.socket] = {}  # fd -> socket, read by the main thread at stop
-        self.max_fields = self.cfg.limit_request_fields
         super().init_process()
 
     def run(self) -> None:
@@ -144,8 +165,7 @@ class ConnectionsWorker(base.Worker):
 
     # one connection, in its own thread
     def _serve(self, sock: socket.socket, address: Any, server: Any) -> None:
-        connection = Connection(sock, self)
-        base_environ = _base_environ(address, server)
+        connection = Connection(sock, _base_environ(address, server), self.cfg.limit_request_fields)
         try:
             while True:
                 try:
@@ -171,13 +191,7 @@ class ConnectionsWorker(base.Worker):
                     return
                 ready = connection.ready
                 while ready:
-                    method, url, headers, body, keep_alive, version = ready.pop(0)
-                    try:
-                        environ = _environ(base_environ, method, url, headers, body, version)
-                    except BadRequest as exc:
-                        _refuse(sock, exc.status, exc.reason, exc.message)
-                        return
-                    if not self._respond(sock, environ, keep_alive):
+                    if not self._respond(sock, *ready.pop(0)):
                         return
         finally:
             self.connections.pop(sock.fileno(), None)
@@ -210,25 +224,24 @@ class ConnectionsWorker(base.Worker):
             _refuse(sock, 500, "Internal Server Error", "")
             return False
         status, headers = started
-        head = [b"HTTP/1.1 %s\r\n" % status.encode("latin-1")]
+        lines = [f"HTTP/1.1 {status}\r\n"]
         has_length = False
         for name, value in headers:
             if len(name) == 14 and name.lower() == "content-length":
                 has_length = True
-            head.append(f"{name}: {value}\r\n".encode("latin-1"))
+            lines.append(f"{name}: {value}\r\n")
         if not has_length and not status.startswith(("1", "204", "304")):
-            head.append(b"Content-Length: %d\r\n" % len(body))
+            lines.append(f"Content-Length: {len(body)}\r\n")
         keep_alive = keep_alive and self.alive  # a stopping worker ends each connection after its request
-        if not keep_alive:
-            head.append(b"Connection: close\r\n")
-        head.append(b"\r\n")
+        lines.append("\r\n" if keep_alive else "Connection: close\r\n\r\n")
+        head = "".join(lines).encode("latin-1")
         if environ["REQUEST_METHOD"] == "HEAD":
             body = b""
         try:
             if len(body) <= 65536:
-                sock.sendall(b"".join(head) + body)
+                sock.sendall(head + body)
             else:
-                sock.sendall(b"".join(head))
+                sock.sendall(head)
                 sock.sendall(body)
         except OSError:
             return False
@@ -258,42 +271,20 @@ def _base_environ(address: Any, server: Any) -> dict[str, Any]:
             "wsgi.multiprocess": True, "wsgi.run_once": False, "wsgi.input_terminated": True}
 
 
-_SPECIAL = {b"content-type": "CONTENT_TYPE", b"content-length": "CONTENT_LENGTH"}
-_KEYS: dict[bytes, str | None] = {}  # header name -> environ key (None: dropped), filled as names are seen
+_SINGLE = ("CONTENT_TYPE", "CONTENT_LENGTH")  # a second one is refused, as gunicorn does
+_KEYS: dict[bytes, str] = {}  # header name -> environ key ("" for a dropped name), filled as names are seen
 
 
-def _key(name: bytes) -> str | None:
-    key = _KEYS.get(name)
-    if key is None and name not in _KEYS:
-        lowered = name.lower()
-        # Names with an underscore are dropped, as gunicorn does: X-Amzn_RequestId would otherwise pass for
-        # X-Amzn-RequestId once both become HTTP_X_AMZN_REQUESTID.
-        key = None if b"_" in name else _SPECIAL.get(lowered) or "HTTP_" + lowered.decode("latin-1").upper().replace(
-            "-", "_")
-        if len(_KEYS) < 1000:
-            _KEYS[name] = key
+def _key(name: bytes) -> str:
+    lowered = name.lower()
+    # Names with an underscore are dropped, as gunicorn does: X-Amzn_RequestId would otherwise pass for
+    # X-Amzn-RequestId once both become HTTP_X_AMZN_REQUESTID.
+    if b"_" in name:
+        key = ""
+    elif lowered in (b"content-type", b"content-length"):
+        key = lowered.decode("latin-1").upper().replace("-", "_")
+    else:
+        key = "HTTP_" + lowered.decode("latin-1").upper().replace("-", "_")
+    if len(_KEYS) < 1000:
+        _KEYS[name] = key
     return key
-
-
-def _environ(base_environ: dict, method: bytes, url: bytes, headers: list[tuple[bytes, bytes]], body: bytes,
-             version: str) -> dict[str, Any]:
-    path, _, query = url.partition(b"?")
-    path = path.partition(b"#")[0]
-    environ = base_environ.copy()
-    environ["REQUEST_METHOD"] = method.decode("latin-1")
-    environ["PATH_INFO"] = (unquote_to_bytes(path) if b"%" in path else path).decode("latin-1")
-    environ["QUERY_STRING"] = query.decode("latin-1")
-    environ["SERVER_PROTOCOL"] = "HTTP/" + version
-    environ["wsgi.input"] = io.BytesIO(body)
-    for name, value in headers:
-        key = _key(name)
-        if key is None:
-            continue
-        text = value.decode("latin-1")
-        if key in environ:
-            if key in ("CONTENT_TYPE", "CONTENT_LENGTH"):
-                raise BadRequest(400, "Bad Request", f"Invalid HTTP Header: '{key.replace('_', '-')}'")
-            environ[key] += "," + text
-        else:
-            environ[key] = text
-    return environ
