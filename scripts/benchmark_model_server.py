@@ -1,18 +1,27 @@
 #!/usr/bin/env python3
 """Throughput of the embedded model server on half_plus_three with 3-value instances, in one run.
 
-    .venv/bin/python scripts/benchmark_model_server.py [--seconds 5] [--rounds 5]
+    .venv/bin/python scripts/benchmark_model_server.py [--seconds 5] [--rounds 5] [--grpc-rounds 5]
 
 Measures:
 - the in-process signature call rate: TensorFlow's (Session.run of the signature's tensors by name, as TFS runs
   a signature; tf.saved_model.load cannot load this TF1 model), and our engine's (Servable.run, the C session
   call the server makes without Session.run's Python layers);
-- REST predict requests/s at concurrency 1, 8 and 32 (wrk, one client thread, keep-alive);
-- gRPC Predict requests/s (Python stub, 8 client threads);
+- REST predict requests/s at concurrency 1, 8 and 32 (wrk, C, one client thread, 8 keep-alive connections at
+  concurrency 8);
+- gRPC Predict requests/s at concurrency 8 with h2load (nghttp2's HTTP/2 load generator, C, one client thread):
+  one connection carrying 8 concurrent calls, as a gRPC channel does, each a PredictRequest with a 30 s deadline
+  (the `grpc-timeout` header), the same body as a Python stub sends. h2load does not read gRPC statuses (an
+  error is an HTTP 200 whose trailers say so), so the answers' bytes are checked against successful ones';
+- gRPC Predict requests/s from tensorflow-serving-api's Python stub with 8 threads, for reference: that client
+  is bound by its own GIL, about a fifth of what the server answers, so it is no measure of the server;
+- gRPC (h2load) against REST (wrk) at concurrency 8 on the same server, in alternating rounds, so that both see
+  the same machine: the medians, and the median of the rounds' ratios;
 - REST at concurrency 32 with and without batching, in alternating rounds against two servers running side by
-  side, so that both see the same machine: the medians, and the median of the rounds' ratios.
-Prints a table and the two targets: REST at concurrency 8 >= 40% of the in-process signature call rate;
-batching at concurrency 32 >= 2x no batching. Figures are noisy on a shared machine: run it on an idle one.
+  side: the medians, and the median of the rounds' ratios.
+Prints a table and three targets: REST at concurrency 8 >= 40% of the in-process signature call rate; gRPC
+>= 1.0x REST at concurrency 8; batching at concurrency 32 >= 2x no batching. Figures are noisy on a shared
+machine: run it on an idle one, and compare ratios of one run.
 """
 
 from __future__ import annotations
@@ -24,6 +33,7 @@ import shutil
 import signal
 import socket
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
@@ -121,15 +131,59 @@ def wrk(port: int, connections: int, seconds: float, workdir: Path) -> float:
     return float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
 
 
-def grpc_rate(port: int, threads: int, seconds: float) -> float:
-    import grpc
+def predict_request():
     import numpy as np
     import tensorflow as tf
-    from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
+    from tensorflow_serving.apis import predict_pb2
 
     request = predict_pb2.PredictRequest()
     request.model_spec.name = "half_plus_three"
     request.inputs["x"].CopyFrom(tf.make_tensor_proto(np.array([1.0, 2.0, 5.0], np.float32)))
+    return request
+
+
+def grpc_frame(message: bytes) -> bytes:
+    """A gRPC length-prefixed message: uncompressed flag, 4-byte big-endian length, the message."""
+    return b"\0" + struct.pack(">I", len(message)) + message
+
+
+class H2load:
+    """gRPC Predict calls from h2load: one connection, `streams` concurrent calls."""
+
+    def __init__(self, port: int, workdir: Path):
+        import grpc
+        from tensorflow_serving.apis import prediction_service_pb2_grpc
+
+        request = predict_request()
+        self.body = workdir / "predict.grpc"
+        self.body.write_bytes(grpc_frame(request.SerializeToString()))
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:  # the answer every call must get
+            response = prediction_service_pb2_grpc.PredictionServiceStub(channel).Predict(request, timeout=30)
+        self.answer_bytes = len(grpc_frame(response.SerializeToString()))
+        self.url = f"http://127.0.0.1:{port}/tensorflow.serving.PredictionService/Predict"
+
+    def rate(self, streams: int, seconds: float) -> float:
+        self._run(streams, 1)  # warm-up, as wrk's
+        return self._run(streams, seconds)
+
+    def _run(self, streams: int, seconds: float) -> float:
+        out = subprocess.run(["h2load", "-t1", "-c1", f"-m{streams}", f"-D{seconds:g}", "-d", str(self.body),
+                              "-H", "content-type: application/grpc", "-H", "te: trailers", "-H", "grpc-timeout: 30S",
+                              self.url], capture_output=True, text=True, check=True).stdout
+        done = int(re.search(r"(\d+) done, \d+ succeeded, 0 failed, 0 errored", out).group(1))
+        data = int(re.search(r"\((\d+)\) data", out).group(1))
+        # An error answer has no message: short of bytes (calls cut at the end may add up to `streams` answers)
+        if not done or not 0 <= data - done * self.answer_bytes <= streams * self.answer_bytes:
+            raise SystemExit(f"h2load saw gRPC errors ({data} bytes of answers for {done} calls of "
+                             f"{self.answer_bytes}):\n{out}")
+        return float(re.search(r"finished in [\d.]+s, ([\d.]+) req/s", out).group(1))
+
+
+def grpc_stub_rate(port: int, threads: int, seconds: float) -> float:
+    import grpc
+    from tensorflow_serving.apis import prediction_service_pb2_grpc
+
+    request = predict_request()
     counts = [0] * threads
     with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
         stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
@@ -154,9 +208,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=5.0, help="duration of each measurement")
     parser.add_argument("--rounds", type=int, default=5, help="alternating rounds of batching against none")
+    parser.add_argument("--grpc-rounds", type=int, default=5, help="alternating rounds of gRPC against REST")
     args = parser.parse_args()
-    if not shutil.which("wrk"):
-        raise SystemExit("wrk is not installed (scripts/install.sh installs it)")
+    for tool, package in (("wrk", "wrk"), ("h2load", "nghttp2-client")):
+        if not shutil.which(tool):
+            raise SystemExit(f"{tool} is not installed (scripts/install.sh installs it: apt package {package})")
     workdir = Path(tempfile.mkdtemp(prefix="benchmark-model-server-"))
     results: dict[str, float] = {}
     ours, reference = in_process_rates(args.seconds)
@@ -168,13 +224,21 @@ def main() -> int:
         for connections in (1, 8, 32):
             results[f"REST predict, concurrency {connections} (req/s)"] = wrk(plain.rest_port, connections,
                                                                             args.seconds, workdir)
-        results["gRPC Predict, 8 client threads (req/s)"] = grpc_rate(plain.grpc_port, 8, args.seconds)
+        h2load = H2load(plain.grpc_port, workdir)
+        results["gRPC Predict, concurrency 8, h2load (req/s)"] = h2load.rate(8, args.seconds)
+        results["gRPC Predict, Python stub, 8 threads: client-bound (req/s)"] = grpc_stub_rate(plain.grpc_port, 8,
+                                                                                               args.seconds)
+        grpc_rounds = [(wrk(plain.rest_port, 8, args.seconds, workdir), h2load.rate(8, args.seconds))
+                       for _ in range(args.grpc_rounds)]
         rounds = [(wrk(plain.rest_port, 32, args.seconds, workdir), wrk(batching.rest_port, 32, args.seconds,
                                                                          workdir)) for _ in range(args.rounds)]
     finally:
         plain.stop()
         if batching is not None:
             batching.stop()
+    rest8_median, grpc8_median = (statistics.median(column) for column in zip(*grpc_rounds))
+    results["REST predict, concurrency 8, alternating rounds with gRPC, median (req/s)"] = rest8_median
+    results["gRPC Predict, concurrency 8, alternating rounds with REST, median (req/s)"] = grpc8_median
     unbatched, batched = (statistics.median(column) for column in zip(*rounds))
     results["REST predict, concurrency 32, alternating rounds, median (req/s)"] = unbatched
     results["REST predict with batching, concurrency 32, alternating rounds, median (req/s)"] = batched
@@ -184,6 +248,10 @@ def main() -> int:
     rest8 = results["REST predict, concurrency 8 (req/s)"]
     print(f"REST c8 / in-process signature call (TensorFlow): {rest8 / reference:.0%}  (target >= 40%); "
           f"/ our engine's C call: {rest8 / ours:.0%}")
+    grpc_ratios = [g / r for r, g in grpc_rounds]
+    print(f"gRPC c8 / REST c8, median of the rounds' ratios: {statistics.median(grpc_ratios):.2f}x (target >= 1.0x; "
+          f"rounds: {', '.join(f'{r:.2f}x' for r in grpc_ratios)}; ratio of the medians: "
+          f"{grpc8_median / rest8_median:.2f}x)")
     ratios = [b / u for u, b in rounds]  # each round measures both back to back: the machine's drift cancels
     print(f"batching c32 / no batching c32, median of the rounds' ratios: {statistics.median(ratios):.2f}x "
           f"(target >= 2x; rounds: {', '.join(f'{r:.2f}x' for r in ratios)}; ratio of the medians: "

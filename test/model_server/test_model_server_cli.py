@@ -64,6 +64,38 @@ def test_taken_port_fails_at_start(tmp_path):
     assert f"cannot listen for HTTP/REST on port {port}" in result.stderr
 
 
+def test_taken_grpc_port_fails_at_start():
+    with socket.socket() as taken:
+        taken.bind(("0.0.0.0", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run_server(f"--port={port}", "--model_name=m", f"--model_base_path={support.HALF_PLUS_TWO}",
+                            "--file_system_poll_wait_seconds=0")
+    assert result.returncode == 1
+    assert f"Failed to start server. Error: cannot listen for gRPC on port {port}" in result.stderr
+
+
+def test_grpc_on_a_unix_socket_answers_calls_without_a_deadline(tmp_path):
+    import grpc
+    import tensorflow as tf
+    from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
+
+    path = tmp_path / "grpc.sock"
+    server = support.Background([*SERVER, "--port=0", f"--grpc_socket_path={path}", "--model_name=m",
+                                 f"--model_base_path={support.HALF_PLUS_TWO}", "--file_system_poll_wait_seconds=0"])
+    with server, grpc.insecure_channel(f"unix:{path}") as channel:
+        server.wait_until(path.exists, what="listening")
+        request = predict_pb2.PredictRequest()
+        request.model_spec.name = "m"
+        request.inputs["x"].CopyFrom(tf.make_tensor_proto([[1.0], [3.0]]))
+        stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
+        response = stub.Predict(request, wait_for_ready=True)  # no timeout: a call without a deadline
+        assert list(response.outputs["y"].float_val) == [2.5, 3.5]
+        server.signal(signal.SIGTERM)
+        assert server.proc.wait(30) == 0
+    assert "stopping: signal received" in server.log()
+
+
 def versions(url: str) -> list[tuple[str, str]]:
     response = requests.get(url + "/v1/models/m", timeout=30)
     return [(s["version"], s["state"]) for s in response.json()["model_version_status"]]

@@ -3,29 +3,36 @@
 Predict, Classify, Regress, MultiInference and GetModelMetadata; GetModelStatus and HandleReloadConfigRequest. Errors carry TFS's status
 codes and messages (cut to 1024 characters plus `...TRUNCATED`, as TFS does). Output tensors use the typed
 `*_val` fields, as TFS does by default, so that `response.outputs["y"].float_val` works.
+
+The handlers are coroutines served by grpc_server.py on its own thread: a call is handled where it arrives. Runs
+follow Runner's rule (inline when small, else on a pool of --grpc_max_threads threads, or batched), and a config
+reload, which blocks until its models are loaded, runs on that pool.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
+import math
 import time
+from concurrent.futures import Future as ThreadFuture
 from concurrent.futures import ThreadPoolExecutor
+from typing import NamedTuple, Sequence
 
-import grpc
 import numpy as np
-from tensorflow.core.framework import tensor_pb2, tensor_shape_pb2
+from tensorflow.core.framework import tensor_pb2
 from tensorflow.python.framework import tensor_util
 from tensorflow_serving.apis import (classification_pb2, get_model_metadata_pb2, get_model_status_pb2,
                                      inference_pb2, model_management_pb2, model_service_pb2_grpc, predict_pb2,
                                      prediction_service_pb2_grpc, regression_pb2)
 
 from . import dtypes, signatures
+from .grpc_server import Abort, GrpcServer, Later
 from .metrics import ModelServerMetrics, status_name
 from .model_config import ModelConfigError, configs_from_list
 from .registry import Registry
-from .runner import Runner
-from .servable import Servable
+from .runner import Runner, deadline_options
+from .servable import Servable, Signature
 from .status import Code, ServingError, invalid_argument
 
 log = logging.getLogger(__name__)
@@ -43,42 +50,67 @@ _VALUE_FIELDS = {
 }
 
 
-def tensor_proto(array: np.ndarray) -> tensor_pb2.TensorProto:
-    """A numpy array as a TensorProto with typed value fields."""
+# numeric DataTypes whose TensorProto holds the values as bytes in tensor_content or in a typed field
+_NUMERIC_DTYPES = {dtype: dtypes.to_numpy(dtype) for dtype in _VALUE_FIELDS if dtype != dtypes.DT_STRING}
+
+
+def ndarray(proto: tensor_pb2.TensorProto) -> np.ndarray:
+    """A request's TensorProto as a numpy array. Numeric values holding the shape's element count exactly are read
+    directly (what TensorFlow's MakeNdarray does with them, without its generic dtype and padding steps); anything
+    else is MakeNdarray's (strings, half, a typed field to pad with its last value, its errors)."""
+    dtype = _NUMERIC_DTYPES.get(proto.dtype)
+    if dtype is not None:
+        shape = [d.size for d in proto.tensor_shape.dim]
+        count = math.prod(shape)
+        content = proto.tensor_content
+        if content:
+            if len(content) == count * dtype.itemsize:
+                return np.frombuffer(content, dtype).reshape(shape).copy()
+        else:
+            values = getattr(proto, _VALUE_FIELDS[proto.dtype])
+            if len(values) == count and count > 0:
+                return np.fromiter(values, dtype, count).reshape(shape)
+    return tensor_util.MakeNdarray(proto)
+
+
+def fill_tensor(target: tensor_pb2.TensorProto, array: np.ndarray) -> None:
+    """Write a numpy array into an empty TensorProto, with typed value fields."""
     dtype = dtypes.from_numpy(array.dtype)
-    proto = tensor_pb2.TensorProto(dtype=dtype, tensor_shape=tensor_shape_pb2.TensorShapeProto(
-        dim=[tensor_shape_pb2.TensorShapeProto.Dim(size=n) for n in array.shape]))
     field = _VALUE_FIELDS.get(dtype)
     if field is None:  # half, complex...: let TensorFlow encode it
-        return tensor_util.make_tensor_proto(array)
-    values = array.reshape(-1)
+        target.CopyFrom(tensor_util.make_tensor_proto(array))
+        return
+    target.dtype = dtype
+    dims = target.tensor_shape.dim
+    for n in array.shape:
+        dims.add(size=n)
+    values = array.reshape(-1).tolist()
     if dtype == dtypes.DT_STRING:
-        proto.string_val.extend(v if isinstance(v, bytes) else str(v).encode("utf-8") for v in values.tolist())
+        target.string_val.extend(v if isinstance(v, bytes) else str(v).encode("utf-8") for v in values)
     else:
-        getattr(proto, field).extend(values.tolist())
-    return proto
+        getattr(target, field).extend(values)
 
 
-def _abort(context: grpc.ServicerContext, error: ServingError):
+def _abort(error: ServingError) -> Abort:
     message = error.message
     if len(message) > _MAX_MESSAGE:
         message = message[:_MAX_MESSAGE] + "...TRUNCATED"
-    context.abort(grpc.StatusCode[error.code.name], message)
+    return Abort(int(error.code), message)
 
 
 def _guarded(method):
     """Turn ServingErrors (and bugs) into gRPC errors with TFS's codes."""
 
-    def wrapper(self, request, context):
+    @functools.wraps(method)
+    async def wrapper(self, request, context):
         try:
-            return method(self, request, context)
+            return await method(self, request, context)
         except ServingError as exc:
-            _abort(context, exc)
+            raise _abort(exc) from None
         except Exception as exc:  # a bug: still a gRPC status, and a log line with the traceback
             log.exception("gRPC %s failed", method.__name__)
-            _abort(context, ServingError(Code.INTERNAL, f"{type(exc).__name__}: {exc}"))
+            raise _abort(ServingError(Code.INTERNAL, f"{type(exc).__name__}: {exc}")) from None
 
-    wrapper.__name__ = method.__name__
     return wrapper
 
 
@@ -87,12 +119,12 @@ def _metered(api: str):
 
     def decorate(method):
         @functools.wraps(method)
-        def wrapper(self, request, context):
+        async def wrapper(self, request, context):
             if self.metrics is None:
-                return method(self, request, context)
+                return await method(self, request, context)
             started, error = time.perf_counter(), None
             try:
-                return method(self, request, context)
+                return await method(self, request, context)
             except Exception as exc:
                 error = exc
                 raise
@@ -128,6 +160,44 @@ def _set_of(names) -> str:
     return "{" + ",".join(sorted(names)) + "}"
 
 
+def _predict_inputs(inputs, signature: Signature) -> list[tuple[str, tensor_pb2.TensorProto]]:
+    """(graph tensor name, TensorProto) of each input of a Predict request, once TFS's checks passed: the request
+    names exactly the signature's inputs."""
+    named = []
+    expected = signature.inputs
+    for alias, proto in inputs.items():
+        info = expected.get(alias)
+        if info is None:
+            break
+        named.append((info.name, proto))
+    if len(named) == len(expected) == len(inputs):
+        return named
+    sent, wanted = set(inputs), set(expected)
+    if len(sent) != len(wanted):
+        raise invalid_argument(f"input size does not match signature: {len(sent)}!={len(wanted)} "
+                               f"len({_set_of(sent)}) != len({_set_of(wanted)}). Sent extra: "
+                               f"{_set_of(sent - wanted)}. Missing but required: {_set_of(wanted - sent)}.")
+    alias, info = next((alias, info) for alias, info in expected.items() if alias not in sent)
+    raise invalid_argument(f"Signature input alias: {alias}(feed name: {info.name}) not found in request "
+                           f"and no default value provided. Inputs expected to be in the request "
+                           f"{_set_of(sent)}, or default input alias set: ")
+
+
+def _predict_outputs(output_filter, signature: Signature) -> tuple[Sequence[str], Sequence[str]]:
+    """The output aliases a Predict request asks for (all without an output_filter) and their graph tensors."""
+    if not output_filter:
+        return signature.output_aliases, signature.fetches
+    seen = set()
+    for alias in output_filter:
+        if alias not in signature.outputs:
+            raise invalid_argument(f"output tensor alias not found in signature: {alias} Outputs expected to be "
+                                   f"in the set {_set_of(signature.outputs)}.")
+        if alias in seen:
+            raise invalid_argument(f"duplicate output tensor alias: {alias}")
+        seen.add(alias)
+    return list(output_filter), [signature.outputs[alias].name for alias in output_filter]
+
+
 def _serialized_examples(request_input) -> list[bytes]:
     kind = request_input.WhichOneof("kind")
     if kind == "example_list":
@@ -140,54 +210,41 @@ def _serialized_examples(request_input) -> list[bytes]:
 
 
 class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
-    def __init__(self, registry: Registry, runner: Runner, metrics: ModelServerMetrics | None = None):
+    def __init__(self, registry: Registry, runner: Runner, pool: ThreadPoolExecutor,
+                 metrics: ModelServerMetrics | None = None):
         self.registry = registry
         self.runner = runner
+        self.pool = pool
         self.metrics = metrics
+
+    async def _run(self, servable: Servable, feeds: dict[str, np.ndarray], fetches, context, api: str):
+        outputs = self.runner.run_threadsafe(servable, feeds, fetches, api, deadline_options(context.time_remaining()),
+                                             self.pool)
+        return await Later(outputs) if isinstance(outputs, ThreadFuture) else outputs
 
     @_guarded
     @_metered("Predict")
-    def Predict(self, request: predict_pb2.PredictRequest, context):
-        servable = _resolve(self.registry, request.model_spec, request.HasField("model_spec"))
-        signature = signatures.predict_signature(servable, request.model_spec.signature_name, rest=False)
-        sent, expected = set(request.inputs), set(signature.inputs)
-        if len(sent) != len(expected):
-            raise invalid_argument(f"input size does not match signature: {len(sent)}!={len(expected)} "
-                                   f"len({_set_of(sent)}) != len({_set_of(expected)}). Sent extra: "
-                                   f"{_set_of(sent - expected)}. Missing but required: {_set_of(expected - sent)}.")
-        for alias, info in signature.inputs.items():
-            if alias not in sent:
-                raise invalid_argument(f"Signature input alias: {alias}(feed name: {info.name}) not found in request "
-                                       f"and no default value provided. Inputs expected to be in the request "
-                                       f"{_set_of(sent)}, or default input alias set: ")
-        aliases = list(request.output_filter) or list(signature.outputs)
-        seen = set()
-        for alias in aliases:
-            if alias not in signature.outputs:
-                raise invalid_argument(f"output tensor alias not found in signature: {alias} Outputs expected to be "
-                                       f"in the set {_set_of(signature.outputs)}.")
-            if alias in seen:
-                raise invalid_argument(f"duplicate output tensor alias: {alias}")
-            seen.add(alias)
-        feeds = {signature.inputs[alias].name: tensor_util.MakeNdarray(proto) for alias, proto in
-                 request.inputs.items()}
-        outputs = self.runner.run_blocking(servable, feeds, [signature.outputs[a].name for a in aliases],
-                                           context.time_remaining(), "Predict")
+    async def Predict(self, request: predict_pb2.PredictRequest, context):
+        spec = request.model_spec
+        servable = _resolve(self.registry, spec, request.HasField("model_spec"))
+        signature = signatures.predict_signature(servable, spec.signature_name, rest=False)
+        feeds = {name: ndarray(proto) for name, proto in _predict_inputs(request.inputs, signature)}
+        aliases, fetches = _predict_outputs(request.output_filter, signature)
+        outputs = await self._run(servable, feeds, fetches, context, "Predict")
         response = predict_pb2.PredictResponse()
         _set_spec(response.model_spec, servable, signature.key)
         for alias, array in zip(aliases, outputs):
-            response.outputs[alias].CopyFrom(tensor_proto(array))
+            fill_tensor(response.outputs[alias], array)
         return response
 
-    def _run_examples(self, servable: Servable, run: signatures.ExampleRun, serialized: list[bytes], context,
-                      api: str):
+    async def _run_examples(self, servable: Servable, run: signatures.ExampleRun, serialized: list[bytes], context,
+                            api: str):
         tensor = signatures.examples_tensor(serialized)
-        return self.runner.run_blocking(servable, {run.input_name: tensor}, run.fetches, context.time_remaining(),
-                                        api)
+        return await self._run(servable, {run.input_name: tensor}, run.fetches, context, api)
 
-    def _classify(self, servable, signature_name, serialized, context, result) -> None:
+    async def _classify(self, servable, signature_name, serialized, context, result) -> None:
         run = signatures.classify_run(servable, signature_name)
-        outputs = self._run_examples(servable, run, serialized, context, "Classify")
+        outputs = await self._run_examples(servable, run, serialized, context, "Classify")
         labels, scores = signatures.classification(outputs, run, len(serialized))
         classes = len(labels[0]) if labels is not None else scores.shape[1]
         for i in range(len(serialized)):
@@ -199,32 +256,33 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
                 if scores is not None:
                     entry.score = float(scores[i, c])
 
-    def _regress(self, servable, signature_name, serialized, context, result) -> None:
+    async def _regress(self, servable, signature_name, serialized, context, result) -> None:
         run = signatures.regress_run(servable, signature_name)
-        outputs = self._run_examples(servable, run, serialized, context, "Regress")
+        outputs = await self._run_examples(servable, run, serialized, context, "Regress")
         for value in signatures.regression(outputs, len(serialized)).tolist():
             result.regressions.add(value=value)
 
-    def _examples_response(self, request, response, fill, context):
+    async def _examples_response(self, request, response, fill, context):
         """Classify or Regress: resolve the model, fill the response's result from its examples by fill()."""
         servable = _resolve(self.registry, request.model_spec, request.HasField("model_spec"))
         _set_spec(response.model_spec, servable, signatures.signature_key(request.model_spec.signature_name))
-        fill(servable, request.model_spec.signature_name, _serialized_examples(request.input), context,
-             response.result)
+        await fill(servable, request.model_spec.signature_name, _serialized_examples(request.input), context,
+                   response.result)
         return response
 
     @_guarded
     @_metered("Classify")
-    def Classify(self, request: classification_pb2.ClassificationRequest, context):
-        return self._examples_response(request, classification_pb2.ClassificationResponse(), self._classify, context)
+    async def Classify(self, request: classification_pb2.ClassificationRequest, context):
+        return await self._examples_response(request, classification_pb2.ClassificationResponse(), self._classify,
+                                             context)
 
     @_guarded
     @_metered("Regress")
-    def Regress(self, request: regression_pb2.RegressionRequest, context):
-        return self._examples_response(request, regression_pb2.RegressionResponse(), self._regress, context)
+    async def Regress(self, request: regression_pb2.RegressionRequest, context):
+        return await self._examples_response(request, regression_pb2.RegressionResponse(), self._regress, context)
 
     @_guarded
-    def MultiInference(self, request: inference_pb2.MultiInferenceRequest, context):
+    async def MultiInference(self, request: inference_pb2.MultiInferenceRequest, context):
         if not request.tasks:
             raise invalid_argument("Found no tasks in MultiInferenceRequest.")
         names, seen = set(), set()
@@ -248,15 +306,15 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
             result = response.results.add()
             _set_spec(result.model_spec, servable, key)
             if task.method_name == "tensorflow/serving/classify":
-                self._classify(servable, key, serialized, context, result.classification_result)
+                await self._classify(servable, key, serialized, context, result.classification_result)
             elif task.method_name == "tensorflow/serving/regress":
-                self._regress(servable, key, serialized, context, result.regression_result)
+                await self._regress(servable, key, serialized, context, result.regression_result)
             else:
                 raise ServingError(Code.UNIMPLEMENTED, f"Unsupported signature method_name: {task.method_name}")
         return response
 
     @_guarded
-    def GetModelMetadata(self, request: get_model_metadata_pb2.GetModelMetadataRequest, context):
+    async def GetModelMetadata(self, request: get_model_metadata_pb2.GetModelMetadataRequest, context):
         servable = _resolve(self.registry, request.model_spec, request.HasField("model_spec"))
         if not request.metadata_field:
             raise invalid_argument("GetModelMetadataRequest must specify at least one metadata_field")
@@ -271,11 +329,12 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
 
 
 class ModelService(model_service_pb2_grpc.ModelServiceServicer):
-    def __init__(self, registry: Registry):
+    def __init__(self, registry: Registry, pool: ThreadPoolExecutor):
         self.registry = registry
+        self.pool = pool
 
     @_guarded
-    def GetModelStatus(self, request: get_model_status_pb2.GetModelStatusRequest, context):
+    async def GetModelStatus(self, request: get_model_status_pb2.GetModelStatusRequest, context):
         if not request.HasField("model_spec"):
             raise invalid_argument("Missing ModelSpec")
         spec = request.model_spec
@@ -284,7 +343,7 @@ class ModelService(model_service_pb2_grpc.ModelServiceServicer):
         return response
 
     @_guarded
-    def HandleReloadConfigRequest(self, request: model_management_pb2.ReloadConfigRequest, context):
+    async def HandleReloadConfigRequest(self, request: model_management_pb2.ReloadConfigRequest, context):
         """The config's model list replaces the served one; returns once the added models are loaded."""
         if request.config.WhichOneof("config") != "model_config_list":
             raise invalid_argument("ServerModelConfig type not supported by HandleReloadConfigRequest. Only "
@@ -295,8 +354,9 @@ class ModelService(model_service_pb2_grpc.ModelServiceServicer):
             raise invalid_argument(str(exc)) from None
         metadata = dict(context.invocation_metadata())
         generation = metadata.get(GENERATION_METADATA)
-        self.registry.reload(configs, int(generation) if generation and generation.isdigit() else None,
-                             context.time_remaining())
+        await Later(self.pool.submit(self.registry.reload, configs,
+                                     int(generation) if generation and generation.isdigit() else None,
+                                     context.time_remaining()))
         response = model_management_pb2.ReloadConfigResponse()
         response.status.error_code = 0
         return response
@@ -316,27 +376,37 @@ def channel_arguments(text: str) -> list[tuple[str, int | str]]:
     return options
 
 
+class RunningGrpc(NamedTuple):
+    """The started server and the threads of its long runs and reloads."""
+
+    server: GrpcServer
+    pool: ThreadPoolExecutor
+
+    def stop(self, grace: float) -> None:
+        """Refuse new calls, let those in flight finish for up to `grace` seconds, then cancel the rest (blocking)."""
+        self.server.stop(grace)
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+
 def start_grpc_server(registry: Registry, runner: Runner, port: int, socket_path: str, max_threads: int,
                       host: str = "0.0.0.0", arguments: list[tuple[str, int | str]] = (),
-                      metrics: ModelServerMetrics | None = None) -> grpc.Server:
+                      metrics: ModelServerMetrics | None = None) -> RunningGrpc:
     """Serve both services on host:port (and a UNIX socket); raises OSError if the port is taken.
     `arguments` (--grpc_channel_arguments) override our defaults, the last of a repeated key winning, as in TFS."""
     options = {"grpc.max_send_message_length": -1, "grpc.max_receive_message_length": -1,
                "grpc.so_reuseport": 0,  # a second server on the same port must fail
                **dict(arguments)}  # gRPC keeps the first of two equal keys: merge them here, the flag's last
-    server = grpc.server(ThreadPoolExecutor(max_threads, thread_name_prefix="grpc"), options=list(options.items()))
+    pool = ThreadPoolExecutor(max_threads, thread_name_prefix="grpc")  # its threads start with its first task
+    server = GrpcServer(list(options.items()))
     prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(
-        PredictionService(registry, runner, metrics), server)
-    model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelService(registry), server)
-    try:
-        if port and server.add_insecure_port(f"{_grpc_host(host)}:{port}") != port:
-            raise OSError(f"cannot listen for gRPC on port {port}")
-        if socket_path and not server.add_insecure_port(f"unix:{socket_path}"):
-            raise OSError(f"cannot listen for gRPC on unix:{socket_path}")
-    except RuntimeError as exc:  # grpc raises RuntimeError when the bind fails
-        raise OSError(f"cannot listen for gRPC on port {port}: {exc}") from None
+        PredictionService(registry, runner, pool, metrics), server)
+    model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelService(registry, pool), server)
+    if port and server.add_insecure_port(f"{_grpc_host(host)}:{port}") != port:
+        raise OSError(f"cannot listen for gRPC on port {port}")
+    if socket_path and not server.add_insecure_port(f"unix:{socket_path}"):
+        raise OSError(f"cannot listen for gRPC on unix:{socket_path}")
     server.start()
-    return server
+    return RunningGrpc(server, pool)
 
 
 def _grpc_host(host: str) -> str:

@@ -1,18 +1,21 @@
-"""Where a signature run happens: through the batch scheduler, on the REST worker threads, or inline.
+"""Where a signature run happens: through the batch scheduler, on a thread pool, or inline.
 
-REST requests (on the event loop) get a future of the outputs; gRPC requests (on gRPC's threads) block.
-Without batching, a REST run of a small signature (Servable.is_small: lately under half a millisecond) runs
-inline on the loop, since a thread hand-off costs more than such a run (measured on half_plus_three at
-concurrency 8: ~50% more requests/s than through the pool). Any other run, and the first run of a signature
-(its cost is unknown), goes to a thread pool of --rest_api_num_threads, so that a slow model never stalls the
-loop (status requests, other models); TensorFlow releases the GIL while it runs, so the loop keeps parsing and
-formatting other requests meanwhile. The batch scheduler applies the same rule to batches."""
+REST requests (on the event loop) get an asyncio future of the outputs; gRPC requests (on gRPC's serving thread) a
+concurrent one. Without batching, a run of a small signature (Servable.is_small: lately under half a millisecond)
+runs inline on the calling thread, since a thread hand-off costs more than such a run (measured on half_plus_three
+at concurrency 8: ~50% more requests/s than through the pool). Any other run, and the first run of a signature
+(its cost is unknown), goes to a thread pool (REST's of --rest_api_num_threads, gRPC's of --grpc_max_threads), so
+that a slow model never stalls the loop or gRPC's thread (status requests, other models); TensorFlow releases the
+GIL while it runs, so they keep parsing and formatting other requests meanwhile. The batch scheduler applies the
+same rule to batches."""
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import Future as ThreadFuture
 from typing import Sequence
 
 import numpy as np
@@ -22,6 +25,17 @@ from .metrics import ModelServerMetrics
 from .servable import RunOptions, Servable
 
 Outputs = list[np.ndarray]
+
+
+@functools.lru_cache(maxsize=64)
+def _timeout_options(timeout_ms: int) -> RunOptions:
+    return RunOptions(timeout_ms)
+
+
+def deadline_options(seconds: float | None) -> RunOptions:
+    """The run options of a gRPC call's deadline (None: none). Shared per millisecond: a client with a fixed timeout
+    finds its few values cached instead of two TensorFlow buffers made per call."""
+    return _timeout_options(max(1, int(seconds * 1000)) if seconds is not None else 0)
 
 
 class Runner:
@@ -54,18 +68,23 @@ class Runner:
                 future.add_done_callback(lambda done: self._ran(done, servable.name, api, started))
         return future
 
-    def run_blocking(self, servable: Servable, feeds: dict[str, np.ndarray], fetches: Sequence[str],
-                     timeout_seconds: float | None = None, api: str = "Predict") -> Outputs:
-        """The outputs, computed on the calling thread or by the batch scheduler (gRPC)."""
+    def run_threadsafe(self, servable: Servable, feeds: dict[str, np.ndarray], fetches: Sequence[str], api: str,
+                       options: RunOptions, pool: Executor) -> Outputs | ThreadFuture:
+        """From any thread (gRPC): the outputs of an inline run, else a concurrent future of them, completed by
+        `pool` or, with batching, on the event loop."""
         started = time.perf_counter()
-        if self._scheduler is not None:
-            outputs = self._scheduler.submit_threadsafe(servable, feeds, fetches).result()
-        else:
-            options = RunOptions(max(1, int(timeout_seconds * 1000))) if timeout_seconds else None
+        if self._scheduler is None and servable.is_small(fetches):
             outputs = servable.run(feeds, fetches, options)
+            if self._metrics is not None:
+                self._metrics.runtime(servable.name, api, started)
+            return outputs
+        if self._scheduler is not None:
+            future = self._scheduler.submit_threadsafe(servable, feeds, fetches)
+        else:
+            future = pool.submit(servable.run, feeds, fetches, options)
         if self._metrics is not None:
-            self._metrics.runtime(servable.name, api, started)
-        return outputs
+            future.add_done_callback(lambda done: self._ran(done, servable.name, api, started))
+        return future
 
     def _ran(self, future: asyncio.Future, model_name: str, api: str, started: float) -> None:
         """TFS records a run's latency when it succeeded."""

@@ -148,7 +148,7 @@ async def _serve(flags: Flags, registry: Registry, batching, metrics, monitoring
         if rest_server is not None:
             rest_server.close()
         if grpc_server is not None:
-            grpc_server.stop(grace=2).wait()
+            await asyncio.to_thread(grpc_server.stop, 2)  # batched calls still finish on this loop
         runner.close()
         if scheduler is not None:
             scheduler.close()
