@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import json as json_module
 from typing import Any
 from urllib.parse import urlsplit
@@ -98,18 +99,24 @@ class ModelServerSession:
 
     def request(self, method: str, url: str, data: Any = None, json: Any = None,
                 headers: dict[str, str] | None = None, timeout: float | None = None) -> requests.Response:
-        parts = urlsplit(url)
-        if parts.scheme != "http" or parts.hostname not in (HOST, "localhost") or parts.port is None:
-            raise ValueError(f"context.session reaches the model servers (http://{HOST}:<port>/...), not {url!r}: "
-                             "use requests for other addresses")
+        port, path = _loopback_target(url)
         if json is not None:
             data = json_module.dumps(json).encode()
             headers = {"Content-Type": "application/json", **(headers or {})}
-        path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        return call(parts.port, method.upper(), path, data, self.timeout if timeout is None else timeout, headers)
+        return call(port, method.upper(), path, data, self.timeout if timeout is None else timeout, headers)
 
     def post(self, url: str, data: Any = None, json: Any = None, **options: Any) -> requests.Response:
         return self.request("POST", url, data, json, **options)
 
     def get(self, url: str, **options: Any) -> requests.Response:
         return self.request("GET", url, **options)
+
+
+@functools.lru_cache(maxsize=256)  # a script calls the same few rest_uri values
+def _loopback_target(url: str) -> tuple[int, str]:
+    """(port, path with query) of an http://127.0.0.1:<port>/... URL; ValueError for any other."""
+    parts = urlsplit(url)
+    if parts.scheme != "http" or parts.hostname not in (HOST, "localhost") or parts.port is None:
+        raise ValueError(f"context.session reaches the model servers (http://{HOST}:<port>/...), not {url!r}: "
+                         "use requests for other addresses")
+    return parts.port, (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
