@@ -220,8 +220,11 @@ class Stack:
         s.app_startup_error_file.unlink(missing_ok=True)
         runtime_dir.fresh_folder(self.runtime / runtime_dir.APP_READY_FOLDER)
         runtime_dir.remove(self.runtime / "gunicorn.pid")
-        self.gunicorn = Child("gunicorn", commands.gunicorn_command(s, self.app_factory), self.env,
-                              self.runtime / "gunicorn-supervised.pid", self.child_exited.set)
+        # PYTHONUNBUFFERED: a script's print() reaches the log at once, as in the original's image (its Dockerfile
+        # sets it), not when a worker's 8 kB buffer fills or the worker exits
+        self.gunicorn = Child("gunicorn", commands.gunicorn_command(s, self.app_factory),
+                              {**self.env, "PYTHONUNBUFFERED": "1"}, self.runtime / "gunicorn-supervised.pid",
+                              self.child_exited.set)
         log.info("starting gunicorn: %d worker(s) x %d thread(s), %s workers", s.gunicorn_workers,
                  s.gunicorn_threads, s.gunicorn_worker_class)
         self.gunicorn.start()

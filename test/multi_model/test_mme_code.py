@@ -5,6 +5,7 @@ that leave nothing behind."""
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from mme_support import error, model
@@ -24,14 +25,18 @@ REPORTER = """
 
 
 def answers_of_every_worker(stack, name: str, workers: int = 2, **headers: str) -> dict[int, dict]:
-    """Invoke until each gunicorn worker answered (the kernel spreads connections; a guard, not a timing check)."""
+    """Invoke until each gunicorn worker answered (a guard, not a timing check). nginx keeps its connections to
+    gunicorn and reuses them, so requests go out 8 at a time: nginx then opens more connections, which the kernel
+    spreads over the workers."""
     seen: dict[int, dict] = {}
 
     def every_worker_answered() -> bool:
-        answer = stack.invoke(name, **headers)
-        assert answer.status == 200, answer.text
-        body = json.loads(answer.body)
-        seen[body["pid"]] = body
+        with ThreadPoolExecutor(8) as pool:
+            answers = list(pool.map(lambda _: stack.invoke(name, **headers), range(8)))
+        for answer in answers:
+            assert answer.status == 200, answer.text
+            body = json.loads(answer.body)
+            seen[body["pid"]] = body
         return len(seen) == workers
 
     support.wait_for(every_worker_answered, timeout=60, what="an answer from every worker")
