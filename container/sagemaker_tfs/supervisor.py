@@ -39,11 +39,14 @@ class StopRequested(Exception):
 
 class Child:
     """A supervised process in its own session, its output forwarded to ours, keeping its last lines for error
-    messages."""
+    messages. With `own_stdout`, only its stderr is forwarded: its stdout is ours, written by the child itself (nginx's
+    access log: a line per request, which forwarding through this process would cost a wake-up, a read and a write
+    of it per request)."""
 
     def __init__(self, name: str, args: list[str], env: dict[str, str], pid_file: Path | None,
-                 on_exit: Callable[[], None] | None = None):
+                 on_exit: Callable[[], None] | None = None, own_stdout: bool = False):
         self.name, self.args, self.env, self.pid_file = name, args, env, pid_file
+        self.own_stdout = own_stdout
         self.on_exit = on_exit  # called (from a thread) when the process ends, so that supervision sees it at once
         self.proc: subprocess.Popen | None = None
         self.tail: collections.deque[str] = collections.deque(maxlen=40)
@@ -51,11 +54,13 @@ class Child:
         self._output: threading.Thread | None = None
 
     def start(self) -> None:
-        self.proc = subprocess.Popen(self.args, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        self.proc = subprocess.Popen(self.args, env=self.env, stdout=None if self.own_stdout else subprocess.PIPE,
+                                     stderr=subprocess.PIPE if self.own_stdout else subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, start_new_session=True)
         if self.pid_file is not None:
             runtime_dir.write_file(self.pid_file, f"{self.proc.pid}\n")
-        self._output = threading.Thread(target=self._forward, args=(self.proc.stdout,), daemon=True,
+        self._output = threading.Thread(target=self._forward, args=(self.proc.stderr if self.own_stdout else
+                                                                    self.proc.stdout,), daemon=True,
                                         name=f"{self.name}-output")
         self._output.start()
         if self.on_exit is not None:
@@ -234,7 +239,7 @@ class Stack:
         config = nginx.write_config(s)
         runtime_dir.remove(self.runtime / "nginx.pid")  # nginx writes it itself, through whatever is there
         self.nginx = Child("nginx", nginx.command(config), self.env, self.runtime / "nginx-supervised.pid",
-                           self.child_exited.set)
+                           self.child_exited.set, own_stdout=True)
         self.nginx.start()
         self._wait(lambda: readiness.listens(self.nginx.proc.pid, s.bind_port), self.nginx, deadline,
                    f"nginx to listen on port {s.bind_port}")

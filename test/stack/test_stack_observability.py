@@ -132,3 +132,20 @@ def test_json_logs_name_the_request_and_tensorflow_is_quiet(tmp_path):
     loggers = {line["logger"] for line in lines}
     assert {"serve", "gunicorn.error", "sagemaker_tfs.proxy", "sagemaker_tfs.model_server"} <= loggers
     assert "oneDNN" not in log_text and "cuda drivers" not in log_text and "cpu_feature_guard" not in log_text
+
+
+def test_nginx_writes_an_access_line_per_request_with_its_id_and_times(metered):
+    """nginx writes its access log to serve's stdout itself (not through serve), one line per request."""
+    assert invoke(metered, INSTANCES, X_Amzn_RequestId="rid-access-1").status == 200
+    assert invoke(metered, "{", X_Amzn_RequestId="rid-access-2").status == 400
+
+    def lines() -> list[str]:
+        return [line for line in metered.log().splitlines() if " id=rid-access-" in line]
+
+    support.wait_for(lambda: len(lines()) == 2, what="two access log lines")
+    first, second = lines()
+    assert first.startswith('127.0.0.1 "POST /invocations HTTP/1.1" 200 ') and first.endswith(" id=rid-access-1")
+    assert second.startswith('127.0.0.1 "POST /invocations HTTP/1.1" 400 ') and second.endswith(" id=rid-access-2")
+    assert " upstream=" in first
+    nginx_pid = int((metered.runtime_dir / "nginx.pid").read_text())
+    assert os.readlink(f"/proc/{nginx_pid}/fd/1") == os.readlink(f"/proc/{metered.proc.pid}/fd/1")
