@@ -23,12 +23,10 @@ log = logging.getLogger("sagemaker_tfs.proxy")
 
 
 def body_stream(req: falcon.Request, env: dict) -> Any:
-    """The stream handlers read the body from: req.bounded_stream, whose reads stop at Content-Length (nginx
-    always sends one) on any WSGI server; a chunked body without Content-Length (gunicorn reached directly)
-    is read from the server's own stream, which ends with the body (wsgi.input_terminated)."""
-    if "CONTENT_LENGTH" not in env and env.get("wsgi.input_terminated"):
-        return req.stream
-    return req.bounded_stream
+    """The stream handlers read the body from. A server that sets wsgi.input_terminated (ours, gunicorn's) ends
+    its stream with the body, so it is given as it is; otherwise req.bounded_stream, whose reads stop at
+    Content-Length."""
+    return req.stream if env.get("wsgi.input_terminated") else req.bounded_stream
 
 
 class Invocations:
