@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import io
 import os
+import select
 import selectors
 import socket
 import sys
@@ -124,14 +125,16 @@ class ConnectionsWorker(base.Worker):
             if self.ppid != os.getppid():
                 self.log.info("Parent changed, shutting down: %s", self)
                 break
-            full = len(self.connections) >= limit
-            for key, _ in selector.select(0.05 if full else interval):
+            if len(self.connections) >= limit:  # --worker-connections: accept again once one has ended
+                select.select([self.PIPE[0]], [], [], 0.05)
+                continue
+            for key, _ in selector.select(interval):
                 if key.fileobj == self.PIPE[0]:
                     try:
                         os.read(self.PIPE[0], 64)
                     except BlockingIOError:
                         pass
-                elif not full:
+                else:
                     self._accept(key.fileobj)
         selector.close()
         self._drain()
