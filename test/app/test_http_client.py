@@ -13,7 +13,7 @@ import pytest
 import requests
 
 from sagemaker_tfs.proxy.http_client import request_body
-from sagemaker_tfs.proxy.model_servers import ModelServer, ModelServerClient, ModelServerError
+from sagemaker_tfs.proxy.model_servers import ModelServer, ModelServerClient, ModelServerError, ModelServerSession
 
 
 @pytest.mark.parametrize("data, expected", [
@@ -173,3 +173,24 @@ def test_a_connection_that_reaches_itself_is_reset_and_reported_as_unreachable()
     with socket.socket() as restarted:  # no SO_REUSEADDR: a socket left on the port, even in TIME_WAIT, fails this
         restarted.bind(("127.0.0.1", port))
         restarted.listen()
+
+
+def test_context_session_errors_are_requests_errors_and_model_server_errors():
+    """A script's `except requests.RequestException` catches them; uncaught, they answer 502 / 504."""
+    session = ModelServerSession(timeout=0.3)
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+    with pytest.raises(requests.ConnectionError) as refused:
+        session.post(f"http://127.0.0.1:{port}/v1/models/m:predict", data=b"{}")
+    assert isinstance(refused.value, ModelServerError) and refused.value.status == 502
+    silent = FakeHttpServer([], silent=True)
+    try:
+        with pytest.raises(requests.Timeout) as late:
+            session.post(f"http://localhost:{silent.port}/v1/models/m:predict", json={"instances": [1]})
+        assert isinstance(late.value, ModelServerError) and (late.value.status, late.value.message) == \
+            (504, f"the model server at 127.0.0.1:{silent.port} did not answer within 0.3 s")
+    finally:
+        silent.close()
+    with pytest.raises(ValueError, match="use requests for other addresses"):
+        session.get("https://127.0.0.1:1/")
