@@ -218,3 +218,14 @@ def test_sigterm_lets_the_request_in_flight_finish(model_server, tmp_path, hold)
                 status, headers, body = held_reader.answer()
             assert (status, headers["connection"], body) == (200, "close", b"finished")
         assert app.proc.wait(30) == 0
+
+
+def test_a_connection_silent_for_the_keep_alive_time_is_closed(model_server, tmp_path, hold):
+    """gunicorn's --keep-alive (serve gives 75 s, nginx drops its idle connections after 60): here 1 s."""
+    model_dir = write_model_dir(tmp_path, f"HOLD = {str(hold)!r}\n" + SCRIPT)
+    with App(model_dir, model_server, workers=1, env={"GUNICORN_CMD_ARGS": "--keep-alive 1"}) as app:
+        sock, reader = connect(app)
+        with sock:
+            sock.sendall(post(BODY))
+            assert reader.answer()[0] == 200
+            assert reader.closed()  # the worker closes it (the socket's own timeout is 30 s)

@@ -7,7 +7,8 @@ event loop handing blocking handler code to threads. A handler that blocks (requ
 holds its own connection only; nginx opens another for the next request. The measurements behind the choice are in
 the README's benchmark section.
 
-The main thread accepts connections and keeps gunicorn's heartbeat. On SIGTERM it stops accepting and ends every
+The main thread accepts connections and keeps gunicorn's heartbeat. A connection silent for --keep-alive seconds
+(`serve` gives 75, above nginx's 60 for its idle upstream connections) is closed. On SIGTERM it stops accepting and ends every
 connection after its current request (`serve` stops nginx first, so no new request arrives); the arbiter's graceful
 timeout bounds the wait. Requests gunicorn's own parser would refuse are refused here with its statuses and
 messages, as JSON (answers.closing_error, gunicorn_settings' writer too).
@@ -20,6 +21,7 @@ import os
 import select
 import selectors
 import socket
+import struct
 import sys
 import threading
 import time
@@ -147,6 +149,8 @@ class ConnectionsWorker(base.Worker):
         sock.setblocking(True)
         if sock.family != socket.AF_UNIX:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self.cfg.keepalive > 0:  # --keep-alive: a connection silent that long ends (set in the kernel: no poll)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", int(self.cfg.keepalive), 0))
         self.connections[sock.fileno()] = sock
         threading.Thread(target=self._serve, args=(sock, address, listener.getsockname()),
                          name="connection", daemon=True).start()
