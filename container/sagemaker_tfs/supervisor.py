@@ -54,13 +54,14 @@ class Child:
         self._output: threading.Thread | None = None
 
     def start(self) -> None:
-        self.proc = subprocess.Popen(self.args, env=self.env, stdout=None if self.own_stdout else subprocess.PIPE,
-                                     stderr=subprocess.PIPE if self.own_stdout else subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, start_new_session=True)
+        # what is forwarded: stdout and stderr together, or stderr alone
+        stdout, stderr = (None, subprocess.PIPE) if self.own_stdout else (subprocess.PIPE, subprocess.STDOUT)
+        self.proc = subprocess.Popen(self.args, env=self.env, stdout=stdout, stderr=stderr, stdin=subprocess.DEVNULL,
+                                     start_new_session=True)
         if self.pid_file is not None:
             runtime_dir.write_file(self.pid_file, f"{self.proc.pid}\n")
-        self._output = threading.Thread(target=self._forward, args=(self.proc.stderr if self.own_stdout else
-                                                                    self.proc.stdout,), daemon=True,
+        forwarded = self.proc.stderr if self.own_stdout else self.proc.stdout
+        self._output = threading.Thread(target=self._forward, args=(forwarded,), daemon=True,
                                         name=f"{self.name}-output")
         self._output.start()
         if self.on_exit is not None:

@@ -19,7 +19,8 @@ class App(support.Background, Calls):
         self.url = f"http://127.0.0.1:{self.port}"
         super().__init__([support.VENV_BIN / "gunicorn", "sagemaker_tfs.proxy.app:create_app()",
                           "--bind", f"127.0.0.1:{self.port}", "--workers", str(workers), "--threads", str(threads),
-                          "--worker-class", WORKER_CLASSES.get(worker_class, worker_class), "--graceful-timeout", "5", "--no-control-socket"],
+                          "--worker-class", WORKER_CLASSES.get(worker_class, worker_class), "--graceful-timeout", "5",
+                          "--no-control-socket"],
                          env={**app_env(model_dir, model_server, workers, threads), **(env or {})})
 
     def start(self, wait_for: int | None = 200) -> "App":

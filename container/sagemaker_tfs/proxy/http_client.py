@@ -62,6 +62,12 @@ def _preview(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
+def timeval(seconds: float) -> bytes:
+    """A socket timeout as SO_RCVTIMEO and SO_SNDTIMEO take it (struct timeval)."""
+    whole = int(seconds)
+    return struct.pack("ll", whole, int((seconds - whole) * 1e6))
+
+
 class ProtocolError(Exception):
     """The server's answer is not valid HTTP/1.x."""
 
@@ -99,8 +105,7 @@ class Connection:
             self.sock, self._buffer = None, b""
 
     def _set_timeout(self, timeout: float) -> None:
-        seconds = int(timeout)
-        value = struct.pack("ll", seconds, int((timeout - seconds) * 1e6))
+        value = timeval(timeout)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, value)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, value)
         self._timeout = timeout
@@ -206,7 +211,7 @@ class Connection:
                 while not data.startswith(b"\r\n"):  # trailers, then the empty line
                     while (end := data.find(b"\r\n")) < 0:
                         data += self._receive_in_body()
-                    if end == 0:
+                    if end == 0:  # the empty line arrived in a later read
                         break
                     data = data[end + 2:]
                 return b"".join(chunks), data[2:]
@@ -282,6 +287,6 @@ def _response(status: int, reason: str, headers: list[tuple[str, str]], content:
     # requests' rule, short-cut for the model server's own type
     encoding = "utf-8" if content_type == "application/json" else get_encoding_from_headers(table)
     response.__dict__.update(_content=content, _content_consumed=True, _next=None, status_code=status, headers=table,
-                             raw=None, url=url, encoding=encoding, history=[], reason=reason, cookies=RequestsCookieJar(),
-                             elapsed=datetime.timedelta(seconds=seconds), request=None)
+                             raw=None, url=url, encoding=encoding, history=[], reason=reason,
+                             cookies=RequestsCookieJar(), elapsed=datetime.timedelta(seconds=seconds), request=None)
     return response

@@ -8,8 +8,8 @@ holds its own connection only; nginx opens another for the next request. The mea
 the README's benchmark section.
 
 The main thread accepts connections and keeps gunicorn's heartbeat. A connection silent for --keep-alive seconds
-(`serve` gives 75, above nginx's 60 for its idle upstream connections) is closed. On SIGTERM it stops accepting and ends every
-connection after its current request (`serve` stops nginx first, so no new request arrives); the arbiter's graceful
+(`serve` gives 75, above nginx's 60 for its idle upstream connections) is closed. On SIGTERM the worker stops
+accepting and ends every connection after its current request (`serve` stops nginx first, so no new request arrives); the arbiter's graceful
 timeout bounds the wait. Requests gunicorn's own parser would refuse are refused here with its statuses and
 messages, as JSON (answers.closing_error, gunicorn_settings' writer too).
 """
@@ -21,7 +21,6 @@ import os
 import select
 import selectors
 import socket
-import struct
 import sys
 import threading
 import time
@@ -32,6 +31,7 @@ import httptools
 from gunicorn.workers import base
 
 from .answers import closing_error
+from .http_client import timeval
 
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 _READ_SIZE = 65536  # larger reads allocate (and fault in) a large buffer per call
@@ -73,7 +73,9 @@ class Connection:
         if self._fields > self._max_fields:
             raise BadRequest(431, "Request Header Fields Too Large",
                              "Error parsing headers: 'limit request headers fields'")
-        key = _KEYS.get(name) or _key(name)
+        key = _KEYS.get(name)
+        if key is None:
+            key = _key(name)
         if not key:
             return
         environ = self._environ
@@ -150,7 +152,7 @@ class ConnectionsWorker(base.Worker):
         if sock.family != socket.AF_UNIX:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if self.cfg.keepalive > 0:  # --keep-alive: a connection silent that long ends (set in the kernel: no poll)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", int(self.cfg.keepalive), 0))
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, timeval(self.cfg.keepalive))
         self.connections[sock.fileno()] = sock
         threading.Thread(target=self._serve, args=(sock, address, listener.getsockname()),
                          name="connection", daemon=True).start()
@@ -283,15 +285,11 @@ _KEYS: dict[bytes, str] = {}  # header name -> environ key ("" for a dropped nam
 
 
 def _key(name: bytes) -> str:
-    lowered = name.lower()
     # Names with an underscore are dropped, as gunicorn does: X-Amzn_RequestId would otherwise pass for
     # X-Amzn-RequestId once both become HTTP_X_AMZN_REQUESTID.
-    if b"_" in name:
-        key = ""
-    elif lowered in (b"content-type", b"content-length"):
-        key = lowered.decode("latin-1").upper().replace("-", "_")
-    else:
-        key = "HTTP_" + lowered.decode("latin-1").upper().replace("-", "_")
+    key = "" if b"_" in name else name.decode("latin-1").upper().replace("-", "_")
+    if key and key not in _SINGLE:
+        key = "HTTP_" + key
     if len(_KEYS) < 1000:
         _KEYS[name] = key
     return key
