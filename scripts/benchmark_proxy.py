@@ -61,7 +61,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "test"))
 import support  # noqa: E402  (free ports, Stack: serve on free ports)
-from sagemaker_tfs import nginx  # noqa: E402  (the product's nginx settings, which the reference mirrors)
+from sagemaker_tfs.stack import nginx  # noqa: E402  (the product's nginx settings, which the reference mirrors)
 from sagemaker_tfs.config import Settings  # noqa: E402
 
 MODEL = "half_plus_three"

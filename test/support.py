@@ -20,7 +20,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from sagemaker_tfs import readiness
+from sagemaker_tfs.stack import readiness
 from sagemaker_tfs.config import Settings
 
 REPO = Path(__file__).resolve().parent.parent

@@ -71,10 +71,10 @@ import math
 import re
 from typing import Any
 
-from . import media_types, npy
+from .shared import media_types, npy
 from .errors import HandlerError
-from .media_types import CSV, JSON, JSONS, Format
-from .media_types import JSON_LINES as JSONLINES
+from .shared.media_types import CSV, JSON, JSONS, Format
+from .shared.media_types import JSON_LINES as JSONLINES
 
 REQUEST_TYPES = media_types.names(Format.JSON, Format.JSON_LINES, Format.CSV, Format.NPY)
 RESPONSE_TYPES = REQUEST_TYPES  # in order of preference when a wildcard allows several

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from . import media_types, runtime_dir
+from .shared import media_types, runtime_dir
 
 
 class ConfigError(ValueError):

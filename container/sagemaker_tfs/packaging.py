@@ -22,8 +22,8 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from .handler_contract import HOW_TO_FIX, Contract, IncompleteContract, MixedContracts, detect, ignored
-from .model_tree import ModelTree, ModelTreeError, find_models
+from .shared.handler_contract import HOW_TO_FIX, Contract, IncompleteContract, MixedContracts, detect, ignored
+from .shared.model_tree import ModelTree, ModelTreeError, find_models
 from .toolkit.functions import TRANSFORM_CONFLICT
 
 

@@ -29,12 +29,14 @@ import sys
 import threading
 from pathlib import Path
 
-from . import __version__, commands, logs, model_tree, runtime_dir
+from . import __version__
+from .stack import commands
+from .shared import logs, model_tree, runtime_dir
 from .config import ConfigError, Settings, log_format
 from .errors import StartupError
-from .model_tree import ModelTree, ModelTreeError
+from .shared.model_tree import ModelTree, ModelTreeError
 from .packaging import is_toolkit_script
-from .supervisor import Stack, StopRequested
+from .stack.supervisor import Stack, StopRequested
 
 log = logging.getLogger("serve")
 
@@ -50,7 +52,7 @@ def prepare() -> tuple[Settings, ModelTree | None]:
     if not shutil.which("nginx"):
         raise StartupError("nginx is not installed (apt-get install nginx, or run scripts/install.sh)")
     if settings.multi_model:
-        from .multi_model.stack import check_model_root
+        from .stack.multi_model import check_model_root
 
         commands.model_server_base_command()
         return settings.resolved(check_model_root(settings), None), None
@@ -90,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         settings, tree = prepare()
         lock = runtime_dir.claim(Path(settings.runtime_dir))  # held until we exit
         if settings.multi_model:
-            from .multi_model.stack import MultiModelStack
+            from .stack.multi_model import MultiModelStack
 
             stack = MultiModelStack(settings, stopping)
         else:

@@ -9,8 +9,9 @@ import pytest
 
 from app_support import write_model_dir
 from sagemaker_tfs import HandlerError
-from sagemaker_tfs.proxy import answers, script
-from sagemaker_tfs.proxy.answers import BadReturnValue
+from sagemaker_tfs.web import answers
+from sagemaker_tfs.proxy import script
+from sagemaker_tfs.web.answers import BadReturnValue
 from sagemaker_tfs.proxy.context import model_path, tfs_attributes
 from sagemaker_tfs.config import Settings
 from sagemaker_tfs.proxy.app import model_servers

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 import requests
 
-from sagemaker_tfs.proxy.http_client import request_body
-from sagemaker_tfs.proxy.model_servers import ModelServer, ModelServerClient, ModelServerError, ModelServerSession
+from sagemaker_tfs.model_client.http_client import request_body
+from sagemaker_tfs.model_client.model_servers import (ModelServer, ModelServerClient, ModelServerError,
+                                                      ModelServerSession)
 
 
 @pytest.mark.parametrize("data, expected", [

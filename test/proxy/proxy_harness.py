@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import support
-from sagemaker_tfs.commands import WORKER_CLASSES
+from sagemaker_tfs.stack.commands import WORKER_CLASSES
 from app_support import Answer, Calls, ModelServer, app_env
 
 

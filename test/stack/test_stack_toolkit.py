@@ -15,7 +15,7 @@ import pytest
 
 import support
 from support import npy_body
-from sagemaker_tfs import runtime_dir
+from sagemaker_tfs.shared import runtime_dir
 from stack_support import invoke
 
 NO_SUPPORT = ("is not supported by this framework. Please implement input_fn to deserialize the request data or an "

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from sagemaker_tfs.handler_contract import Contract, IncompleteContract, detect
+from sagemaker_tfs.shared.handler_contract import Contract, IncompleteContract, detect
 from sagemaker_tfs.packaging import PackagingError, handler_contract
 from sagemaker_tfs.proxy import script as proxy_script
 

@@ -5,8 +5,9 @@ import json
 
 import pytest
 
-from sagemaker_tfs import HandlerError, codecs, media_types
-from sagemaker_tfs.media_types import Format
+from sagemaker_tfs import HandlerError, codecs
+from sagemaker_tfs.shared import media_types
+from sagemaker_tfs.shared.media_types import Format
 from sagemaker_tfs.transform.dataprocessing import DataProcessing, data_format
 from sagemaker_tfs.transform.job import TransformJob
 

@@ -9,8 +9,8 @@ import sys
 import pytest
 
 from sagemaker_tfs.config import ConfigError, Settings
-from sagemaker_tfs.multi_model import limits
-from sagemaker_tfs.multi_model.names import name_problem
+from sagemaker_tfs.registry import limits
+from sagemaker_tfs.shared.model_names import name_problem
 
 
 def test_settings_of_a_multi_model_endpoint():

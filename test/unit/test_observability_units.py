@@ -11,9 +11,10 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from sagemaker_tfs import logs, metrics_page
+from sagemaker_tfs.shared import logs
+from sagemaker_tfs.stack import metrics_page
 from sagemaker_tfs.config import ConfigError, Settings, log_format
-from sagemaker_tfs.proxy.metrics import ProxyMetrics, Timings
+from sagemaker_tfs.web.metrics import ProxyMetrics, Timings
 
 
 def test_settings_of_observability():

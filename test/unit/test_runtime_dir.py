@@ -8,8 +8,8 @@ import stat
 
 import pytest
 
-from sagemaker_tfs import runtime_dir
-from sagemaker_tfs.runtime_dir import RuntimeDirError
+from sagemaker_tfs.shared import runtime_dir
+from sagemaker_tfs.shared.runtime_dir import RuntimeDirError
 
 
 def test_the_default_is_the_user_s_private_runtime_folder_else_a_folder_of_the_user_s_own():

@@ -10,11 +10,11 @@ import sys
 import numpy as np
 import pytest
 
-from sagemaker_tfs import npy
+from sagemaker_tfs.shared import npy
 from sagemaker_tfs.config import Settings
 from sagemaker_tfs.errors import HandlerError
 from sagemaker_tfs.packaging import PackagingError, check_model_dir, handler_contract
-from sagemaker_tfs.requirements import requirements_for_pip
+from sagemaker_tfs.stack.requirements import requirements_for_pip
 
 
 def test_requirements_naming_the_toolkit_are_filtered_into_a_copy(tmp_path, caplog):

@@ -12,10 +12,10 @@ import pytest
 
 import support
 from sagemaker_tfs.model_server.model_config import list_versions
-from sagemaker_tfs.model_tree import ModelTreeError, find_models
+from sagemaker_tfs.shared.model_tree import ModelTreeError, find_models
 from sagemaker_tfs.packaging import PackagingError, build, check
 from sagemaker_tfs.transform import transform
-from sagemaker_tfs.version_folders import INT64_MAX, parse_version
+from sagemaker_tfs.shared.version_folders import INT64_MAX, parse_version
 
 FULL_WIDTH_12 = "\uff11\uff12"  # １２
 HINT = f"{FULL_WIDTH_12!r} is not a version number: write it with the ASCII digits 0-9"

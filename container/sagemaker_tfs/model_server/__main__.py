@@ -7,7 +7,7 @@ import logging
 import os
 import sys
 
-from .. import logs
+from ..shared import logs
 from ..config import log_format
 from .flags import FlagError, parse, usage
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from google.protobuf import text_format
 from tensorflow_serving.config import model_server_config_pb2
 
-from ..version_folders import parse_version
+from ..shared.version_folders import parse_version
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from typing import Callable
 from google.protobuf import json_format
 from tensorflow_serving.apis import model_pb2
 
-from ..version_folders import INT64_MAX
+from ..shared.version_folders import INT64_MAX
 from . import json_request, json_response, signatures
 from .http_server import Pending, Response, html_error
 from .registry import Registry

@@ -17,7 +17,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from ..logs import quiet_tensorflow
+from ..shared.logs import quiet_tensorflow
 from . import dtypes
 from .status import Code, ServingError, from_tensorflow
 

@@ -30,13 +30,14 @@ from typing import Any, Mapping
 
 import falcon
 
-from .. import logs
+from ..shared import logs
 from ..config import Settings
-from ..handler_contract import Contract
+from ..shared.handler_contract import Contract
 from ..toolkit.lifecycle import StartupFailure
-from . import answers, middleware, script
+from ..web import answers, middleware
+from . import script
 from .invocations import Invocations
-from .model_servers import ModelServer, ModelServerClient, ModelServerError
+from ..model_client.model_servers import ModelServer, ModelServerClient, ModelServerError
 
 log = logging.getLogger("sagemaker_tfs.proxy")
 
@@ -117,7 +118,7 @@ def toolkit_invocations(handlers: script.Handlers, model_dir: str, model_name: s
                         client: ModelServerClient, default_accept: str):
     """An inference toolkit script's /invocations, after its start-up functions ran in this worker with `model_dir`
     (the default model_fn gives the model server's `model_name`, when there are model servers)."""
-    from ..commands import gpu_count
+    from ..stack.commands import gpu_count
     from ..toolkit.invocations import ToolkitInvocations
     from ..toolkit.lifecycle import start
     from ..toolkit.served_model import ServedModel
@@ -166,8 +167,8 @@ def create_app(env: Mapping[str, str] | None = None) -> ProxyApp:
     execution_parameters = settings.execution_parameters()
     metrics = None
     if settings.metrics:
-        from ..metrics_page import folder
-        from .metrics import ProxyMetrics
+        from ..stack.metrics_page import folder
+        from ..web.metrics import ProxyMetrics
 
         metrics = ProxyMetrics(folder(settings.runtime_dir))
     app = ProxyApp(client, settings.model_dir, metrics, settings.server_timing, settings.log_format == logs.JSON)

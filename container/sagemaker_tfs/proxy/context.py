@@ -6,8 +6,8 @@ import re
 from typing import Any, NamedTuple
 
 from ..errors import HandlerError
-from .model_servers import ModelServerSession
-from ..multi_model.names import MODEL_NAME  # one rule for model names (multi_model/names.py imports nothing heavy)
+from ..model_client.model_servers import ModelServerSession
+from ..shared.model_names import MODEL_NAME  # one rule for model names (multi_model/names.py imports nothing heavy)
 
 CUSTOM_ATTRIBUTES_HEADER = "X-Amzn-SageMaker-Custom-Attributes"
 DEFAULT_CONTENT_TYPE = "application/json"

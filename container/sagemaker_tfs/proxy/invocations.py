@@ -11,12 +11,12 @@ from typing import Any
 import falcon
 
 from ..errors import HandlerError
-from ..handler_contract import Contract
-from . import answers
-from .answers import Answer
+from ..shared.handler_contract import Contract
+from ..web import answers
+from ..web.answers import Answer
 from .context import DEFAULT_ACCEPT, DEFAULT_CONTENT_TYPE, Context, model_path, tfs_attributes
-from .metrics import Timings
-from .model_servers import ModelServer, ModelServerClient
+from ..web.metrics import Timings
+from ..model_client.model_servers import ModelServer, ModelServerClient
 from .script import Handlers
 
 log = logging.getLogger("sagemaker_tfs.proxy")

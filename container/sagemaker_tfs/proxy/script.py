@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .. import codecs
-from ..handler_contract import (HANDLER_NAMES, HOW_TO_FIX, TOOLKIT_NAMES, Contract, IncompleteContract,
-                                MixedContracts, detect, ignored)
+from ..shared.handler_contract import (HANDLER_NAMES, HOW_TO_FIX, TOOLKIT_NAMES, Contract, IncompleteContract,
+                                       MixedContracts, detect, ignored)
 from ..toolkit import functions
 
 log = logging.getLogger("sagemaker_tfs.proxy")

@@ -24,9 +24,10 @@ from typing import Any
 
 import numpy as np
 
-from .. import codecs, media_types, npy
+from .. import codecs
+from ..shared import media_types, npy
 from ..errors import HandlerError
-from ..media_types import CSV, JSON, NPY, Format
+from ..shared.media_types import CSV, JSON, NPY, Format
 from .errors import UnsupportedFormatError
 from .plain import json_default
 

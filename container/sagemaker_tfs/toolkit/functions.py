@@ -13,7 +13,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
 
-from ..handler_contract import TOOLKIT_NAMES
+from ..shared.handler_contract import TOOLKIT_NAMES
 
 # name -> the contract arguments it is called with (the context comes after them)
 ARGUMENTS = {

@@ -10,9 +10,9 @@ from typing import Any
 
 import falcon
 
-from .. import media_types
+from ..shared import media_types
 from ..errors import HandlerError
-from ..proxy import answers
+from ..web import answers
 from ..proxy.invocations import body_stream
 from .context import Context
 from .lifecycle import Loaded

@@ -11,7 +11,7 @@ from typing import Any
 from ..codecs import _TFS_REQUEST_KEYS
 from ..errors import HandlerError
 from ..proxy.context import model_path
-from ..proxy.model_servers import ModelServer, ModelServerClient
+from ..model_client.model_servers import ModelServer, ModelServerClient
 from .plain import json_default
 
 

@@ -33,8 +33,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from .. import media_types
-from ..media_types import Format
+from ..shared import media_types
+from ..shared.media_types import Format
 from .jsonpath import JsonPath, JsonPathError, compile_path
 from .outcomes import FailureKind
 

@@ -23,8 +23,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from .. import media_types
-from ..media_types import Format
+from ..shared import media_types
+from ..shared.media_types import Format
 from .dataprocessing import data_format
 from .jsonpath import MAX_LENGTH as FILTER_MAX_LENGTH
 from .jsonpath import JsonPathSyntaxError, compile_path

@@ -21,7 +21,7 @@ import threading
 import time
 from pathlib import Path
 
-from ..metrics_page import write_json
+from ..stack.metrics_page import write_json
 
 ROUTES = ("/ping", "/invocations", "/execution-parameters")  # any other path is labelled "other"
 # Upper bounds in seconds (then +Inf): 0.5 ms to 60 s, finer where a proxy's stages fall.

@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 from typing import Callable, Iterable
 
-from . import runtime_dir
+from ..shared import runtime_dir
 
 log = logging.getLogger("serve")
 
@@ -69,7 +69,7 @@ class StackCollector:
     def collect(self):
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
-        from .proxy.metrics import BUCKETS
+        from ..web.metrics import BUCKETS
 
         requests: dict[tuple, list] = {}
         stages: dict[tuple, list] = {}

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from .. import runtime_dir
+from ..shared import runtime_dir
 
 log = logging.getLogger("sagemaker_tfs.multi_model")
 

@@ -15,7 +15,7 @@ import stat
 from pathlib import Path
 from typing import IO, Mapping
 
-from .errors import StartupError
+from ..errors import StartupError
 
 LOCK_FILE = "serve.lock"
 APP_READY_FOLDER = "app-ready"  # a file per gunicorn worker that has created the app, named by its pid

@@ -11,7 +11,7 @@ import io
 import json
 from typing import Any
 
-from .errors import HandlerError
+from ..errors import HandlerError
 from .media_types import NPY
 
 MAGIC = b"\x93NUMPY"

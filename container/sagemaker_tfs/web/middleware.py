@@ -21,7 +21,7 @@ import os
 
 import falcon
 
-from .. import logs
+from ..shared import logs
 from ..errors import HandlerError
 from . import answers
 from .answers import Answer

@@ -1,4 +1,4 @@
-"""The gunicorn workers' app in multi-model mode: `gunicorn 'sagemaker_tfs.multi_model.worker:create_app()'`.
+"""The gunicorn workers' app in multi-model mode: `gunicorn 'sagemaker_tfs.proxy.multi_model:create_app()'`.
 
 Routes:
   POST /models/{name}/invoke   the model's handler chain, as /invocations in single-model mode (§4)
@@ -22,18 +22,19 @@ from typing import Any, Mapping
 
 import falcon
 
-from .. import logs
+from ..shared import logs
 from ..config import Settings
 from ..errors import HandlerError
-from ..handler_contract import Contract
-from ..proxy import answers, middleware, script
-from ..proxy.app import ExecutionParameters, _configure_logging, model_servers, toolkit_invocations
-from ..proxy.context import model_path, tfs_attributes
-from ..proxy.invocations import Invocations
-from ..proxy.model_servers import ModelServer, ModelServerClient, ModelServerError
+from ..shared.handler_contract import Contract
+from ..web import answers, middleware
+from . import script
+from .app import ExecutionParameters, _configure_logging, model_servers, toolkit_invocations
+from .context import model_path, tfs_attributes
+from .invocations import Invocations
+from ..model_client.model_servers import ModelServer, ModelServerClient, ModelServerError
 from ..toolkit.lifecycle import StartupFailure
-from .names import digest
-from .publication import Message, Subscriber
+from ..shared.model_names import digest
+from ..registry.publication import Message, Subscriber
 
 log = logging.getLogger("sagemaker_tfs.multi_model")
 

@@ -7,8 +7,8 @@ import pwd
 from pathlib import Path
 from string import Template
 
-from . import runtime_dir
-from .config import Settings
+from ..shared import runtime_dir
+from ..config import Settings
 
 TEMPLATE = Path(__file__).with_name("nginx.conf.template")
 TEMP_FOLDERS = ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")

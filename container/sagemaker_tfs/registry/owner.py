@@ -32,9 +32,9 @@ import grpc
 from google.protobuf import text_format
 from tensorflow_serving.config import model_server_config_pb2
 
-from .. import runtime_dir
+from ..shared import runtime_dir
 from . import limits
-from .names import name_problem
+from ..shared.model_names import name_problem
 from .publication import Publisher
 from .source import LoadError, ModelSource, check_url_form, inspect
 

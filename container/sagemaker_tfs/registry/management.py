@@ -20,10 +20,10 @@ from wsgiref.simple_server import WSGIRequestHandler
 
 import falcon
 
-from .. import runtime_dir
-from ..proxy import answers, middleware
+from ..shared import runtime_dir
+from ..web import answers, middleware
 from .owner import Owner
-from .worker import log_target_model
+from ..proxy.multi_model import log_target_model
 
 log = logging.getLogger("sagemaker_tfs.multi_model")
 

@@ -22,10 +22,11 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from . import commands, logs, metrics_page, model_tree, nginx, readiness, requirements, runtime_dir
-from .config import Settings
-from .errors import StartupError
-from .model_tree import ModelTree
+from . import commands, metrics_page, nginx, readiness, requirements
+from ..shared import logs, model_tree, runtime_dir
+from ..config import Settings
+from ..errors import StartupError
+from ..shared.model_tree import ModelTree
 
 log = logging.getLogger("serve")
 

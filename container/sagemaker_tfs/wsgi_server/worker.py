@@ -30,8 +30,8 @@ from urllib.parse import unquote_to_bytes
 import httptools
 from gunicorn.workers import base
 
-from .answers import closing_error
-from .http_client import timeval
+from ..web.answers import closing_error
+from ..model_client.http_client import timeval
 
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 _READ_SIZE = 65536  # larger reads allocate (and fault in) a large buffer per call

@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 from . import extras
-from .config import Settings
-from .errors import StartupError
+from ..config import Settings
+from ..errors import StartupError
 
 
 def gpu_count() -> int:
@@ -73,7 +73,7 @@ def model_server_commands(settings: Settings, config_file: Path, batching_file: 
     return commands
 
 
-WORKER_CLASSES = {"connections": "sagemaker_tfs.proxy.worker.ConnectionsWorker"}  # ours, by their setting names
+WORKER_CLASSES = {"connections": "sagemaker_tfs.wsgi_server.worker.ConnectionsWorker"}  # ours, by their setting names
 
 
 def gunicorn_command(settings: Settings, app: str = "sagemaker_tfs.proxy.app:create_app()") -> list[str]:
@@ -81,7 +81,7 @@ def gunicorn_command(settings: Settings, app: str = "sagemaker_tfs.proxy.app:cre
         sys.executable, "-m", "gunicorn", app,
         # our settings file (never a gunicorn.conf.py of the working folder): workers say when they are ready,
         # no control socket in $HOME
-        "--config", "python:sagemaker_tfs.gunicorn_settings",
+        "--config", "python:sagemaker_tfs.wsgi_server.gunicorn_settings",
         "--bind", f"unix:{settings.runtime_dir}/gunicorn.sock",
         "--workers", str(settings.gunicorn_workers),
         "--threads", str(settings.gunicorn_threads),

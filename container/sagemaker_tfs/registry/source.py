@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import HandlerError
-from ..model_tree import ModelTreeError, find_models
+from ..shared.model_tree import ModelTreeError, find_models
 
 log = logging.getLogger("sagemaker_tfs.multi_model")
 

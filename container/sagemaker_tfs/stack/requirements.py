@@ -10,7 +10,7 @@ import re
 import sys
 from pathlib import Path
 
-from . import runtime_dir
+from ..shared import runtime_dir
 
 log = logging.getLogger("serve")
 

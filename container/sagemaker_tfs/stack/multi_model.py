@@ -10,11 +10,11 @@ import time
 from pathlib import Path
 
 from ..config import ConfigError, Settings
-from ..readiness import version_states
-from ..supervisor import Child, Stack
-from .management import ManagementServer, create_app
-from .owner import Instance, Owner
-from .publication import Publisher
+from .readiness import version_states
+from .supervisor import Child, Stack
+from ..registry.management import ManagementServer, create_app
+from ..registry.owner import Instance, Owner
+from ..registry.publication import Publisher
 
 log = logging.getLogger("serve")
 
@@ -32,7 +32,7 @@ def check_model_root(settings: Settings) -> str:
 
 
 class MultiModelStack(Stack):
-    app_factory = "sagemaker_tfs.multi_model.worker:create_app()"
+    app_factory = "sagemaker_tfs.proxy.multi_model:create_app()"
 
     def __init__(self, settings: Settings, stopping: threading.Event):
         super().__init__(settings, None, stopping)

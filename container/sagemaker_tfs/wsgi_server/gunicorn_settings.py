@@ -13,14 +13,14 @@ from gunicorn import util as _util
 def _json_logging() -> dict:
     """With SAGEMAKER_LOG_FORMAT=json, gunicorn's own lines as JSON (logs.py); its loggers do not propagate, so that
     the root logger has only the app's handler (app.py) and no line is written twice."""
-    from .config import log_format
+    from ..config import log_format
 
     if log_format() != "json":
         return {}
     loggers = {name: {"level": "INFO", "handlers": [handler], "propagate": False, "qualname": name}
                for name, handler in (("gunicorn.error", "error_console"), ("gunicorn.access", "console"))}
     return {"root": {"level": "INFO", "handlers": []}, "loggers": loggers,
-            "formatters": {"generic": {"()": "sagemaker_tfs.logs.JsonFormatter"}}}
+            "formatters": {"generic": {"()": "sagemaker_tfs.shared.logs.JsonFormatter"}}}
 
 
 logconfig_dict = _json_logging()
@@ -32,7 +32,7 @@ control_socket_disable = True
 
 def _write_json_error(sock, status_int: int, reason: str, mesg: str) -> None:
     """gunicorn.util.write_error's contract, with a JSON body."""
-    from .proxy.answers import closing_error
+    from ..web.answers import closing_error
 
     _util.write_nonblock(sock, closing_error(status_int, reason, mesg))
 
@@ -50,7 +50,7 @@ def post_fork(server, worker) -> None:
     creating it runs the script's start-up functions (the inference toolkit's pre_model_fn, model_fn,
     model_warmup_fn), which may take minutes. So a thread keeps the heartbeat until the app exists, for at most
     SAGEMAKER_TFS_WAIT_TIME_SECONDS (the start-up budget); the worker takes no request before then."""
-    from .config import Settings
+    from ..config import Settings
 
     created = worker.sagemaker_app_created = _threading.Event()
     interval = max(0.2, min(5.0, worker.cfg.timeout / 4))
@@ -66,8 +66,8 @@ def post_fork(server, worker) -> None:
 def post_worker_init(worker) -> None:
     """The worker has created the app: its heartbeat is gunicorn's again, and it says so in the runtime folder,
     where serve's start-up check looks (a check that never queues behind client requests, as a /ping would)."""
-    from .config import Settings
-    from .runtime_dir import mark_worker_ready
+    from ..config import Settings
+    from ..shared.runtime_dir import mark_worker_ready
 
     worker.sagemaker_app_created.set()
     mark_worker_ready(_Path(Settings.from_env().runtime_dir), worker.pid)
@@ -80,8 +80,8 @@ def child_exit(server, worker) -> None:
     global _worker_restarts
     if not server.LISTENERS:
         return
-    from .config import Settings
-    from .metrics_page import GUNICORN_FILE, folder, write_json
+    from ..config import Settings
+    from ..stack.metrics_page import GUNICORN_FILE, folder, write_json
 
     settings = Settings.from_env()
     if settings.metrics:

@@ -22,7 +22,7 @@ from typing import Callable
 from google.protobuf import text_format
 from tensorflow_serving.config import model_server_config_pb2
 
-from .config import Settings
+from ..config import Settings
 from .version_folders import is_version_name, parse_version, why_not_a_version
 
 log = logging.getLogger(__name__)
