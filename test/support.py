@@ -339,3 +339,18 @@ def npy_body(array, allow_pickle: bool = False) -> bytes:
     buffer = io.BytesIO()
     np.save(buffer, array, allow_pickle=allow_pickle)
     return buffer.getvalue()
+
+
+def scrape(port: int, path: str = "/metrics") -> dict:
+    """{(sample name, sorted labels): value} of a Prometheus page on a loopback port."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    answer = http_call(port, "GET", path)
+    assert answer.status == 200, answer.text
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(answer.text) for s in family.samples}
+
+
+def sample(page: dict, name: str, **labels) -> float | None:
+    """The value of one sample of a scraped page, None when it is not there."""
+    return page.get((name, tuple(sorted(labels.items()))))

@@ -64,14 +64,13 @@ a few whole-body C-speed operations, so megabytes take tens of milliseconds.
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import math
 import re
 from typing import Any
 
 from .shared import media_types, npy
+from .shared.text_records import csv_rows, json_lines, not_one_value
 from .errors import HandlerError
 from .shared.media_types import CSV, JSON, JSONS, Format
 from .shared.media_types import JSON_LINES as JSONLINES
@@ -79,7 +78,7 @@ from .shared.media_types import JSON_LINES as JSONLINES
 REQUEST_TYPES = media_types.names(Format.JSON, Format.JSON_LINES, Format.CSV, Format.NPY)
 RESPONSE_TYPES = REQUEST_TYPES  # in order of preference when a wildcard allows several
 
-_TFS_REQUEST_KEYS = ("instances", "inputs", "examples")
+TFS_REQUEST_KEYS = ("instances", "inputs", "examples")
 
 
 # ---- media types and Accept ----
@@ -201,7 +200,7 @@ def _json_request(body: bytes, text: str) -> bytes:
         if exc.msg == "Extra data":  # several values: JSON lines sent as application/json
             return b'{"instances": ' + _json_lines_instances(text).encode() + b"}"
         raise HandlerError(400, f"the request body is not valid JSON: {exc}") from None
-    if isinstance(value, dict) and any(key in value for key in _TFS_REQUEST_KEYS):
+    if isinstance(value, dict) and any(key in value for key in TFS_REQUEST_KEYS):
         return body  # already a TFS request
     if isinstance(value, list) and value and isinstance(value[0], list):  # `[[...`: the instances, as the original
         return b'{"instances": ' + body + b"}"
@@ -249,24 +248,16 @@ def _json_lines_instances(text: str) -> str:
         if fast:
             return fast
     items = []
-    for number, line in enumerate(text.split("\n"), 1):
-        line = line.strip(" \t\r")
-        if not line:
-            continue
+    for number, line in json_lines(text):
         if _value_end(line) != len(line):
-            raise HandlerError(400, f"JSON lines: line {number} is not one JSON value: {_json_problem(line)}")
+            try:
+                _loads(line)
+            except json.JSONDecodeError as exc:
+                raise not_one_value(number, exc) from None
         items.append(line)
     if not items:
         raise HandlerError(400, "the request body has no JSON lines")
     return "[" + ", ".join(items) + "]"
-
-
-def _json_problem(text: str) -> str:
-    try:
-        _loads(text)
-    except json.JSONDecodeError as exc:
-        return f"{exc.msg} at column {exc.colno}"
-    return "not a JSON value"  # unreachable: only called for text that json.loads refuses
 
 
 # Characters of numbers-only CSV; anything else (letters, quotes, brackets) takes the field-by-field path.
@@ -306,23 +297,10 @@ def _numbers_only(text: str) -> str | None:
 
 
 def _any_csv_instances(text: str) -> str:
-    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
     rows: list[str] = []
-    width = first_line = 0
-    line = 1  # where the next row starts (a quoted field may span lines)
-    try:
-        for fields in reader:
-            if fields and not (len(fields) == 1 and (not fields[0] or fields[0].isspace())):  # else a blank line
-                if not rows:
-                    width, first_line = len(fields), line
-                elif len(fields) != width:
-                    raise HandlerError(400, f"CSV line {line} has {len(fields)} field(s) but line {first_line} has "
-                                            f"{width}: every row must have the same number of fields")
-                values = [_csv_field_json(field) for field in fields]
-                rows.append(values[0] if width == 1 else "[" + ", ".join(values) + "]")
-            line = reader.line_num + 1
-    except csv.Error as exc:
-        raise HandlerError(400, f"CSV line {line} is not valid CSV: {exc}") from None
+    for _, fields in csv_rows(text):
+        values = [_csv_field_json(field) for field in fields]
+        rows.append(values[0] if len(values) == 1 else "[" + ", ".join(values) + "]")
     if not rows:
         raise HandlerError(400, "the CSV request body has no rows")
     return "[" + ", ".join(rows) + "]"

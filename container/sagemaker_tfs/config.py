@@ -196,6 +196,7 @@ NGINX_LOG_LEVELS = ("debug", "info", "notice", "warn", "error", "crit", "alert",
 GUNICORN_LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 # "connections": ours (proxy/worker.py), a thread per connection; the others are gunicorn's own.
 GUNICORN_WORKER_CLASSES = ("connections", "sync", "gthread", "gevent", "eventlet", "tornado")
+PING_TIMEOUT_SECONDS = 2.0  # SageMaker gives /ping 2 s: what the stack's own readiness questions may take too
 DEFAULT_MAX_PAYLOAD_IN_MB = 6  # SageMaker's, when neither the job nor the container gives MaxPayloadInMB
 MAX_TRANSFORM_MB = 100  # SageMaker's limit of MaxPayloadInMB and of MaxConcurrentTransforms x MaxPayloadInMB
 BATCH_QUEUE_UNDER_TRANSFORM = 100000000

@@ -12,9 +12,10 @@ from sagemaker_tfs import HandlerError
 from sagemaker_tfs.web import answers
 from sagemaker_tfs.proxy import script
 from sagemaker_tfs.web.answers import BadReturnValue
-from sagemaker_tfs.proxy.context import model_path, tfs_attributes
+from sagemaker_tfs.model_client.model_servers import model_path
+from sagemaker_tfs.proxy.context import tfs_attributes
 from sagemaker_tfs.config import Settings
-from sagemaker_tfs.proxy.app import model_servers
+from sagemaker_tfs.model_client.model_servers import model_servers
 
 
 @pytest.mark.parametrize("header, expected", [
@@ -107,5 +108,5 @@ def test_unload_leaves_no_trace_of_the_script(tmp_path):
     path, modules = list(sys.path), set(sys.modules)
     assert script.load(model_dir).handler is not None
     assert {"inference", "helper", "libmodule"} <= set(sys.modules) - modules
-    script.unload(model_dir)
+    script.unload(model_dir / "code")
     assert (sys.path, set(sys.modules) & {"inference", "helper", "libmodule"}) == (path, set())

@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 import os
 import signal
+from urllib.parse import urlsplit
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 import support
 from stack_support import call, invoke, model_dir
@@ -28,15 +28,11 @@ INSTANCES = '{"instances": [1.0, 2.0]}'
 
 
 def scrape(url: str) -> dict:
-    """{(sample name, sorted labels): value} of a Prometheus page."""
-    answer = call(url)
-    assert answer.status == 200
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(answer.text) for s in family.samples}
+    parts = urlsplit(url)
+    return support.scrape(parts.port, parts.path)
 
 
-def value(page: dict, name: str, **labels) -> float | None:
-    return page.get((name, tuple(sorted(labels.items()))))
+value = support.sample
 
 
 def invocations(page: dict) -> float:

@@ -9,7 +9,8 @@ from tensorflow_serving.config import model_server_config_pb2
 
 import support
 from sagemaker_tfs.config import Settings
-from sagemaker_tfs.shared.model_tree import ModelTreeError, batching_parameters_text, find_models, model_config_text
+from sagemaker_tfs.shared.model_tree import ModelTreeError, find_models, model_config_text
+from sagemaker_tfs.stack.commands import batching_parameters_text
 
 
 def saved_model(path: Path) -> Path:

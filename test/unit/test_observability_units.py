@@ -74,7 +74,7 @@ def test_the_page_adds_up_the_workers_totals(tmp_path):
         worker.started()
         worker.finished("/invocations", 200, timings, seconds * 2)
     worker.started()
-    worker.finished("/nope", 404, Timings(), 0.0001)
+    worker.finished(None, 404, Timings(), 0.0001)
     worker.started()  # one still in flight
     worker.flush()
     # another worker, gone (its pid is not alive): its requests count, its in-flight ones do not

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import functools
 import json as json_module
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
 import requests
 
+from ..config import PING_TIMEOUT_SECONDS, Settings
 from ..errors import HandlerError
 from .http_client import HOST, HttpClient, ProtocolError
 
@@ -38,6 +40,16 @@ class ModelServer:
         return f"ModelServer(rest={self.rest_port}, grpc={self.grpc_port})"
 
 
+def model_servers(settings: Settings) -> list[ModelServer]:
+    """The model server instances `serve` started (TFS_REST_PORTS and TFS_GRPC_PORTS, same order)."""
+    return [ModelServer(rest, grpc)
+            for rest, grpc in zip(settings.model_server_rest_ports, settings.model_server_grpc_ports)]
+
+
+def model_path(name: str, version: str | None = None, method: str | None = None) -> str:
+    """The model server's REST path for a model (optionally one version) and method (default predict)."""
+    versions = f"/versions/{version}" if version is not None else ""
+    return f"/v1/models/{name}{versions}:{method or 'predict'}"
 
 
 class ModelServerError(HandlerError):
@@ -120,3 +132,68 @@ def _loopback_target(url: str) -> tuple[int, str]:
         raise ValueError(f"context.session reaches the model servers (http://{HOST}:<port>/...), not {url!r}: "
                          "use requests for other addresses")
     return parts.port, (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+
+
+# ---- the status API: GET /v1/models/<name>, asked by serve's start-up, /ping and the multi-model registry ----
+
+@dataclass(frozen=True)
+class VersionStatus:
+    version: int
+    state: str  # START, LOADING, AVAILABLE, UNLOADING or END
+    error: str  # the version's error message, "" when it has none
+
+
+@dataclass(frozen=True)
+class ModelStatus:
+    """What one model server instance says of one model."""
+
+    http_status: int  # 200, or 404 when it does not know the model
+    versions: tuple[VersionStatus, ...]
+    entries: list  # model_version_status as the model server wrote it (the registry's describe passes it on)
+    error: str | None  # the answer's "error" when it is not a 200
+
+    @property
+    def available(self) -> bool:
+        """Whether a version is AVAILABLE (a request without a version is served)."""
+        return any(v.state == "AVAILABLE" for v in self.versions)
+
+    @property
+    def all_available(self) -> bool:
+        """Whether the model has versions and every one is AVAILABLE."""
+        return bool(self.versions) and all(v.state == "AVAILABLE" for v in self.versions)
+
+
+def model_status(port: int, model: str, timeout: float = PING_TIMEOUT_SECONDS) -> ModelStatus:
+    """The model's status on the model server at this loopback port; ModelServerError 502/504 when it does not
+    answer."""
+    answer = call(port, "GET", f"/v1/models/{model}", timeout=timeout)
+    try:
+        body = answer.json()
+    except ValueError:
+        body = None
+    body = body if isinstance(body, dict) else {}
+    entries = [e for e in body.get("model_version_status", []) if isinstance(e, dict)] \
+        if answer.status_code == 200 else []
+    versions = []
+    for entry in entries:
+        try:
+            version = int(entry.get("version"))
+        except (TypeError, ValueError):
+            continue
+        status = entry.get("status")
+        versions.append(VersionStatus(version, str(entry.get("state", "")),
+                                      str(status.get("error_message", "")) if isinstance(status, dict) else ""))
+    error = body.get("error") if answer.status_code != 200 else None
+    return ModelStatus(answer.status_code, tuple(versions), entries, None if error is None else str(error))
+
+
+# A name asked about only to see that a model server answers (200 or 404, whatever it serves).
+ANY_MODEL = "sagemaker-tfs-ping"
+
+
+def answers(port: int) -> bool:
+    """Whether the model server at this loopback port answers its status API."""
+    try:
+        return model_status(port, ANY_MODEL).http_status in (200, 404)
+    except ModelServerError:
+        return False

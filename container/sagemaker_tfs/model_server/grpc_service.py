@@ -27,6 +27,7 @@ from tensorflow_serving.apis import (classification_pb2, get_model_metadata_pb2,
                                      prediction_service_pb2_grpc, regression_pb2)
 
 from . import dtypes, signatures
+from ..shared.reload_generation import GENERATION_METADATA
 from .grpc_server import Abort, GrpcServer, Later
 from .metrics import ModelServerMetrics, status_name
 from .model_config import ModelConfigError, configs_from_list
@@ -38,8 +39,6 @@ from .status import Code, ServingError, invalid_argument
 log = logging.getLogger(__name__)
 
 _MAX_MESSAGE = 1024
-# Optional metadata of HandleReloadConfigRequest: the sender's counter of model lists (Registry.reload).
-GENERATION_METADATA = "sagemaker-tfs-config-generation"
 
 # numpy kind/dtype -> TensorProto field holding the values (TFS's tensor.AsProtoField)
 _VALUE_FIELDS = {

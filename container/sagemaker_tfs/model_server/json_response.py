@@ -1,7 +1,7 @@
 """TFS REST response bodies, byte for byte: predictions / outputs / results, and errors.
 
 Row format (`instances` requests) writes `predictions` with each row on one line; columnar (`inputs`)
-writes `outputs` with every array over several lines; see ../shared/specs/tfs-rest-grpc-api.md §3. Leaves are
+writes `outputs` with every array over several lines; see docs/tfs-compatibility.md §3. Leaves are
 formatted for a whole tensor at once (json_text.float_texts), then grouped into nested arrays bottom-up. The rows
 of a batched task (batching.BatchRows) are cut from its batch's rows, written once for the whole batch.
 """

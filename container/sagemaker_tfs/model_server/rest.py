@@ -1,6 +1,6 @@
 """The HTTP/REST API of TFS (`/v1/models/...`): a request's method, path and body to a response.
 
-Routes, status codes and bodies follow TFS (../shared/specs/tfs-rest-grpc-api.md §1-4): paths are matched
+Routes, status codes and bodies follow TFS (docs/tfs-compatibility.md §1-4): paths are matched
 case-insensitively by TFS's regular expressions, methods and verbs case-sensitively; anything else under
 `/v1/` is `400 Malformed request`, and paths outside it get a 404 HTML page like libevent's.
 The HTTP/1.1 protocol it is served with (parsing, keep-alive, writing) is http_server.py.

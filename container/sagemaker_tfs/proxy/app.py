@@ -1,23 +1,27 @@
-"""The Falcon app gunicorn runs: `gunicorn 'sagemaker_tfs.proxy.app:create_app()'` (one app per worker).
+"""The Falcon app gunicorn runs: `gunicorn 'sagemaker_tfs.proxy.app:create_app()'` (one app per worker), for a
+single-model endpoint and for a multi-model one (SAGEMAKER_MULTI_MODEL=true) alike.
 
 Routes:
-  GET  /ping                   200 (empty body) when every model server reports the default model AVAILABLE
-                               (and the handler script imported, which create_app guarantees; without a
-                               SavedModel there is no model server to ask); else 503 with a JSON body saying
-                               what is not ready.
+  GET  /ping                   200 (empty body) when every model server instance can serve: the default model
+                               AVAILABLE on each (single-model; without a SavedModel there is no model server to
+                               ask), or each answering (multi-model: no model is loaded at start-up); the handler
+                               script imported, which create_app guarantees. Else 503 with a JSON body saying what
+                               is not ready.
   POST /invocations            the handler chain (invocations.py), or the inference toolkit's functions
-                               (toolkit/invocations.py).
+                               (toolkit/invocations.py); multi-model: 400, the model must be in the path.
+  POST /models/{name}/invoke   multi-model: the model's handler chain (multi_model.py).
   GET  /execution-parameters   those of "MaxConcurrentTransforms", "BatchStrategy", "MaxPayloadInMB" that are set
                                (Settings.execution_parameters), for Batch Transform.
   anything else                404 {"error": "Not Found"} (405 for another method on a known path).
-Every answer carries X-Amzn-RequestId (the client's, else a new UUID) and every error is logged with it
-(middleware.py, which maps every error to its JSON answer).
+The management routes of a multi-model endpoint (/models, /models/{name}) are served by `serve` itself
+(registry/management.py); nginx sends them there. Every answer carries X-Amzn-RequestId (the client's, else a new
+UUID) and every error is logged with it (web/middleware.py, which maps every error to its JSON answer).
 
 Read once at start-up: Settings.from_env(), as `serve` handed them over with Settings.to_env(), including the
 model server instances on 127.0.0.1 and the default model `serve` chose (the handler script is
 <model_dir>/code/<SAGEMAKER_PROGRAM>). An inference toolkit script's start-up functions run here, before the app
-exists: gunicorn_settings.py keeps the worker alive meanwhile. A problem stops the worker with one message (gunicorn then exits: "Worker
-failed to boot").
+exists: wsgi_server/gunicorn_settings.py keeps the worker alive meanwhile. A problem stops the worker with one
+message (gunicorn then exits: "Worker failed to boot").
 """
 
 from __future__ import annotations
@@ -26,34 +30,32 @@ import gc
 import json
 import logging
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import falcon
 
+from ..config import PING_TIMEOUT_SECONDS, Settings
+from ..model_client.model_servers import (ANY_MODEL, ModelServer, ModelServerClient, ModelServerError,
+                                          model_servers, model_status)
+from ..registry.publication import Subscriber
 from ..shared import logs
-from ..config import Settings
 from ..shared.handler_contract import Contract
+from ..shared.metrics_files import folder as metrics_folder
+from ..toolkit.invocations import start_invocations
 from ..toolkit.lifecycle import StartupFailure
 from ..web import answers, middleware
 from . import script
 from .invocations import Invocations
-from ..model_client.model_servers import ModelServer, ModelServerClient, ModelServerError
+from .multi_model import Invoke, NoModelInvocations, WorkerModels
 
 log = logging.getLogger("sagemaker_tfs.proxy")
 
-PING_TIMEOUT_SECONDS = 2.0  # SageMaker gives /ping 2 s
-
-
-def model_servers(settings: Settings) -> list[ModelServer]:
-    """The model server instances `serve` started (TFS_REST_PORTS and TFS_GRPC_PORTS, same order)."""
-    return [ModelServer(rest, grpc)
-            for rest, grpc in zip(settings.model_server_rest_ports, settings.model_server_grpc_ports)]
-
-
 class Ping:
-    def __init__(self, servers: list[ModelServer], client: ModelServerClient, model: str):
-        self._servers, self._client, self._model = servers, client, model
-        self._path = f"/v1/models/{model}"
+    """/ping: 200 when `model` is AVAILABLE on every instance, or, with `model` None (multi-model), when every
+    instance answers."""
+
+    def __init__(self, servers: list[ModelServer], model: str | None):
+        self._servers, self._model = servers, model
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         problems = [problem for problem in map(self._problem, self._servers) if problem]
@@ -66,26 +68,19 @@ class Ping:
             resp.data = b""
 
     def _problem(self, server: ModelServer) -> str | None:
-        """Why this instance cannot serve the default model, or None."""
+        """Why this instance cannot serve, or None."""
         try:
-            answer = self._client.request(server, "GET", self._path, timeout=PING_TIMEOUT_SECONDS)
+            status = model_status(server.rest_port, self._model or ANY_MODEL, PING_TIMEOUT_SECONDS)
         except ModelServerError as exc:
             return exc.message
-        try:
-            body = answer.json()
-        except ValueError:
-            body = None
-        if not isinstance(body, dict):
-            body = {}
-        if answer.status_code != 200:
-            detail = body.get("error")
-            return f"the model server at {server.address} answered {answer.status_code} for model {self._model}" + \
-                (f": {detail}" if detail else "")
-        states = [f"{v.get('version')} {v.get('state')}" for v in body.get("model_version_status", [])
-                  if isinstance(v, dict)]
-        if not any(state.endswith(" AVAILABLE") for state in states):
-            return (f"model {self._model} is not AVAILABLE on the model server at {server.address} "
-                    f"(versions: {', '.join(states) or 'none'})")
+        if self._model is None:
+            return None
+        if status.http_status != 200:
+            return (f"the model server at {server.address} answered {status.http_status} for model {self._model}"
+                    + (f": {status.error}" if status.error else ""))
+        if not status.available:
+            states = ", ".join(f"{v.version} {v.state}" for v in status.versions) or "none"
+            return f"model {self._model} is not AVAILABLE on the model server at {server.address} (versions: {states})"
         return None
 
 
@@ -102,78 +97,43 @@ class ProxyApp(falcon.App):
     """The app, and what it holds in its process: close() releases it, for a process that builds apps
     in-process one after another (tests) rather than being a gunicorn worker that serves one."""
 
-    def __init__(self, client: ModelServerClient, model_dir: str, metrics=None, server_timing: bool = False,
-                 log_context: bool = False):
+    def __init__(self, client: ModelServerClient, settings: Settings, metrics=None):
         super().__init__(media_type=answers.JSON)
-        middleware.install(self, metrics, server_timing, log_context)
-        self._client, self._model_dir = client, model_dir
+        middleware.install(self, metrics, settings.server_timing, settings.log_format == logs.JSON)
+        self._client = client
+        self.releases: list[Callable[[], None]] = []  # what close() undoes, besides the connections
 
     def close(self) -> None:
-        """Close this thread's connections to the model servers and unload the handler script."""
+        """Close this thread's connections to the model servers and unload the handler script(s)."""
         self._client.close()
-        script.unload(self._model_dir)
-
-
-def toolkit_invocations(handlers: script.Handlers, model_dir: str, model_name: str, servers: list[ModelServer],
-                        client: ModelServerClient, default_accept: str):
-    """An inference toolkit script's /invocations, after its start-up functions ran in this worker with `model_dir`
-    (the default model_fn gives the model server's `model_name`, when there are model servers)."""
-    from ..stack.commands import gpu_count
-    from ..toolkit.invocations import ToolkitInvocations
-    from ..toolkit.lifecycle import start
-    from ..toolkit.served_model import ServedModel
-
-    served = (lambda: ServedModel(model_name, servers, client)) if servers else None
-    loaded = start(handlers.toolkit, str(Path(model_dir).resolve()), model_name, 0 if gpu_count() else None, served)
-    try:
-        return ToolkitInvocations(loaded, default_accept)
-    except ImportError as exc:
-        raise StartupFailure(f"{handlers.script}: the default input_fn and output_fn need numpy, which is not "
-                             f"installed ({exc}): add numpy to code/requirements.txt, or define both") from None
-
-
-def _configure_logging(level: str, log_format: str) -> None:
-    """Our log lines (and the handler script's) on stderr next to gunicorn's, in gunicorn's text layout or as JSON,
-    unless the host process set up logging already."""
-    root = logging.getLogger()
-    if not root.handlers:
-        handler = logging.StreamHandler()
-        handler.setFormatter(logs.formatter(log_format, "[%(asctime)s] [%(process)d] [%(levelname)s] %(name)s: "
-                                                        "%(message)s", "%Y-%m-%d %H:%M:%S %z"))
-        root.addHandler(handler)
-    logging.getLogger("sagemaker_tfs").setLevel(level.upper())
+        for release in reversed(self.releases):
+            release()
 
 
 def create_app(env: Mapping[str, str] | None = None) -> ProxyApp:
     """The app of one gunicorn worker: reads the environment (os.environ, else `env`), imports the handler
-    script, builds the routes."""
+    script(s), builds the routes."""
     settings = Settings.from_env(env)
     settings.require_set_by_serve()
-    _configure_logging(settings.gunicorn_loglevel, settings.log_format)
+    logs.configure(settings.gunicorn_loglevel, settings.log_format)
     servers = model_servers(settings)
     timeout = float(settings.gunicorn_timeout_seconds)
     client = ModelServerClient(timeout)
+    metrics = None
+    if settings.metrics:
+        from ..web.metrics import ProxyMetrics
+
+        metrics = ProxyMetrics(metrics_folder(settings.runtime_dir))
+    app = ProxyApp(client, settings, metrics)
     try:
-        handlers = script.load(settings.model_dir, settings.program, settings.inference_contract)
-        if handlers.contract is Contract.TOOLKIT:
-            invocations = toolkit_invocations(handlers, settings.model_dir, settings.default_model or "model", servers,
-                                              client, settings.default_invocations_accept)
+        if settings.multi_model:
+            what = _multi_model_routes(app, settings, servers, client, timeout)
         else:
-            invocations = Invocations(handlers, servers, client, settings.default_model, timeout)
+            what = _single_model_routes(app, settings, servers, client, timeout)
     except (script.ScriptError, StartupFailure) as exc:
         settings.app_startup_error_file.write_text(f"{exc}\n")
         raise
-
     execution_parameters = settings.execution_parameters()
-    metrics = None
-    if settings.metrics:
-        from ..stack.metrics_page import folder
-        from ..web.metrics import ProxyMetrics
-
-        metrics = ProxyMetrics(folder(settings.runtime_dir))
-    app = ProxyApp(client, settings.model_dir, metrics, settings.server_timing, settings.log_format == logs.JSON)
-    app.add_route("/ping", Ping(servers, client, settings.default_model))
-    app.add_route("/invocations", invocations)
     app.add_route("/execution-parameters", ExecutionParameters(execution_parameters))
 
     if env is None:  # the process is ours (a gunicorn worker), not a host that embeds the app (tests)
@@ -186,6 +146,36 @@ def create_app(env: Mapping[str, str] | None = None) -> ProxyApp:
         log.warning("/execution-parameters reports MaxConcurrentTransforms=%d, not SAGEMAKER_MAX_CONCURRENT_TRANSFORMS="
                     "%d: SageMaker refuses more than 100 MB in flight (MaxConcurrentTransforms x MaxPayloadInMB)",
                     execution_parameters["MaxConcurrentTransforms"], settings.max_concurrent_transforms)
-    log.info("app ready: model server(s) %s, default model %s, Batch Transform parameters %s",
-             ", ".join(s.address for s in servers) or "none", settings.default_model or "none", execution_parameters)
+    log.info("%s app ready: model server(s) %s, %s, Batch Transform parameters %s",
+             "multi-model" if settings.multi_model else "single-model",
+             ", ".join(s.address for s in servers) or "none", what, execution_parameters)
     return app
+
+
+def _single_model_routes(app: ProxyApp, settings: Settings, servers: list[ModelServer], client: ModelServerClient,
+                         timeout: float) -> str:
+    app.releases.append(lambda: script.unload(Path(settings.model_dir) / "code"))
+    handlers = script.load(settings.model_dir, settings.program, settings.inference_contract)
+    if handlers.contract is Contract.TOOLKIT:
+        invocations: Any = start_invocations(handlers.toolkit, settings.model_dir, settings.default_model or "model",
+                                             servers, client, settings.default_invocations_accept)
+    else:
+        invocations = Invocations(handlers, servers, client, settings.default_model, timeout)
+    app.add_route("/ping", Ping(servers, settings.default_model))
+    app.add_route("/invocations", invocations)
+    return f"default model {settings.default_model or 'none'}"
+
+
+def _multi_model_routes(app: ProxyApp, settings: Settings, servers: list[ModelServer], client: ModelServerClient,
+                        timeout: float) -> str:
+    app.releases.append(lambda: script.unload(Path(settings.multi_model_code_dir)))
+    universal = script.load_code(Path(settings.multi_model_code_dir))
+    models = WorkerModels(universal, servers, client, timeout, settings.default_invocations_accept)
+    app.releases.append(models.forget)
+    subscriber = Subscriber(Path(settings.runtime_dir) / "registry.sock", models.apply)
+    app.releases.append(subscriber.close)
+    subscriber.start(timeout=30)
+    app.add_route("/ping", Ping(servers, None))
+    app.add_route("/invocations", NoModelInvocations())
+    app.add_route("/models/{name}/invoke", Invoke(models))
+    return f"{len(models.routes)} model(s) routed, universal code: {universal.contract.name.lower()}"

@@ -7,7 +7,7 @@ from typing import Any, NamedTuple
 
 from ..errors import HandlerError
 from ..model_client.model_servers import ModelServerSession
-from ..shared.model_names import MODEL_NAME  # one rule for model names (multi_model/names.py imports nothing heavy)
+from ..shared.model_names import MODEL_NAME
 
 CUSTOM_ATTRIBUTES_HEADER = "X-Amzn-SageMaker-Custom-Attributes"
 DEFAULT_CONTENT_TYPE = "application/json"
@@ -61,9 +61,3 @@ def tfs_attributes(header: str) -> tuple[str | None, str | None, str | None]:
     if method is not None and method not in METHODS:
         raise HandlerError(400, "invalid tfs-method: must be one of predict|classify|regress")
     return name, version, method
-
-
-def model_path(name: str, version: str | None = None, method: str | None = None) -> str:
-    """The model server's REST path for a model (optionally one version) and method (default predict)."""
-    versions = f"/versions/{version}" if version is not None else ""
-    return f"/v1/models/{name}{versions}:{method or 'predict'}"

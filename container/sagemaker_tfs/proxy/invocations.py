@@ -14,19 +14,13 @@ from ..errors import HandlerError
 from ..shared.handler_contract import Contract
 from ..web import answers
 from ..web.answers import Answer
-from .context import DEFAULT_ACCEPT, DEFAULT_CONTENT_TYPE, Context, model_path, tfs_attributes
+from ..web.bodies import body_stream
+from .context import DEFAULT_ACCEPT, DEFAULT_CONTENT_TYPE, Context, tfs_attributes
 from ..web.metrics import Timings
-from ..model_client.model_servers import ModelServer, ModelServerClient
+from ..model_client.model_servers import ModelServer, ModelServerClient, model_path
 from .script import Handlers
 
 log = logging.getLogger("sagemaker_tfs.proxy")
-
-
-def body_stream(req: falcon.Request, env: dict) -> Any:
-    """The stream handlers read the body from. A server that sets wsgi.input_terminated (ours, gunicorn's) ends
-    its stream with the body, so it is given as it is; otherwise req.bounded_stream, whose reads stop at
-    Content-Length."""
-    return req.stream if env.get("wsgi.input_terminated") else req.bounded_stream
 
 
 class Invocations:

@@ -163,10 +163,9 @@ def _signature(handlers: Handlers) -> str:
     return "input_handler(data, context) -> model server -> output_handler(response, context)"
 
 
-def unload(model_dir: str | Path) -> None:
-    """Undo load() in a process that loads another script next (in-process tests): drop code/ and code/lib
-    from sys.path, and the modules imported from them (inference and its helpers) from sys.modules."""
-    code = Path(model_dir) / "code"
+def unload(code: Path) -> None:
+    """Undo load_code() in a process that loads another script next (in-process tests): drop the code folder and
+    its lib/ from sys.path, and the modules imported from them (inference and its helpers) from sys.modules."""
     folders = (str(code), str(code / "lib"))
     sys.path[:] = [entry for entry in sys.path if entry not in folders]
     for name, module in list(sys.modules.items()):

@@ -1,4 +1,4 @@
-"""The 507s a load gets before anything starts (§8): too many models, or too much memory in use.
+"""The 507s a load gets before anything starts (docs/multi-model.md §8): too many models, or too much memory in use.
 
 Memory in use is `1 - MemAvailable/MemTotal` of the host, or under a cgroup limit `memory.current/memory.max`
 (v2; `memory.usage_in_bytes/memory.limit_in_bytes` on v1), whichever is higher: a container's limit is usually

@@ -2,7 +2,7 @@
 sends `/models` and `/models/{name}` to its UNIX socket), so that a load never runs in a gunicorn worker and is
 never cut by the worker timeout: it may take SAGEMAKER_TFS_WAIT_TIME_SECONDS.
 
-  POST   /models           load (owner.load: the checks of §3, in order)
+  POST   /models           load (owner.load: the checks of docs/multi-model.md §3)
   GET    /models           list, paginated (`limit`, `next_page_token`)
   GET    /models/{name}    describe
   DELETE /models/{name}    unload
@@ -22,8 +22,8 @@ import falcon
 
 from ..shared import runtime_dir
 from ..web import answers, middleware
+from ..web.middleware import log_target_model
 from .owner import Owner
-from ..proxy.multi_model import log_target_model
 
 log = logging.getLogger("sagemaker_tfs.multi_model")
 

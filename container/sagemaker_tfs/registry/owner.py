@@ -1,8 +1,8 @@
 """The one registry of a multi-model endpoint, owned by `serve`: which models are loaded, from which url.
 
 Loads and unloads of one name take turns in arrival order; different names proceed in parallel. A load runs
-the checks of §3 in the spec's order, then has every gunicorn worker import the model's script (publication.py),
-then replaces the model list of every model server instance with TFS's HandleReloadConfigRequest, then publishes
+the checks of docs/multi-model.md §3 in order, then has every gunicorn worker import the model's script
+(publication.py), then replaces the model list of every model server instance with TFS's HandleReloadConfigRequest, then publishes
 the model as ready: its 200 goes out once every worker routes it. A failure at any step removes every trace
 (worker modules, model server entry). The model server config file always lists the ready models, so that a
 restarted instance starts with them; `instance_restarted` then brings it up to date.
@@ -16,13 +16,10 @@ import collections
 import concurrent.futures
 import contextlib
 import itertools
-import json
 import logging
 import signal
 import threading
 import time
-import urllib.error
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +29,9 @@ import grpc
 from google.protobuf import text_format
 from tensorflow_serving.config import model_server_config_pb2
 
+from ..model_client.model_servers import ModelServerError, model_status
 from ..shared import runtime_dir
+from ..shared.reload_generation import GENERATION_METADATA
 from . import limits
 from ..shared.model_names import name_problem
 from .publication import Publisher
@@ -41,7 +40,6 @@ from .source import LoadError, ModelSource, check_url_form, inspect
 log = logging.getLogger("sagemaker_tfs.multi_model")
 
 RELOAD_METHOD = "/tensorflow.serving.ModelService/HandleReloadConfigRequest"
-GENERATION_METADATA = "sagemaker-tfs-config-generation"  # as model_server/grpc_service.py reads it
 LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX = 100, 1000
 
 
@@ -109,7 +107,8 @@ class Owner:
     # ---------------------------------------------------------------------------------------- routes
 
     def load(self, body: object) -> dict[str, str]:
-        """POST /models: the spec's §3 checks in order; LoadError with the status and text of the first that fails."""
+        """POST /models: the checks of docs/multi-model.md §3 in order; LoadError with the status and text of the
+        first that fails."""
         if not isinstance(body, dict):
             raise LoadError(400, 'request body must be a JSON object with "model_name" and "url"')
         name = body.get("model_name")
@@ -286,11 +285,9 @@ class Owner:
         return [(futures[f], f.exception()) for f in done if f.exception() is not None]
 
     def _version_status(self, name: str) -> list[Any]:
-        first = self.instances[0]
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{first.rest_port}/v1/models/{name}", timeout=5) as answer:
-                return json.loads(answer.read()).get("model_version_status", [])
-        except (OSError, ValueError, urllib.error.URLError) as exc:
+            return model_status(self.instances[0].rest_port, name, timeout=5).entries
+        except ModelServerError as exc:
             log.warning("model version status of %s: %s", name, exc)
             return []
 
@@ -310,12 +307,9 @@ class Owner:
 
     def _available(self, instance: Instance, name: str) -> bool:
         try:
-            url = f"http://127.0.0.1:{instance.rest_port}/v1/models/{name}"
-            with urllib.request.urlopen(url, timeout=5) as answer:
-                states = [v.get("state") for v in json.loads(answer.read()).get("model_version_status", [])]
-        except (OSError, ValueError, urllib.error.URLError):
+            return model_status(instance.rest_port, name, timeout=5).all_available
+        except ModelServerError:
             return False
-        return bool(states) and all(state == "AVAILABLE" for state in states)
 
     # ---------------------------------------------------------------------------------------- helpers
 

@@ -144,6 +144,17 @@ class Subscriber:
     def __init__(self, path: Path, apply: Callable[[Message], dict[str, str]]):
         self.path = path
         self._apply = apply
+        self._sock: socket.socket | None = None
+        self._closed = False
+
+    def close(self) -> None:
+        """Stop following (an app closed in-process; a gunicorn worker just exits)."""
+        self._closed = True
+        if self._sock is not None:
+            try:
+                self._sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
     def start(self, timeout: float) -> None:
         """Connect, apply the current snapshot (before the worker serves anything), then follow in a thread."""
@@ -158,6 +169,7 @@ class Subscriber:
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"cannot reach the model registry at {self.path}: {exc}") from None
                 time.sleep(0.1)  # start-up only: serve opens the socket before it starts gunicorn
+        self._sock = sock
         sock.sendall(json.dumps({"hello": os.getpid()}).encode() + b"\n")
         reader = sock.makefile("rb")
         self._follow_one(sock, reader)
@@ -176,5 +188,8 @@ class Subscriber:
             while True:
                 self._follow_one(sock, reader)
         except Exception as exc:  # without the registry this worker would route stale models: let gunicorn replace it
+            if self._closed:
+                sock.close()
+                return
             log.error("worker %d lost the model registry (%s: %s); stopping it", os.getpid(), type(exc).__name__, exc)
             os.kill(os.getpid(), signal.SIGTERM)

@@ -1,4 +1,5 @@
-"""A load's `url`: where it really is, what it holds, and what a load would read (checks 3 and 5-7 of §3).
+"""A load's `url`: where it really is, what it holds, and what a load would read (checks 3 and 5-7 of
+docs/multi-model.md §3).
 
 Every path is resolved (symlinks followed, `..` collapsed) and must stay inside the real model root, and
 everything the load reads (version folders and their files, the model folder of the named layout, `code/` and

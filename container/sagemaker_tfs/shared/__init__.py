@@ -1,0 +1,15 @@
+"""Small rules every process uses, below every other part of the package (they import nothing of it but errors).
+
+    media_types.py      the media types and their aliases (one table)
+    text_records.py     the CSV and JSON lines readers of the codecs and the toolkit
+    npy.py              NPY bodies, never unpickled
+    version_folders.py  what a version folder's name may be
+    model_names.py      what a multi-model name may be
+    model_tree.py       finding and validating the SavedModels of a model folder
+    handler_contract.py which contract a script's names choose
+    runtime_dir.py      the private runtime folder and the files created in it
+    metrics_files.py    the metrics folder's file format
+    reload_generation.py the metadata key of the registry's numbered reloads
+    gpus.py             the machine's GPUs
+    logs.py             text or JSON log lines
+"""

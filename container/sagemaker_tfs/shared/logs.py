@@ -47,6 +47,18 @@ def formatter(log_format: str, text_format: str, text_datefmt: str | None = None
     return JsonFormatter() if log_format == JSON else logging.Formatter(text_format, text_datefmt)
 
 
+def configure(level: str, log_format: str) -> None:
+    """The app's log lines (and the handler script's) on stderr next to gunicorn's, in gunicorn's text layout or
+    as JSON, unless the host process set up logging already; `level` for the sagemaker_tfs loggers."""
+    root = logging.getLogger()
+    if not root.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(formatter(log_format, "[%(asctime)s] [%(process)d] [%(levelname)s] %(name)s: "
+                                                   "%(message)s", "%Y-%m-%d %H:%M:%S %z"))
+        root.addHandler(handler)
+    logging.getLogger("sagemaker_tfs").setLevel(level.upper())
+
+
 def quiet_tensorflow() -> None:
     """TensorFlow's C++ start-up noise (oneDNN banners, CUDA probes on CPU machines, CPU feature notes) off, its
     warnings and errors still shown: level 2 unless the user chose a level. Before TensorFlow is imported; children

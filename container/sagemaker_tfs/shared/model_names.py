@@ -1,4 +1,4 @@
-"""What a model_name may be. A name is an opaque id: it is never used in a filesystem path (§9)."""
+"""What a model_name may be. A name is an opaque id: it is never used in a filesystem path (docs/multi-model.md §9)."""
 
 from __future__ import annotations
 

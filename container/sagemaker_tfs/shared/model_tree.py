@@ -22,7 +22,6 @@ from typing import Callable
 from google.protobuf import text_format
 from tensorflow_serving.config import model_server_config_pb2
 
-from ..config import Settings
 from .version_folders import is_version_name, parse_version, why_not_a_version
 
 log = logging.getLogger(__name__)
@@ -175,13 +174,3 @@ def model_config_text(tree: ModelTree) -> str:
         entry.model_version_policy.specific.versions.extend(model.versions)
     return text_format.MessageToString(config)
 
-
-def batching_parameters_text(settings: Settings) -> str:
-    """The model server's --batching_parameters_file, from SAGEMAKER_TFS_* (text-format BatchingParameters)."""
-    fields = {
-        "max_batch_size": settings.tfs_max_batch_size,
-        "batch_timeout_micros": settings.tfs_batch_timeout_micros,
-        "num_batch_threads": settings.tfs_num_batch_threads,
-        "max_enqueued_batches": settings.tfs_max_enqueued_batches,
-    }
-    return "".join(f"{name} {{ value: {value} }}\n" for name, value in fields.items())

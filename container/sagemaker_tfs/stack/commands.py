@@ -1,27 +1,16 @@
-"""The command lines `serve` starts: the model server instances and gunicorn (nginx's is in nginx.py)."""
+"""The command lines `serve` starts: the model server instances (and their batching file) and gunicorn (nginx's is in
+nginx.py)."""
 
 from __future__ import annotations
 
 import math
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 from . import extras
 from ..config import Settings
 from ..errors import StartupError
-
-
-def gpu_count() -> int:
-    """GPUs listed by `nvidia-smi -L` (0 without nvidia-smi)."""
-    if not shutil.which("nvidia-smi"):
-        return 0
-    try:
-        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20).stdout
-    except (OSError, subprocess.SubprocessError):
-        return 0
-    return sum(1 for line in out.splitlines() if line.startswith("GPU "))
 
 
 def model_server_base_command() -> list[str]:
@@ -73,12 +62,26 @@ def model_server_commands(settings: Settings, config_file: Path, batching_file: 
     return commands
 
 
+def batching_parameters_text(settings: Settings) -> str:
+    """The model server's --batching_parameters_file, from SAGEMAKER_TFS_* (text-format BatchingParameters)."""
+    fields = {
+        "max_batch_size": settings.tfs_max_batch_size,
+        "batch_timeout_micros": settings.tfs_batch_timeout_micros,
+        "num_batch_threads": settings.tfs_num_batch_threads,
+        "max_enqueued_batches": settings.tfs_max_enqueued_batches,
+    }
+    return "".join(f"{name} {{ value: {value} }}\n" for name, value in fields.items())
+
+
 WORKER_CLASSES = {"connections": "sagemaker_tfs.wsgi_server.worker.ConnectionsWorker"}  # ours, by their setting names
 
 
-def gunicorn_command(settings: Settings, app: str = "sagemaker_tfs.proxy.app:create_app()") -> list[str]:
+APP_FACTORY = "sagemaker_tfs.proxy.app:create_app()"  # one for single- and multi-model endpoints
+
+
+def gunicorn_command(settings: Settings) -> list[str]:
     return [
-        sys.executable, "-m", "gunicorn", app,
+        sys.executable, "-m", "gunicorn", APP_FACTORY,
         # our settings file (never a gunicorn.conf.py of the working folder): workers say when they are ready,
         # no control socket in $HOME
         "--config", "python:sagemaker_tfs.wsgi_server.gunicorn_settings",

@@ -1,45 +1,32 @@
 """`serve`'s Prometheus page (SAGEMAKER_METRICS=true): on 127.0.0.1:SAGEMAKER_METRICS_PORT, never through nginx.
 
-It adds up the files gunicorn's processes write to the metrics folder of the runtime folder: each worker's totals
-(proxy/metrics.py: requests by route and status with their duration, stages, requests in flight; a worker gone
-keeps counting, its in-flight requests do not), and each gunicorn master's count of worker restarts
-(gunicorn_settings.py). It adds what `serve` knows at scrape time: its children's restarts and its state.
+It adds up the files gunicorn's processes write to the metrics folder of the runtime folder (their format is
+shared/metrics_files.py): each worker's totals (web/metrics.py: requests by route and status with their duration,
+stages, requests in flight; a worker gone keeps counting, its in-flight requests do not), and each gunicorn
+master's count of worker restarts (wsgi_server/gunicorn_settings.py). It adds what `serve` knows at scrape time: its children's restarts and its state.
 The text is prometheus_client's.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from pathlib import Path
 from typing import Callable, Iterable
 
 from ..shared import runtime_dir
+from ..shared.metrics_files import APP_FILE, BUCKETS, GUNICORN_FILE, add_histograms, folder, pid_of, read_json
 
 log = logging.getLogger("serve")
 
 STATES = ("starting", "ready", "stopping")
 # The model servers' own Prometheus page (TFS's metrics, on their REST ports) when the metrics are on.
 MODEL_SERVER_MONITORING = 'prometheus_config { enable: true path: "/monitoring/prometheus/metrics" }\n'
-GUNICORN_FILE = "gunicorn-{pid}.json"
-
-
-def folder(runtime: str | Path) -> Path:
-    """The metrics folder of a runtime folder."""
-    return Path(runtime) / "metrics"
 
 
 def prepare_folder(runtime: Path) -> Path:
     """A fresh metrics folder: values of an earlier run must not be added up."""
     return runtime_dir.fresh_folder(folder(runtime))
-
-
-def write_json(path: Path, value: object) -> None:
-    """Replace path's content at once: the page never reads half a file."""
-    temporary = path.with_suffix(".tmp")
-    temporary.write_text(json.dumps(value))
-    os.replace(temporary, path)
 
 
 def _alive(pid: int) -> bool:
@@ -52,13 +39,6 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _read(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):  # removed meanwhile: nothing to add
-        return {}
-
-
 class StackCollector:
     """The page's metrics, read when it is scraped."""
 
@@ -69,19 +49,14 @@ class StackCollector:
     def collect(self):
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
-        from ..web.metrics import BUCKETS
-
         requests: dict[tuple, list] = {}
         stages: dict[tuple, list] = {}
         in_flight = 0
-        for path in self._folder.glob("app-*.json"):
-            data = _read(path)
+        for path in self._folder.glob(APP_FILE.format(pid="*")):
+            data = read_json(path)
             for merged, rows in ((requests, data.get("requests", ())), (stages, data.get("stages", ()))):
-                for *key, cells in rows:
-                    into = merged.setdefault(tuple(key), [0] * len(cells))
-                    for i, value in enumerate(cells):
-                        into[i] += value
-            if _alive(int(path.stem.split("-")[1])):
+                add_histograms(merged, [(tuple(key), cells) for *key, cells in rows])
+            if _alive(pid_of(path)):
                 in_flight += data.get("in_flight", 0)
         bounds = [str(b) for b in BUCKETS] + ["+Inf"]
         for name, doc, labels, merged in (
@@ -99,7 +74,8 @@ class StackCollector:
             yield family
         yield GaugeMetricFamily("sagemaker_tfs_requests_in_flight", "Requests being handled by the app.",
                                 value=in_flight)
-        worker_restarts = sum(_read(path).get("worker_restarts", 0) for path in self._folder.glob("gunicorn-*.json"))
+        worker_restarts = sum(read_json(path).get("worker_restarts", 0)
+                              for path in self._folder.glob(GUNICORN_FILE.format(pid="*")))
         yield CounterMetricFamily("sagemaker_tfs_worker_restarts", "gunicorn workers that exited and were replaced.",
                                   value=worker_restarts)
         restarts = CounterMetricFamily("sagemaker_tfs_process_restarts",

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from ..config import ConfigError, Settings
-from .readiness import version_states
+from ..model_client.model_servers import answers
 from .supervisor import Child, Stack
 from ..registry.management import ManagementServer, create_app
 from ..registry.owner import Instance, Owner
@@ -32,8 +32,6 @@ def check_model_root(settings: Settings) -> str:
 
 
 class MultiModelStack(Stack):
-    app_factory = "sagemaker_tfs.proxy.multi_model:create_app()"
-
     def __init__(self, settings: Settings, stopping: threading.Event):
         super().__init__(settings, None, stopping)
         root = Path(settings.model_dir)  # resolved by serve (check_model_root)
@@ -65,7 +63,7 @@ class MultiModelStack(Stack):
 
     def _wait_for_models(self, deadline: float) -> None:
         for child, (_, rest_port) in zip(self.model_servers, self.settings.ports()):
-            self._wait(lambda: version_states(rest_port, "sagemaker-tfs-ping") is not None, child, deadline,
+            self._wait(lambda: answers(rest_port), child, deadline,
                        "the model server to answer")
         log.info("%d model server(s) up; no model is loaded until POST /models", len(self.model_servers))
 
@@ -93,7 +91,7 @@ class MultiModelStack(Stack):
         date with the registry."""
         rest_port = self.settings.ports()[index][1]
         deadline = time.monotonic() + self.settings.tfs_wait_time_seconds
-        while version_states(rest_port, "sagemaker-tfs-ping") is None:
+        while not answers(rest_port):
             if self.stopping.is_set() or child.exited() is not None or time.monotonic() > deadline:
                 return
             self.stopping.wait(0.2)

@@ -1,39 +1,11 @@
-"""What `serve` checks during start-up, none of which waits behind client requests: the model servers' status
-API, the gunicorn workers' ready files (runtime_dir.py), and nginx's listening socket."""
+"""What `serve` checks during start-up, none of which waits behind client requests: nginx's listening socket (here),
+the model servers' status API (model_client/model_servers.py's model_status) and the gunicorn workers' ready files
+(shared/runtime_dir.py)."""
 
 from __future__ import annotations
 
-import http.client
-import json
 import os
 import socket
-
-
-def http_get(port: int, path: str, timeout: float = 2.0) -> tuple[int, bytes] | None:
-    """GET http://127.0.0.1:port/path; None when nothing answers."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    try:
-        conn.request("GET", path)
-        response = conn.getresponse()
-        return response.status, response.read()
-    except (OSError, http.client.HTTPException):
-        return None
-    finally:
-        conn.close()
-
-
-def version_states(rest_port: int, model: str) -> dict[int, tuple[str, str]] | None:
-    """{version: (state, error message)} from the model server's status API; None if it does not answer."""
-    answer = http_get(rest_port, f"/v1/models/{model}")
-    if answer is None or answer[0] not in (200, 404):
-        return None
-    if answer[0] == 404:
-        return {}
-    states = {}
-    for entry in json.loads(answer[1]).get("model_version_status", []):
-        status = entry.get("status", {})
-        states[int(entry["version"])] = (entry.get("state", ""), status.get("error_message", ""))
-    return states
 
 
 def listening_sockets(port: int) -> list[tuple[str, str]]:

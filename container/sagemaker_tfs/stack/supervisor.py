@@ -24,8 +24,10 @@ from typing import Callable
 
 from . import commands, metrics_page, nginx, readiness, requirements
 from ..shared import logs, model_tree, runtime_dir
+from ..shared.gpus import gpu_count
 from ..config import Settings
 from ..errors import StartupError
+from ..model_client.model_servers import ModelServerError, model_status
 from ..shared.model_tree import ModelTree
 
 log = logging.getLogger("serve")
@@ -142,8 +144,6 @@ def group_alive(pgid: int) -> bool:
 class Stack:
     """The model servers, gunicorn and nginx of one container, and their supervision."""
 
-    app_factory = "sagemaker_tfs.proxy.app:create_app()"  # gunicorn's
-
     def __init__(self, settings: Settings, tree: ModelTree | None, stopping: threading.Event):
         self.settings = settings
         self.tree = tree
@@ -204,13 +204,13 @@ class Stack:
         batching_file = None
         if s.tfs_enable_batching:
             batching_file = self.runtime / "batching_parameters.pbtxt"
-            runtime_dir.write_file(batching_file, model_tree.batching_parameters_text(s))
+            runtime_dir.write_file(batching_file, commands.batching_parameters_text(s))
             log.info("batching on: %s", " ".join(batching_file.read_text().split()))
         monitoring_file = None
         if s.metrics:
             monitoring_file = self.runtime / "monitoring_config.pbtxt"
             runtime_dir.write_file(monitoring_file, metrics_page.MODEL_SERVER_MONITORING)
-        gpus = commands.gpu_count()
+        gpus = gpu_count()
         # No SavedModel (an inference toolkit script loads the model itself): no model server.
         servers = commands.model_server_commands(s, config_file, batching_file, gpus, monitoring_file) \
             if self.serves_models else []
@@ -229,7 +229,7 @@ class Stack:
         runtime_dir.remove(self.runtime / "gunicorn.pid")
         # PYTHONUNBUFFERED: a script's print() reaches the log at once, as in the original's image (its Dockerfile
         # sets it), not when a worker's 8 kB buffer fills or the worker exits
-        self.gunicorn = Child("gunicorn", commands.gunicorn_command(s, self.app_factory),
+        self.gunicorn = Child("gunicorn", commands.gunicorn_command(s),
                               {**self.env, "PYTHONUNBUFFERED": "1"}, self.runtime / "gunicorn-supervised.pid",
                               self.child_exited.set)
         log.info("starting gunicorn: %d worker(s) x %d thread(s), %s workers", s.gunicorn_workers,
@@ -292,15 +292,19 @@ class Stack:
 
     @staticmethod
     def _model_ready(child: Child, rest_port: int, model: model_tree.Model) -> bool:
-        states = readiness.version_states(rest_port, model.name)
-        if states is None:
+        try:
+            status = model_status(rest_port, model.name)
+        except ModelServerError:
             return False
+        if status.http_status not in (200, 404):
+            return False
+        versions = {v.version: v for v in status.versions}
         for version in model.versions:
-            state, error = states.get(version, ("", ""))
-            if error:
+            found = versions.get(version)
+            if found is not None and found.error:
                 raise StartupError(f"{child.name} could not load model {model.name} version {version} "
-                                   f"from {model.base_path}: {error}")
-            if state != "AVAILABLE":
+                                   f"from {model.base_path}: {found.error}")
+            if found is None or found.state != "AVAILABLE":
                 return False
         return True
 

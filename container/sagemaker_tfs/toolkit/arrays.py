@@ -17,8 +17,6 @@ a type neither side handles is UnsupportedFormatError (415 for a request, 406 fo
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from typing import Any
 
@@ -28,6 +26,7 @@ from .. import codecs
 from ..shared import media_types, npy
 from ..errors import HandlerError
 from ..shared.media_types import CSV, JSON, NPY, Format
+from ..shared.text_records import csv_rows, json_lines, not_one_value
 from .errors import UnsupportedFormatError
 from .plain import json_default
 
@@ -81,33 +80,20 @@ def _json(text: str) -> Any:
 
 def _json_lines(text: str) -> np.ndarray:
     values = []
-    for number, line in enumerate(text.split("\n"), 1):
-        if line.strip():
-            try:
-                values.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise HandlerError(400, f"JSON lines: line {number} is not one JSON value: {exc.msg} at column "
-                                        f"{exc.colno}") from None
+    for number, line in json_lines(text):
+        try:
+            values.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            raise not_one_value(number, exc) from None
     return _array(values, "the JSON lines")
 
 
 def _csv(text: str) -> np.ndarray:
     """RFC 4180 rows of numbers; int64 when every field is an integer, else float64."""
-    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
-    rows: list[list[str]] = []
-    lines: list[int] = []  # the line each row starts on
-    line = 1
-    try:
-        for fields in reader:
-            if fields and not (len(fields) == 1 and not fields[0].strip()):  # else a blank line
-                if rows and len(fields) != len(rows[0]):
-                    raise HandlerError(400, f"CSV line {line} has {len(fields)} field(s) but line {lines[0]} has "
-                                            f"{len(rows[0])}: every row must have the same number of fields")
-                rows.append(fields)
-                lines.append(line)
-            line = reader.line_num + 1
-    except csv.Error as exc:
-        raise HandlerError(400, f"CSV line {line} is not valid CSV: {exc}") from None
+    lines, rows = [], []
+    for line, fields in csv_rows(text):
+        lines.append(line)
+        rows.append(fields)
     try:
         values = [[int(field) for field in row] for row in rows]
         dtype = np.int64

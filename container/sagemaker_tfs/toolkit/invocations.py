@@ -1,21 +1,26 @@
 """POST /invocations for a toolkit script: `input_fn` -> `predict_fn` -> `output_fn`, or `transform_fn`.
 
-Exceptions go to the app's error handlers (proxy/middleware.py): HandlerError (the toolkit's errors are
+Exceptions go to the app's error handlers (web/middleware.py): HandlerError (the toolkit's errors are
 HandlerErrors) with its status, falcon.HTTPError with its own, anything else 500.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import falcon
 
-from ..shared import media_types
 from ..errors import HandlerError
+from ..model_client.model_servers import ModelServer, ModelServerClient
+from ..shared import media_types
+from ..shared.gpus import gpu_count
 from ..web import answers
-from ..proxy.invocations import body_stream
+from ..web.bodies import body_stream
 from .context import Context
-from .lifecycle import Loaded
+from .functions import ToolkitFunctions
+from .lifecycle import Loaded, StartupFailure, start
+from .served_model import ServedModel
 
 ANY = "*/*"
 TEXT_TYPES = (media_types.JSON, media_types.CSV)  # what input_fn receives as str rather than bytes
@@ -79,3 +84,16 @@ class ToolkitInvocations:
         decoded = f.input_fn(context, data, content_type) if f.input_fn else self._decode(data, content_type)
         prediction = f.predict_fn(context, decoded, loaded.model) if f.predict_fn else loaded.model.predict(decoded)
         return f.output_fn(context, prediction, accept) if f.output_fn else self._encode(prediction, accept)
+
+
+def start_invocations(functions: ToolkitFunctions, model_dir: str, model_name: str, servers: list[ModelServer],
+                      client: ModelServerClient, default_accept: str) -> ToolkitInvocations:
+    """A toolkit script's /invocations, after its start-up functions ran in this worker with `model_dir` (the default
+    model_fn gives the model server's `model_name`, when there are model servers)."""
+    served = (lambda: ServedModel(model_name, servers, client)) if servers else None
+    loaded = start(functions, str(Path(model_dir).resolve()), model_name, 0 if gpu_count() else None, served)
+    try:
+        return ToolkitInvocations(loaded, default_accept)
+    except ImportError as exc:
+        raise StartupFailure(f"{functions.script}: the default input_fn and output_fn need numpy, which is not "
+                             f"installed ({exc}): add numpy to code/requirements.txt, or define both") from None

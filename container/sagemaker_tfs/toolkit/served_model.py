@@ -8,10 +8,9 @@ import json
 import os
 from typing import Any
 
-from ..codecs import _TFS_REQUEST_KEYS
+from ..codecs import TFS_REQUEST_KEYS
 from ..errors import HandlerError
-from ..proxy.context import model_path
-from ..model_client.model_servers import ModelServer, ModelServerClient
+from ..model_client.model_servers import ModelServer, ModelServerClient, model_path
 from .plain import json_default
 
 
@@ -31,7 +30,7 @@ class ServedModel:
     def predict(self, data: Any, *, version: int | str | None = None, signature_name: str | None = None) -> Any:
         """The `predictions` (row request) or `outputs` (columnar request) for `data`: a TFS request (a dict
         with instances, inputs or examples) as it is, anything else as the instances."""
-        if isinstance(data, dict) and any(key in data for key in _TFS_REQUEST_KEYS):
+        if isinstance(data, dict) and any(key in data for key in TFS_REQUEST_KEYS):
             request = dict(data) if signature_name else data
         else:
             request = {"instances": data}

@@ -32,10 +32,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..config import Settings
+from ..config import PING_TIMEOUT_SECONDS, Settings
 from .outcomes import FailureKind
 
-PING_TIMEOUT_SECONDS = 2.0
 STOP_TIMEOUT_SECONDS = 60.0
 PORT_ATTEMPTS = 5  # starts of one stack whose ports other processes keep taking before it binds them
 

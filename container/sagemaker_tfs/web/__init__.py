@@ -1,0 +1,7 @@
+"""What both Falcon apps share (the proxy app of the gunicorn workers, and `serve`'s /models API).
+
+    middleware.py   the request id, the error handlers (every error mapped to its JSON answer once), timings
+    answers.py      handler return values and errors as (status, body, content type)
+    bodies.py       the request body as handlers read it
+    metrics.py      the app's per-worker metrics and the stages' timings (SAGEMAKER_METRICS, Server-Timing)
+"""

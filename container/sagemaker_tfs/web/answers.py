@@ -20,14 +20,6 @@ def error(status: int, message: Any) -> Answer:
     return status, json.dumps({"error": message}, ensure_ascii=False).encode(), JSON
 
 
-def closing_error(status: int, reason: str, message: str) -> bytes:
-    """A whole HTTP/1.1 error answer that closes the connection, for requests refused before the app sees them:
-    {"error": "<reason>: <message>"}, or the reason alone."""
-    body = json.dumps({"error": f"{reason}: {message}" if message else reason}).encode()
-    return (f"HTTP/1.1 {status} {reason}\r\nConnection: close\r\nContent-Type: {JSON}\r\n"
-            f"Content-Length: {len(body)}\r\n\r\n").encode("latin-1") + body
-
-
 def from_return_value(result: Any, accept: str, who: str) -> Answer:
     """The answer for what `who` (handler or output_handler) returned:
       (body, content_type)            200; content type None means application/json

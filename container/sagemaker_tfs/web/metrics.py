@@ -5,11 +5,12 @@ Stages, in seconds: `handler` (a script's handler), `input_handler` / `output_ha
 `default_input_handler` / `default_output_handler` (the default codecs, without a script), `model_server` (the
 call between them); a request records only the stages it ran, and its total.
 
-The gunicorn workers are separate processes, whose values `serve`'s page adds up (metrics_page.py). Writing each
-observation to a shared file (prometheus_client's multi-process mode) cost ~15 us per request (measured: the pair
-lost ~7% of its requests/s); here the request path only adds to its own thread's totals (2.7 us, no lock, no file),
-and a thread of the worker writes the worker's totals to its file in the metrics folder twice a second and when
-the worker exits. The page can therefore lag the requests by up to FLUSH_SECONDS.
+The gunicorn workers are separate processes, whose values `serve`'s page adds up (stack/metrics_page.py; the files'
+format is shared/metrics_files.py). Writing each observation to a shared file (prometheus_client's multi-process
+mode) cost ~15 us per request (measured: the pair lost ~7% of its requests/s); here the request path only adds to
+its own thread's totals (2.7 us, no lock, no file), and a thread of the worker writes the worker's totals to its
+file in the metrics folder twice a second and when the worker exits. The page can therefore lag the requests by up
+to FLUSH_SECONDS.
 """
 
 from __future__ import annotations
@@ -21,13 +22,9 @@ import threading
 import time
 from pathlib import Path
 
-from ..stack.metrics_page import write_json
+from ..shared.metrics_files import APP_FILE, BUCKETS, add_histograms, write_json
 
-ROUTES = ("/ping", "/invocations", "/execution-parameters")  # any other path is labelled "other"
-# Upper bounds in seconds (then +Inf): 0.5 ms to 60 s, finer where a proxy's stages fall.
-BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 FLUSH_SECONDS = 0.5
-WORKER_FILE = "app-{pid}.json"  # in the metrics folder; metrics_page.py reads them
 
 
 class Timings:
@@ -75,7 +72,7 @@ class ProxyMetrics:
     duration, requests in flight."""
 
     def __init__(self, folder: Path) -> None:
-        self._path = folder / WORKER_FILE.format(pid=os.getpid())
+        self._path = folder / APP_FILE.format(pid=os.getpid())
         self._local = threading.local()
         self._threads: list[_Totals] = []  # list.append is atomic: no lock
         self._written = -1
@@ -92,9 +89,11 @@ class ProxyMetrics:
     def started(self) -> None:
         self._totals().started += 1
 
-    def finished(self, path: str, status: int, timings: Timings, total: float) -> None:
+    def finished(self, route: str | None, status: int, timings: Timings, total: float) -> None:
+        """Count a request of `route` (its URI template, e.g. `/models/{name}/invoke`; None for a path no route
+        matched, labelled "other", so that the labels are as few as the routes)."""
         totals = self._totals()
-        route = path if path in ROUTES else "other"
+        route = route or "other"
         _observe(totals.requests, (route, str(status)), total)
         for stage, seconds in timings.stages:
             _observe(totals.stages, (route, stage), seconds)
@@ -116,11 +115,8 @@ class ProxyMetrics:
         requests: dict[tuple[str, str], list] = {}
         stages: dict[tuple[str, str], list] = {}
         for totals in threads:  # copies made by C code under the GIL: consistent per dictionary and per list
-            for merged, own in ((requests, dict(totals.requests)), (stages, dict(totals.stages))):
-                for key, cells in own.items():
-                    into = merged.setdefault(key, [0] * len(cells))
-                    for i, value in enumerate(list(cells)):
-                        into[i] += value
+            add_histograms(requests, [(key, list(cells)) for key, cells in dict(totals.requests).items()])
+            add_histograms(stages, [(key, list(cells)) for key, cells in dict(totals.stages).items()])
         snapshot = {"in_flight": sum(t.started - t.finished for t in threads),
                     "requests": [[*key, cells] for key, cells in requests.items()],
                     "stages": [[*key, cells] for key, cells in stages.items()]}

@@ -30,6 +30,16 @@ from .metrics import ProxyMetrics, Timings
 log = logging.getLogger("sagemaker_tfs.proxy")
 
 REQUEST_ID_HEADER = "X-Amzn-RequestId"
+TARGET_MODEL_HEADER = "X-Amzn-SageMaker-Target-Model"
+
+
+def log_target_model(req: falcon.Request) -> None:
+    """SageMaker's TargetModel (e.g. `a/model-7.tar.gz`) with the request id, for the multi-model routes: which
+    archive a request was for."""
+    target = req.get_header(TARGET_MODEL_HEADER)
+    if target is not None:
+        logging.getLogger("sagemaker_tfs.multi_model").info("request %s: %s %s, target model %s",
+                                                            req.context.request_id, req.method, req.path, target)
 
 
 def new_request_id() -> str:
@@ -78,7 +88,7 @@ class RequestScope(RequestId):
             if self._server_timing:
                 resp.set_header("Server-Timing", timings.server_timing(total))
             if self._metrics is not None:
-                self._metrics.finished(req.path, resp.status_code, timings, total)
+                self._metrics.finished(req.uri_template, resp.status_code, timings, total)
         token = context.get("log_token")
         if token is not None:
             logs.request_id.reset(token)

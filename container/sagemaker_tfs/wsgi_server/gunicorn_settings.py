@@ -32,7 +32,7 @@ control_socket_disable = True
 
 def _write_json_error(sock, status_int: int, reason: str, mesg: str) -> None:
     """gunicorn.util.write_error's contract, with a JSON body."""
-    from ..web.answers import closing_error
+    from .refusals import closing_error
 
     _util.write_nonblock(sock, closing_error(status_int, reason, mesg))
 
@@ -75,13 +75,13 @@ def post_worker_init(worker) -> None:
 
 def child_exit(server, worker) -> None:
     """With SAGEMAKER_METRICS, a worker that exits while gunicorn keeps running (gunicorn starts another) counts as
-    a restart, in this master's file of the metrics folder (metrics_page.py). During a stop, gunicorn has closed
+    a restart, in this master's file of the metrics folder (shared/metrics_files.py). During a stop, gunicorn has closed
     its listeners already."""
     global _worker_restarts
     if not server.LISTENERS:
         return
     from ..config import Settings
-    from ..stack.metrics_page import GUNICORN_FILE, folder, write_json
+    from ..shared.metrics_files import GUNICORN_FILE, folder, write_json
 
     settings = Settings.from_env()
     if settings.metrics:

@@ -11,7 +11,7 @@ The main thread accepts connections and keeps gunicorn's heartbeat. A connection
 (`serve` gives 75, above nginx's 60 for its idle upstream connections) is closed. On SIGTERM the worker stops
 accepting and ends every connection after its current request (`serve` stops nginx first, so no new request arrives); the arbiter's graceful
 timeout bounds the wait. Requests gunicorn's own parser would refuse are refused here with its statuses and
-messages, as JSON (answers.closing_error, gunicorn_settings' writer too).
+messages, as JSON (refusals.py, gunicorn_settings' writer too).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from urllib.parse import unquote_to_bytes
 import httptools
 from gunicorn.workers import base
 
-from ..web.answers import closing_error
+from .refusals import closing_error
 from ..model_client.http_client import timeval
 
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"

@@ -1,0 +1,16 @@
+"""The answer to a request refused before the app sees it (by our worker class or by gunicorn's own parser): JSON,
+as every error of the stack, with gunicorn's status and message."""
+
+from __future__ import annotations
+
+import json
+
+from ..shared.media_types import JSON
+
+
+def closing_error(status: int, reason: str, message: str) -> bytes:
+    """A whole HTTP/1.1 error answer that closes the connection: {"error": "<reason>: <message>"}, or the reason
+    alone."""
+    body = json.dumps({"error": f"{reason}: {message}" if message else reason}).encode()
+    return (f"HTTP/1.1 {status} {reason}\r\nConnection: close\r\nContent-Type: {JSON}\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n").encode("latin-1") + body

@@ -1,0 +1,51 @@
+"""The app of a multi-model endpoint built in-process (the same create_app as a single-model endpoint's), following
+a registry publisher run by the test, against the real model server: the routes follow the published snapshots."""
+
+from __future__ import annotations
+
+import time
+
+import falcon.testing
+
+from app_support import OTHER_MODEL, ModelServer
+from sagemaker_tfs.config import Settings
+from sagemaker_tfs.proxy.app import create_app
+from sagemaker_tfs.registry.publication import Publisher
+
+
+def snapshot(*names: str, state: str = "ready") -> list[dict]:
+    return [{"name": name, "load_id": 1, "state": state, "url": "/nowhere", "script": None} for name in names]
+
+
+def test_the_routes_follow_the_registry(model_server: ModelServer, tmp_path):
+    runtime = tmp_path / "runtime"
+    runtime.mkdir(mode=0o700)
+    publisher = Publisher(runtime / "registry.sock")
+    publisher.start()
+    env = Settings.env_of(multi_model=True, model_dir=str(tmp_path), multi_model_code_dir=str(tmp_path / "code"),
+                          runtime_dir=str(runtime), model_server_rest_ports=(model_server.rest_port,),
+                          model_server_grpc_ports=(model_server.grpc_port,))
+    app = create_app(env)
+    try:
+        client = falcon.testing.TestClient(app)
+        body = '{"instances": [1.0, 2.0]}'
+
+        def invoke(name: str) -> falcon.testing.Result:
+            return client.simulate_post(f"/models/{name}/invoke", body=body,
+                                        headers={"Content-Type": "application/json"})
+
+        assert invoke(OTHER_MODEL).json == {"error": f"Model {OTHER_MODEL} is not loaded yet."}
+        publisher.publish(snapshot(OTHER_MODEL), time.monotonic() + 10)
+        answer = invoke(OTHER_MODEL)
+        assert (answer.status_code, answer.json) == (200, {"predictions": [2.5, 3.0]})
+        publisher.publish(snapshot(OTHER_MODEL, state="loading"), time.monotonic() + 10)
+        assert invoke(OTHER_MODEL).status_code == 404  # its code is imported, it is not routed yet
+        publisher.publish([], time.monotonic() + 10)
+        assert invoke(OTHER_MODEL).status_code == 404
+        answer = client.simulate_post("/invocations", body=body, headers={"Content-Type": "application/json"})
+        assert (answer.status_code, answer.json) == (400, {"error": "Invocation request does not contain model "
+                                                                    "name."})
+        assert (client.simulate_get("/ping").status_code, client.simulate_get("/ping").text) == (200, "")
+    finally:
+        app.close()
+        publisher.close()

@@ -1,0 +1,35 @@
+"""SAGEMAKER_METRICS on a multi-model endpoint: the app's requests are counted as on a single-model one, by route
+(the route's template, so one label for every model) and status, with their stages."""
+
+from __future__ import annotations
+
+import support
+from mme_support import MultiModelStack, model
+
+
+def test_invocations_of_every_model_are_counted_under_one_route(tmp_path):
+    root = tmp_path / "models"
+    root.mkdir()
+    port = support.free_port()
+    env = {"SAGEMAKER_METRICS": "true", "SAGEMAKER_METRICS_PORT": str(port)}
+    with MultiModelStack(root, env) as stack:
+        for name in ("a", "b"):
+            assert stack.load(name, str(model(root, name))).status == 200
+        assert [stack.invoke(name).status for name in ("a", "a", "b")] == [200, 200, 200]
+        assert stack.invoke("b", {"instances": ["x"]}).status == 400  # the model server's error, passed on
+        assert stack.call("POST", "/invocations", "{}").status == 400  # no model named
+
+        def counted(page: dict) -> float:
+            return sum(v for (name, labels), v in page.items()
+                       if name == "sagemaker_tfs_request_duration_seconds_count" and
+                       ("route", "/models/{name}/invoke") in labels)
+
+        support.wait_for(lambda: counted(support.scrape(port)) == 4, what="the page to count 4 invocations")
+        page = support.scrape(port)
+    requests = "sagemaker_tfs_request_duration_seconds_count"
+    assert support.sample(page, requests, route="/models/{name}/invoke", status="200") == 3
+    assert support.sample(page, requests, route="/models/{name}/invoke", status="400") == 1
+    assert support.sample(page, requests, route="/invocations", status="400") == 1
+    assert support.sample(page, "sagemaker_tfs_stage_duration_seconds_count", route="/models/{name}/invoke",
+                          stage="model_server") == 4
+    assert support.sample(page, "sagemaker_tfs_requests_in_flight") == 0
