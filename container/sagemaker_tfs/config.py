@@ -194,7 +194,7 @@ def var(name: str, parse: Callable[[str], Any], default: Any, help: str, **optio
 LOG_FORMATS = ("text", "json")
 NGINX_LOG_LEVELS = ("debug", "info", "notice", "warn", "error", "crit", "alert", "emerg")
 GUNICORN_LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
-# "connections": ours (proxy/worker.py), a thread per connection; the others are gunicorn's own.
+# "connections": ours (wsgi_server/worker.py), a thread per connection; the others are gunicorn's own.
 GUNICORN_WORKER_CLASSES = ("connections", "sync", "gthread", "gevent", "eventlet", "tornado")
 PING_TIMEOUT_SECONDS = 2.0  # SageMaker gives /ping 2 s: what the stack's own readiness questions may take too
 DEFAULT_MAX_PAYLOAD_IN_MB = 6  # SageMaker's, when neither the job nor the container gives MaxPayloadInMB

@@ -1,5 +1,5 @@
 """The inference toolkit contract through the whole stack (serve, nginx, gunicorn, the app, the model server when
-a SavedModel is present), one test per row of the tables of the spec (toolkit-contract.md): the functions and
+a SavedModel is present), one test per row of the tables of the spec (docs/toolkit-contract.md): the functions and
 their defaults, the context, what the functions receive, the default decoders and encoders, the served model,
 return values, errors and the environment variables. Start-up failures are in test_stack_toolkit_startup.py."""
 

@@ -1,5 +1,5 @@
 """Which contract a script uses, and the toolkit start-ups that stop `serve` with one line naming the cause
-(toolkit-contract.md §1-§4, §9, §12), through the whole stack."""
+(docs/toolkit-contract.md §1-§4, §9, §12), through the whole stack."""
 
 from __future__ import annotations
 

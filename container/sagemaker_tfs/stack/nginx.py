@@ -38,7 +38,7 @@ def render(settings: Settings) -> str:
 
 
 # Multi-model endpoints: invocations go to gunicorn, the management routes to the registry owner in serve
-# (multi_model/management.py), whose loads may take SAGEMAKER_TFS_WAIT_TIME_SECONDS.
+# (registry/management.py), whose loads may take SAGEMAKER_TFS_WAIT_TIME_SECONDS.
 MULTI_MODEL_UPSTREAM = Template("""
     upstream models {
         server unix:${runtime_dir}/models.sock;

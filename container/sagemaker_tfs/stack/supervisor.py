@@ -158,7 +158,7 @@ class Stack:
         self.state = "starting"  # then "ready", then "stopping" (the metrics page reports it)
         self._metrics_server = None
 
-    # ---- what a multi-model stack (multi_model/stack.py) does differently ----
+    # ---- what a multi-model stack (stack/multi_model.py) does differently ----
 
     @property
     def code_dir(self) -> Path:

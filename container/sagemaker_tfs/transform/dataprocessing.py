@@ -15,7 +15,7 @@ Assembly: AssembleWith=Line writes a newline after every record's output, None w
 DataProcessing a response body is one opaque output (a MultiRecord response gets one newline after it); a body
 that already ends in a newline still gets one.
 
-Choices where SageMaker's behaviour is not documented ([INF] in specs/batch-transform.md):
+Choices where SageMaker's behaviour is not documented ([INF] in docs/batch-transform.md):
   * JSON written by the runner is compact, with members sorted by name and non-ASCII characters kept (the
     output observed in the seed write-up: {"SageMakerOutput":{...},"value":1}).
   * The response of a MultiRecord request is cut at newlines (a trailing newline and `\\r` are ignored); a count

@@ -4,7 +4,7 @@ anything runs, and written back as a CreateTransformJob request that SageMaker a
 
 Validation messages follow SageMaker's ValidationException ("1 validation error detected: Value 'X' at
 'transformInput.splitType' failed to satisfy constraint: ..."). Rules beyond the field constraints ([INF] in
-specs/batch-transform.md: SageMaker's exact wording is not documented):
+docs/batch-transform.md: SageMaker's exact wording is not documented):
   * MaxConcurrentTransforms x MaxPayloadInMB <= 100 when both are set;
   * JoinSource=Input needs ContentType == Accept, one of text/csv, application/json, application/jsonlines, and
     for CSV SplitType=Line and AssembleWith=Line;
@@ -12,7 +12,7 @@ specs/batch-transform.md: SageMaker's exact wording is not documented):
     SplitType=Line and JSON SplitType None or Line whenever DataProcessing is used;
   * AugmentedManifestFile is refused (SageMaker: "not compatible" with Batch Transform).
 Unset fields stay None, as the SDK leaves them out of the request: BatchStrategy, MaxPayloadInMB and
-MaxConcurrentTransforms then come from the container's GET /execution-parameters (see runner.py). Local paths
+MaxConcurrentTransforms then come from the container's GET /execution-parameters (see api.py). Local paths
 (or file:// URIs) are accepted wherever SageMaker takes an s3:// URI.
 """
 

@@ -3,7 +3,7 @@
 Each record has two forms: `data`, what a SingleRecord request sends (framing removed), and `framed`, what a
 MultiRecord request concatenates (framing kept, as SageMaker sends RecordIO and TFRecord batches unchanged).
 
-Choices where SageMaker's behaviour is not documented ([INF] in specs/batch-transform.md):
+Choices where SageMaker's behaviour is not documented ([INF] in docs/batch-transform.md):
   * Line: a record is a line without its `\\n`; one trailing `\\r` is removed too (CRLF files); a last line
     without `\\n` is a record; the empty tail after the final `\\n` is not; empty lines inside are records.
   * An empty object has no records (so no request is sent, and its `.out` is empty), whatever the SplitType.

@@ -1,4 +1,5 @@
-"""gunicorn's settings file for the gunicorn `serve` starts (`--config python:sagemaker_tfs.gunicorn_settings`).
+"""gunicorn's settings file for the gunicorn `serve` starts
+(`--config python:sagemaker_tfs.wsgi_server.gunicorn_settings`).
 
 gunicorn reads the names below that are its settings and ignores the others, so this file suits gunicorn
 versions with and without a control socket. Imports are private names: a public one could be taken for a setting.
