@@ -99,7 +99,7 @@ def run(flags: Flags) -> int:
 
 async def _serve(flags: Flags, registry: Registry, batching, metrics, monitoring) -> int:
     from .grpc_service import channel_arguments, start_grpc_server
-    from .http_server import start_server
+    from .http_server import Limits, start_server
     from .rest import RestApi
     from .rest_metrics import MonitoredApi
     from .runner import Runner
@@ -128,7 +128,9 @@ async def _serve(flags: Flags, registry: Registry, batching, metrics, monitoring
                 api = RestApi(registry, runner, flags.rest_api_enable_cors_support)
                 if metrics is not None:
                     api = MonitoredApi(api, metrics, monitoring.prometheus_path)
-                rest_server = await start_server(api, flags.rest_api_port, flags.listen_address)
+                limits = Limits(flags.rest_api_max_body_bytes, flags.rest_api_request_timeout_seconds,
+                                flags.rest_api_idle_timeout_seconds)
+                rest_server = await start_server(api, flags.rest_api_port, flags.listen_address, limits)
             except OSError as exc:
                 raise StartupError(f"cannot listen for HTTP/REST on port {flags.rest_api_port}: "
                                    f"{exc.strerror or exc}") from None
