@@ -246,6 +246,8 @@ def test_model_config_file_poll_applies_changes_while_unchanged_models_keep_serv
 
         config.write_text(model_config({"three": support.HALF_PLUS_THREE}))  # removed: TFS's not-found
         server.wait_until(lambda: served(url, "two") == 404, what="unloading the removed model")
+        assert requests.get(f"{url}/v1/models/two", timeout=30).json() == {"model_version_status": [  # TFS's END
+            {"version": "123", "state": "END", "status": {"error_code": "OK", "error_message": ""}}]}
         config.write_text(model_config({"three": support.HALF_PLUS_TWO}))  # changed base path: reloaded from it
         server.wait_until(lambda: requests.post(f"{url}/v1/models/three:predict", json={"instances": [1.0]},
                                                 timeout=30).json() == {"predictions": [2.5]}, what="the new path")
