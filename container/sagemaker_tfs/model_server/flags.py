@@ -74,7 +74,8 @@ class Flags:
     use_alts_credentials: bool = _flag(False, "ALTS credentials for gRPC", ignored=True)
     num_request_iterations_for_warmup: int = _flag(0, "warmup replays per record", ignored=True)
     remove_unused_fields_from_bundle_metagraph: bool = _flag(True, "drop unused MetaGraph fields", ignored=True)
-    prefer_tflite_model: bool = _flag(False, "serve model.tflite (TFLite is out of scope)", ignored=True)
+    prefer_tflite_model: bool = _flag(False, "serve model.tflite (TFLite is not supported: a version holding only "
+                                             "model.tflite fails the start)", ignored=True)
     num_tflite_pools: int = _flag(0, "TFLite interpreter pools (TFS: one per core)", ignored=True)
     num_tflite_interpreters_per_pool: int = _flag(1, "TFLite interpreters per pool", ignored=True)
     xla_gpu_compilation_enabled: bool = _flag(False, "XLA on GPU", ignored=True)
