@@ -141,17 +141,15 @@ class HttpProtocol(asyncio.Protocol):
         self.paused = False  # too many pipelined requests in flight
         self.writing_paused = False  # the transport's write buffer is above its high-water mark
         self.started: float | None = None  # loop time of the first byte of the request being read
-        self.idle_since = 0.0  # loop time the connection was last seen with no request in progress
-        self.body_size = 0
+        self.idle_since = 0.0  # loop time of the connection's last activity (a request begun, answers due)
         self.loop: asyncio.AbstractEventLoop | None = None
-        self.expect_continue = False
         self.lingering: float | None = None  # refused at this loop time: its answer sent, what arrives dropped
         self._reset()
 
     def _reset(self) -> None:
         self.url = b""
         self.body: list[bytes] = []
-        self.body_size = 0
+        self.body_size = 0  # bytes of the body received, counted against the limit
         self.encoding: bytes | None = None
         self.origin: bytes | None = None
         self.expect_continue = False
