@@ -29,8 +29,7 @@ def limited(tmp_path_factory):
 
 
 def connect(server: ModelServer) -> socket.socket:
-    sock = socket.create_connection(("127.0.0.1", server.rest_port), timeout=30)
-    return sock
+    return socket.create_connection(("127.0.0.1", server.rest_port), timeout=30)
 
 
 def read_until_closed(sock: socket.socket) -> bytes:
@@ -66,6 +65,21 @@ def test_a_chunked_body_over_the_limit_is_refused_with_413(limited):
     response = requests.post(limited.url + "/v1/models/half_plus_two:predict", data=chunks, timeout=30)
     assert response.status_code == 413
     assert response.json() == too_large(LIMIT)
+
+
+def test_a_refusal_comes_after_the_answers_to_the_requests_before_it(limited):
+    body = b'{"instances": [1.0]}'
+    good = b"POST /v1/models/half_plus_two:predict HTTP/1.1\r\nHost: test\r\nContent-Length: %d\r\n\r\n%s" % (
+        len(body), body)
+    big = b"POST /v1/models/half_plus_two:predict HTTP/1.1\r\nHost: test\r\nContent-Length: %d\r\n\r\n" % (LIMIT + 1)
+    with connect(limited) as sock:
+        sock.sendall(good + big + b" " * 1000)  # pipelined
+        raw = read_until_closed(sock)
+    first, _, refusal = raw.partition(b"HTTP/1.1 413")
+    assert first.startswith(b"HTTP/1.1 200 OK\r\n") and first.endswith(b'{\n    "predictions": [2.5\n    ]\n}')
+    status, headers, answer = error_answer(b"HTTP/1.1 413" + refusal)
+    assert status == "HTTP/1.1 413 Request Entity Too Large"
+    assert (headers["Connection"], answer) == ("close", too_large(LIMIT))
 
 
 def test_a_body_at_the_limit_is_served(limited):

@@ -25,7 +25,8 @@ import httptools
 
 REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
            408: "Request Timeout", 409: "Conflict", 413: "Request Entity Too Large", 429: "Too Many Requests",
-           499: "Client Closed Request", 500: "Internal Server Error", 501: "Not Implemented", 503: "Service Unavailable", 504: "Gateway Timeout"}
+           499: "Client Closed Request", 500: "Internal Server Error", 501: "Not Implemented",
+           503: "Service Unavailable", 504: "Gateway Timeout"}
 
 
 class Response:
@@ -143,7 +144,8 @@ class HttpProtocol(asyncio.Protocol):
         self.started: float | None = None  # loop time of the first byte of the request being read
         self.idle_since = 0.0  # loop time of the connection's last activity (a request begun, answers due)
         self.loop: asyncio.AbstractEventLoop | None = None
-        self.lingering: float | None = None  # refused at this loop time: its answer sent, what arrives dropped
+        self.refused = False  # a limit refused a request: nothing more is read, its answer ends the connection
+        self.lingering: float | None = None  # the refusal was sent at this loop time: what arrives is dropped
         self._reset()
 
     def _reset(self) -> None:
@@ -200,6 +202,8 @@ class HttpProtocol(asyncio.Protocol):
             if now - self.lingering > self.LINGER:
                 transport.close()
                 self.transport = None
+        elif self.refused:
+            return  # the refusal waits for the answers to the requests before it
         elif self.writing_paused:
             if limits.idle_timeout and now - self.idle_since > limits.idle_timeout:
                 transport.abort()  # its answers would never drain
@@ -219,23 +223,24 @@ class HttpProtocol(asyncio.Protocol):
             self.transport = None
 
     def data_received(self, data: bytes) -> None:
-        if self.lingering is not None:  # refused: what still arrives is dropped
+        if self.refused:  # what still arrives is dropped
             return
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:
             self._send_now(html_error(501), keep_alive=False)
         except httptools.HttpParserError as exc:
-            if self.lingering is not None:  # a limit stopped the parser: its answer is sent
+            if self.refused:  # a limit stopped the parser: its answer is queued
                 return
             self._send_now(self.app.bad_request(f"Malformed HTTP request: {exc}"), keep_alive=False)
 
     def _refuse(self, status: int, message: str) -> None:
-        """Answer a limit's error and close the connection (the rest of the request is not read)."""
+        """Answer a limit's error after the answers due before it, then end the connection (the rest of the
+        request is not read)."""
+        self.refused = True
         self.started = None
         self.body = []
-        self.pending.clear()
-        self._write(self.app.refuse(status, message), keep_alive=False, head_only=False, linger=True)
+        self._enqueue(self.app.refuse(status, message), keep_alive=False, head_only=False)
 
     # httptools callbacks
     def on_message_begin(self) -> None:
@@ -331,7 +336,7 @@ class HttpProtocol(asyncio.Protocol):
         self.pending.clear()
         self._write(response, keep_alive, False)
 
-    def _write(self, response: Response, keep_alive: bool, head_only: bool, linger: bool = False) -> None:
+    def _write(self, response: Response, keep_alive: bool, head_only: bool) -> None:
         transport = self.transport
         if transport is None:
             return
@@ -346,7 +351,7 @@ class HttpProtocol(asyncio.Protocol):
         else:
             transport.writelines((head, body))
         if not keep_alive:
-            if linger and transport.can_write_eof():
+            if self.refused and transport.can_write_eof():
                 transport.write_eof()
                 self.lingering = self.loop.time()
                 return
