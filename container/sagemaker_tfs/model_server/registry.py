@@ -3,7 +3,8 @@
 Writers (the startup load, the polling threads, HandleReloadConfigRequest and config file polling) replace whole dictionaries; request
 threads only read them, so finding a servable takes no lock. A removed version's session closes when its last
 request drops it. A reload swaps the model list under a lock and loads the models it added outside it, so that
-reloads adding different models load them in parallel and models a reload leaves unchanged keep serving.
+reloads adding different models load them in parallel and models a reload leaves unchanged keep serving. A model
+a reload removes keeps its versions' last states (END) for the status API, as TFS's servable state monitor does.
 """
 
 from __future__ import annotations
