@@ -246,6 +246,8 @@ def test_model_config_file_poll_applies_changes_while_unchanged_models_keep_serv
 
         config.write_text(model_config({"three": support.HALF_PLUS_THREE}))  # removed: TFS's not-found
         server.wait_until(lambda: served(url, "two") == 404, what="unloading the removed model")
+        assert requests.get(f"{url}/v1/models/two", timeout=30).json() == {"model_version_status": [  # TFS's END
+            {"version": "123", "state": "END", "status": {"error_code": "OK", "error_message": ""}}]}
         config.write_text(model_config({"three": support.HALF_PLUS_TWO}))  # changed base path: reloaded from it
         server.wait_until(lambda: requests.post(f"{url}/v1/models/three:predict", json={"instances": [1.0]},
                                                 timeout=30).json() == {"predictions": [2.5]}, what="the new path")
@@ -278,3 +280,17 @@ def test_listen_address_keeps_both_ports_on_loopback():
         assert response.json() == {"predictions": [2.5]}
     assert "Running gRPC ModelServer at 127.0.0.1:" in server.log()
     assert f"Exporting HTTP/REST API at:127.0.0.1:{rest_port}" in server.log()
+
+
+def test_prefer_tflite_model_with_only_a_tflite_model_fails_at_once(tmp_path):
+    version = tmp_path / "m" / "1"
+    version.mkdir(parents=True)
+    (version / "model.tflite").write_bytes(b"\x1c\x00\x00\x00TFL3")
+    result = run_server(f"--port={support.free_port()}", "--model_name=m", f"--model_base_path={tmp_path / 'm'}",
+                        "--prefer_tflite_model", timeout=60)  # without the check: 6 load attempts a minute apart
+    assert result.returncode == 1
+    errors = [line for line in result.stderr.splitlines() if "Error" in line]
+    assert len(errors) == 1
+    assert errors[0].endswith(f"Failed to start server. Error: --prefer_tflite_model: {version} holds only "
+                              f"model.tflite, and TFLite models are not supported by this model server (serve a "
+                              f"SavedModel, or use tensorflow_model_server)")

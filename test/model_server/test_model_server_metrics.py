@@ -1,5 +1,6 @@
 """The model server's Prometheus page (--monitoring_config_file): TFS's metric names, types and labels, scraped
-after real requests over REST and gRPC and parsed with prometheus_client's parser."""
+after real requests over REST and gRPC and parsed with prometheus_client's parser, and its text as TFS's exporter
+prints it (no # HELP, integer counts, bounds and sums as absl prints doubles)."""
 
 from __future__ import annotations
 
@@ -88,13 +89,34 @@ def test_requests_over_rest_and_grpc_are_counted_with_tfs_names_and_labels(monit
     assert sample(families, latency, latency + "_bucket", API="predict", entrypoint="REST",
                   model_name="half_plus_two", le="+Inf") == 2
     bounds = [dict(labels)["le"] for (name, labels), _ in families[latency][1].items() if name == latency + "_bucket"]
-    assert bounds[:4] == ["10.0", "18.0", "32.4", "58.32"]  # TFS's buckets: 10 x 1.8^i, six significant digits
+    assert bounds[:4] == ["10", "18", "32.4", "58.32"]  # TFS's buckets: 10 x 1.8^i, as absl prints a double
+    assert bounds[9:11] == ["1983.59", "3570.47"] and bounds[-3:] == ["8.19309e+08", "1.47476e+09", "+Inf"]
+
+    text = requests.get(monitored.url + "/monitoring/prometheus/metrics", timeout=30).text
+    lines = text.splitlines()  # the page's exact text, as TFS's exporter prints it
+    assert "# HELP" not in text and text.endswith("\n") and not text.endswith("\n\n")
+    assert [line for line in lines if line.startswith(count + "{")] == [
+        ':tensorflow:serving:request_count{model_name="half_plus_two",status="INVALID_ARGUMENT"} 2',
+        ':tensorflow:serving:request_count{model_name="half_plus_two",status="OK"} 5',
+        ':tensorflow:serving:request_count{model_name="missing",status="NOT_FOUND"} 1']
+    point = 'model_name="half_plus_two",API="predict",entrypoint="REST"'
+    assert f'{latency}_bucket{{{point},le="10"}} 0' in lines
+    assert f'{latency}_bucket{{{point},le="+Inf"}} 2' in lines
+    assert f"{latency}_count{{{point}}} 2" in lines
+    total = next(line for line in lines if line.startswith(f"{latency}_sum{{{point}}} "))
+    value = total.rpartition(" ")[2]
+    assert value == f"{float(value):.6g}"  # a double with six significant digits
+    types = [line for line in lines if line.startswith("#")]
+    assert types == sorted(types, key=lambda line: line.replace(":", "/"))  # by TensorFlow's metric names
+    assert f"# TYPE {count} counter" in types and f"# TYPE {latency} histogram" in types
 
 
 def test_the_page_keeps_tfs_counter_names_and_reports_model_loads(monitored):
     text = requests.get(monitored.url + "/monitoring/prometheus/metrics", timeout=30).text
     assert "# TYPE :tensorflow:serving:request_count counter\n" in text
-    assert "_created" not in text
+    assert "_created" not in text and "_total" not in text
+    good = str(support.HALF_PLUS_TWO / "00000123")
+    assert f':tensorflow:cc:saved_model:load_attempt_count{{model_path="{good}",status="success"}} 1\n' in text
     families = scrape(monitored)
     attempts = ":tensorflow:cc:saved_model:load_attempt_count"
     good = str(support.HALF_PLUS_TWO / "00000123")

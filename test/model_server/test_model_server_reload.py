@@ -56,7 +56,11 @@ def test_a_reload_adds_and_removes_models_while_an_unchanged_one_serves_througho
         models.HandleReloadConfigRequest(reload_request({"half_plus_two": support.HALF_PLUS_TWO}), timeout=120)
         assert predictions(server, "half_plus_three") == (
             404, {"error": "Servable not found for request: Latest(half_plus_three)"})
-        assert server.get("/v1/models/half_plus_three").status_code == 404
+        status = server.get("/v1/models/half_plus_three")  # TFS's servable state monitor keeps its last state
+        assert (status.status_code, status.json()) == (200, {"model_version_status": [
+            {"version": "123", "state": "END", "status": {"error_code": "OK", "error_message": ""}}]})
+        assert server.get("/v1/models/half_plus_three/versions/7").json() == {
+            "error": "Could not find version 7 of model half_plus_three"}
     finally:
         stop.set()
         invoker.join()
@@ -70,7 +74,8 @@ def test_a_model_that_fails_to_load_is_the_reloads_error(server, models):
     assert info.value.code() == grpc.StatusCode.NOT_FOUND
     assert info.value.details().startswith("Could not find SavedModel .pb or .pbtxt at supplied export directory path")
     models.HandleReloadConfigRequest(reload_request({"half_plus_two": support.HALF_PLUS_TWO}), timeout=120)
-    assert server.get("/v1/models/broken").status_code == 404
+    status = server.get("/v1/models/broken").json()["model_version_status"]  # removed: its failed load's END
+    assert [(v["state"], v["status"]["error_code"]) for v in status] == [("END", "NOT_FOUND")]
     assert predictions(server, "half_plus_two") == (200, {"predictions": [2.5]})
 
 

@@ -13,3 +13,4 @@ def test_only_nginx_listens_beyond_loopback(tmp_path):
             assert support.listening_addresses(port) == {"127.0.0.1"}, port
         assert support.listening_addresses(stack.port) == {"0.0.0.0"}  # the public port of the contract
         assert "--listen_address=127.0.0.1" in stack.log()
+        assert "--rest_api_idle_timeout_seconds=0" in stack.log()  # the proxy's kept connections stay open

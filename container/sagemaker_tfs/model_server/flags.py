@@ -33,6 +33,13 @@ class Flags:
     rest_api_port: int = _flag(0, "HTTP/REST port (0: no REST server); must differ from --port")
     rest_api_num_threads: int = _flag(0, "threads running REST requests' TensorFlow calls (0: 4 x cores)")
     rest_api_timeout_in_ms: int = _flag(30000, "deadline of a REST request's TensorFlow run (0: none)")
+    # Not TFS flags (its REST server has no such limits): what one REST connection may cost.
+    rest_api_max_body_bytes: int = _flag(256 * 1024 * 1024, "largest REST request body, and gzip body once "
+                                                            "decompressed; larger: 413 (0: none; this server's own)")
+    rest_api_request_timeout_seconds: int = _flag(60, "a REST request must arrive whole within this many seconds of "
+                                                      "its first byte, else 408 (0: none; this server's own)")
+    rest_api_idle_timeout_seconds: int = _flag(300, "a REST connection with no request in progress is closed after "
+                                                    "this many seconds (0: never; this server's own)")
     rest_api_enable_cors_support: bool = _flag(False, "add CORS headers to REST replies")
     model_config_file: str = _flag("", "text-format ModelServerConfig; overrides --model_name/--model_base_path")
     model_config_file_poll_wait_seconds: int = _flag(0, "seconds between re-reads of --model_config_file, applying "
@@ -67,7 +74,8 @@ class Flags:
     use_alts_credentials: bool = _flag(False, "ALTS credentials for gRPC", ignored=True)
     num_request_iterations_for_warmup: int = _flag(0, "warmup replays per record", ignored=True)
     remove_unused_fields_from_bundle_metagraph: bool = _flag(True, "drop unused MetaGraph fields", ignored=True)
-    prefer_tflite_model: bool = _flag(False, "serve model.tflite (TFLite is out of scope)", ignored=True)
+    prefer_tflite_model: bool = _flag(False, "serve model.tflite (TFLite is not supported: a version holding only "
+                                             "model.tflite fails the start)", ignored=True)
     num_tflite_pools: int = _flag(0, "TFLite interpreter pools (TFS: one per core)", ignored=True)
     num_tflite_interpreters_per_pool: int = _flag(1, "TFLite interpreters per pool", ignored=True)
     xla_gpu_compilation_enabled: bool = _flag(False, "XLA on GPU", ignored=True)
@@ -149,7 +157,9 @@ def _validate(flags: Flags) -> None:
                         "--tensorflow_intra_op_parallelism/--tensorflow_inter_op_parallelism, not both")
     if not 0.0 <= flags.per_process_gpu_memory_fraction <= 1.0:
         raise FlagError("--per_process_gpu_memory_fraction must be between 0 and 1")
-    for name in ("max_num_load_retries", "file_system_poll_wait_seconds", "model_config_file_poll_wait_seconds", "rest_api_timeout_in_ms",
+    for name in ("max_num_load_retries", "file_system_poll_wait_seconds", "model_config_file_poll_wait_seconds",
+                 "rest_api_timeout_in_ms",
+                 "rest_api_max_body_bytes", "rest_api_request_timeout_seconds", "rest_api_idle_timeout_seconds",
                  "rest_api_num_threads", "grpc_max_threads", "load_retry_interval_micros"):
         if getattr(flags, name) < 0:
             raise FlagError(f"--{name} must not be negative")

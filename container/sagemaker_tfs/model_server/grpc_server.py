@@ -29,6 +29,25 @@ from grpc._cython import cygrpc  # grpc core's Python binding, as grpcio's own s
 
 log = logging.getLogger(__name__)
 
+# What this module uses of cygrpc (grpcio's private layer, which may change in any release): each name with the
+# number of arguments it is called with (None: an attribute read). pyproject.toml pins the grpcio minor versions
+# tested, and test_grpc_private_layer.py checks every entry against the grpcio installed.
+CYGRPC_USED: tuple[tuple[str, int | None], ...] = (
+    ("CompletionQueue", 0), ("CompletionQueue.poll", 0), ("CompletionQueue.shutdown", 0),
+    ("Server", 2), ("Server.register_completion_queue", 1), ("Server.add_http2_port", 1), ("Server.start", 0),
+    ("Server.shutdown", 2), ("Server.cancel_all_calls", 0), ("Server.request_call", 3), ("Server.destroy", 0),
+    ("Call.start_server_batch", 2),
+    ("CompletionType.operation_complete", None), ("CompletionType.queue_shutdown", None),
+    ("SendInitialMetadataOperation", 2), ("SendMessageOperation", 2), ("SendStatusFromServerOperation", 4),
+    ("ReceiveCloseOnServerOperation", 1), ("ReceiveMessageOperation", 1), ("ReceiveMessageOperation.message", 0),
+    ("RequestCallEvent.completion_type", None), ("RequestCallEvent.tag", None), ("RequestCallEvent.success", None),
+    ("RequestCallEvent.call", None), ("RequestCallEvent.call_details", None),
+    ("RequestCallEvent.invocation_metadata", None),
+    ("BatchOperationEvent.completion_type", None), ("BatchOperationEvent.tag", None),
+    ("BatchOperationEvent.success", None), ("BatchOperationEvent.batch_operations", None),
+    ("CallDetails.method", None), ("CallDetails.deadline", None),
+)
+
 _NO_DEADLINE = 1e12  # grpc core reports an infinite deadline as a date past this (in seconds since the epoch)
 _UNIMPLEMENTED, _INTERNAL, _UNKNOWN = 12, 13, 2
 
@@ -153,9 +172,14 @@ class GrpcServer:
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._serve, name="grpc-serve", daemon=True)
 
-    # what generated code calls on a grpc.Server
+    # what generated code calls on a grpc.Server (stubs of recent grpcio-tools call the second)
     def add_generic_rpc_handlers(self, handlers) -> None:
         self._generic.extend(handlers)
+
+    def add_registered_method_handlers(self, service_name: str, method_handlers: dict) -> None:
+        for method, handler in method_handlers.items():
+            if not (handler.request_streaming or handler.response_streaming):
+                self._handlers[f"/{service_name}/{method}".encode()] = handler
 
     def add_insecure_port(self, address: str) -> int:
         """The port bound (for a unix: address, 1), or 0 if it cannot be bound."""

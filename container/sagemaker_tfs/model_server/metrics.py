@@ -1,15 +1,16 @@
 """TFS's Prometheus page (`--monitoring_config_file`): the metrics TensorFlow Serving exports, with its names,
 types, labels, units (microseconds) and bucket limits, for what this server measures.
 
-TFS exports a TensorFlow monitoring metric `/a/b/c` as `:a:b:c`; a counter's samples carry the bare name (no
-`_total`), a histogram's are `_bucket`/`_sum`/`_count` with TFS's exponential bucket limits printed with six
-significant digits. The values live in prometheus_client metrics of a registry of our own and the page is
-prometheus_client's text format, with the counters renamed back to TFS's bare names.
+The values live in prometheus_client metrics (thread-safe) of a registry of our own; the page is printed as TFS's
+exporter prints it: a TensorFlow monitoring metric `/a/b/c` is `:a:b:c`, metrics sorted by that TensorFlow name
+and each one's label sets by their values; a `# TYPE` line per metric and no `# HELP`; a counter's samples carry
+the bare name (no `_total`) and an integer; a histogram's are `_bucket` (cumulative integer counts, the bound
+`le` a double printed with six significant digits as absl's StrCat does, the last `+Inf`), `_sum` (a double, the
+same way) and `_count`; labels are always in braces, `{}` when there are none.
 """
 
 from __future__ import annotations
 
-import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,9 +46,14 @@ def load_monitoring_config(path: str) -> MonitoringConfig:
     return MonitoringConfig((prometheus.path or DEFAULT_PATH) if prometheus.enable else None)
 
 
+def _double(value: float) -> str:
+    """A double as absl's StrCat prints it (TFS's exporter): six significant digits, %g's form."""
+    return f"{value:.6g}"
+
+
 def _exponential(scale: float, growth: float, count: int) -> list[float]:
     """TensorFlow's Buckets::Exponential limits as TFS prints them (six significant digits), then +Inf."""
-    return [float(f"{scale * growth ** i:.6g}") for i in range(count)] + [float("inf")]
+    return [float(_double(scale * growth ** i)) for i in range(count)] + [float("inf")]
 
 
 _LATENCY_BUCKETS = _exponential(10, 1.8, 33)  # microseconds, up to ~20 minutes
@@ -63,13 +69,8 @@ class ModelServerMetrics:
 
         prom.disable_created_metrics()  # TFS exports no *_created series
         self.registry = registry = prom.CollectorRegistry(auto_describe=True)
-        self._generate = prom.generate_latest
-
-        bare: list[str] = []  # TFS counters whose name does not end in _total: printed without the suffix
 
         def counter(name, doc, labels=()):
-            if not name.endswith("_total"):
-                bare.append(re.escape(name))
             return prom.Counter(name, doc, labels, registry=registry)
 
         def histogram(name, doc, labels, buckets):
@@ -105,7 +106,6 @@ class ModelServerMetrics:
         self._load_latency = counter(saved_model + "load_latency",
                                      "Latency in microseconds for SavedModels that were successfully loaded.",
                                      ("model_path",))
-        self._bare_counters = re.compile(("(" + "|".join(bare) + ")_total\\b").encode())
         self._cells: dict[tuple, object] = {}  # (metric, *labels) -> its labelled child: no lookup per request
 
     def _cell(self, metric, *labels):
@@ -146,7 +146,35 @@ class ModelServerMetrics:
     # ------------------------------------------------------------------------------------ the page
 
     def page(self) -> bytes:
-        return self._bare_counters.sub(rb"\1", self._generate(self.registry))
+        lines: list[str] = []
+        for family in sorted(self.registry.collect(), key=lambda f: f.name.replace(":", "/")):
+            lines.append(f"# TYPE {family.name} {family.type}")
+            points: dict[tuple, dict[str, list]] = {}  # a point's labels -> sample kind -> samples
+            for sample in family.samples:
+                labels = tuple((k, v) for k, v in sample.labels.items() if k != "le")
+                kind = sample.name[len(family.name):]  # _total, _bucket, _sum, _count
+                points.setdefault(labels, {}).setdefault(kind, []).append(sample)
+            for key in sorted(points, key=lambda labels: [value for _, value in labels]):
+                labels = ",".join(f'{name}="{_escape(value)}"' for name, value in key)
+                samples = points[key]
+                if not key and not any(s.value for s in samples.get("_total", samples.get("_count", ()))):
+                    continue  # a metric without labels that never recorded: TFS has no point for it yet
+                if family.type == "counter":
+                    lines.extend(f"{family.name}{{{labels}}} {int(s.value)}" for s in samples.get("_total", ()))
+                    continue
+                prefix = labels + "," if labels else ""
+                for bucket in samples.get("_bucket", ()):
+                    bound = bucket.labels["le"]
+                    bound = bound if bound == "+Inf" else _double(float(bound))
+                    lines.append(f'{family.name}_bucket{{{prefix}le="{bound}"}} {int(bucket.value)}')
+                lines.extend(f"{family.name}_sum{{{labels}}} {_double(s.value)}" for s in samples.get("_sum", ()))
+                lines.extend(f"{family.name}_count{{{labels}}} {int(s.value)}" for s in samples.get("_count", ()))
+        return ("\n".join(lines) + "\n").encode("utf-8")
+
+
+def _escape(value: str) -> str:
+    """A label value as TFS's exporter escapes it: backslashes and double quotes only."""
+    return value.replace("\\", "\\\\").replace('"', '\\"')
 
 
 def status_name(error: BaseException | None) -> str:

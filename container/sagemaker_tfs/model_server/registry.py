@@ -3,7 +3,8 @@
 Writers (the startup load, the polling threads, HandleReloadConfigRequest and config file polling) replace whole dictionaries; request
 threads only read them, so finding a servable takes no lock. A removed version's session closes when its last
 request drops it. A reload swaps the model list under a lock and loads the models it added outside it, so that
-reloads adding different models load them in parallel and models a reload leaves unchanged keep serving.
+reloads adding different models load them in parallel and models a reload leaves unchanged keep serving. A model
+a reload removes keeps its versions' last states (END) for the status API, as TFS's servable state monitor does.
 """
 
 from __future__ import annotations
@@ -53,6 +54,8 @@ class Registry:
     def __init__(self, configs: list[ModelConfig], loader: Loader, max_load_retries: int = 0,
                  retry_interval_seconds: float = 60.0):
         self.models = {config.name: Model(config) for config in configs}
+        # the last states of models a reload removed: TFS's servable state monitor keeps reporting them (END)
+        self.removed: dict[str, dict[int, VersionStatus]] = {}
         self._loader = loader
         self._retries = max_load_retries
         self._retry_interval = retry_interval_seconds
@@ -82,7 +85,7 @@ class Registry:
     def version_statuses(self, name: str, version: int | None = None) -> list[VersionStatus]:
         """The status of every version of a model (highest first), or of one version."""
         model = self.models.get(name)
-        statuses = model.statuses if model is not None else {}
+        statuses = model.statuses if model is not None else self.removed.get(name, {})
         if not statuses:
             raise not_found(f"Could not find any versions of model {name}")
         if version is not None:
@@ -215,6 +218,8 @@ class Registry:
                 for name, model in current.items():
                     if models.get(name) is not model:
                         self._unload(model)
+                self.removed = {**{name: model.statuses for name, model in current.items() if name not in models},
+                                **{name: states for name, states in self.removed.items() if name not in models}}
         for model in added:
             self._refresh(model)
             if not model.statuses:
@@ -232,7 +237,7 @@ class Registry:
         for version in sorted(model.servables):
             log.info("Unloading servable version {name: %s version: %d}", model.config.name, version)
         model.set_servables({})
-        model.statuses = {v: VersionStatus(v, "END") for v in model.statuses}
+        model.statuses = {v: s if s.state == "END" else VersionStatus(v, "END") for v, s in model.statuses.items()}
 
     def poll_forever(self, interval_seconds: float) -> None:
         """Re-scan the model folders every interval until stop(); run in a daemon thread."""

@@ -137,6 +137,10 @@ class RestApi:
     def bad_request(self, message: str) -> Response:
         return _error(invalid_argument(message))
 
+    @staticmethod
+    def refuse(status: int, message: str) -> Response:
+        return Response(status, json_response.error_body(message), code="RESOURCE_EXHAUSTED")
+
     @classmethod
     def route(cls, method: str, path: str) -> Route:
         if not _V1.fullmatch(path):

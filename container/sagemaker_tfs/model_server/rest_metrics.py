@@ -37,6 +37,7 @@ class MonitoredApi:
         self.extra_headers = api.extra_headers
         self.preflight = api.preflight
         self.bad_request = api.bad_request
+        self.refuse = api.refuse
 
     def handle(self, method: str, path: str, body: bytes) -> Response | Pending:
         if path.partition("?")[0] == self.path:

@@ -202,9 +202,13 @@ def session_config(options: SessionOptions):
     return config
 
 
+def has_saved_model(path: Path) -> bool:
+    return (path / "saved_model.pb").is_file() or (path / "saved_model.pbtxt").is_file()
+
+
 def load(name: str, version: int, path: Path, options: SessionOptions = SessionOptions()) -> Servable:
     """Load one SavedModel version; raises ServingError saying why it cannot be served."""
-    if not (path / "saved_model.pb").is_file() and not (path / "saved_model.pbtxt").is_file():
+    if not has_saved_model(path):
         raise ServingError(Code.NOT_FOUND, f"Could not find SavedModel .pb or .pbtxt at supplied export "
                                            f"directory path: {path}")
     tf = import_tensorflow()

@@ -15,7 +15,7 @@ from . import servable
 from .batching import BatchingConfigError, BatchScheduler, load_batching_parameters
 from .flags import Flags, default_threads
 from .metrics import ModelServerMetrics, MonitoringConfigError, load_monitoring_config
-from .model_config import ModelConfig, ModelConfigError, load_config_file
+from .model_config import ModelConfig, ModelConfigError, list_versions, load_config_file
 from .registry import Registry
 
 log = logging.getLogger("sagemaker_tfs.model_server")
@@ -29,6 +29,20 @@ def model_configs(flags: Flags) -> list[ModelConfig]:
     if flags.model_config_file:
         return load_config_file(flags.model_config_file)
     return [ModelConfig(flags.model_name, flags.model_base_path)]
+
+
+def tflite_only_version(configs: list[ModelConfig]) -> Path | None:
+    """A version folder holding model.tflite and no SavedModel: what --prefer_tflite_model would serve with
+    TFLite, which this server cannot (its load would fail, and be retried for minutes before any port opens)."""
+    for config in configs:
+        try:
+            folders = list_versions(config.base_path)
+        except OSError:
+            continue  # reported by the load, as without the flag
+        for folder in folders.values():
+            if (folder / "model.tflite").is_file() and not servable.has_saved_model(folder):
+                return folder
+    return None
 
 
 def session_options(flags: Flags) -> servable.SessionOptions:
@@ -62,6 +76,12 @@ def run(flags: Flags) -> int:
         monitoring = load_monitoring_config(flags.monitoring_config_file) if flags.monitoring_config_file else None
     except (ModelConfigError, BatchingConfigError, MonitoringConfigError) as exc:
         log.error("Failed to start server. Error: %s", exc)
+        return 1
+    tflite = tflite_only_version(configs) if flags.prefer_tflite_model else None
+    if tflite is not None:
+        log.error("Failed to start server. Error: --prefer_tflite_model: %s holds only model.tflite, and TFLite "
+                  "models are not supported by this model server (serve a SavedModel, or use "
+                  "tensorflow_model_server)", tflite)
         return 1
     metrics = None
     if monitoring is not None and monitoring.prometheus_path is not None:
@@ -99,7 +119,7 @@ def run(flags: Flags) -> int:
 
 async def _serve(flags: Flags, registry: Registry, batching, metrics, monitoring) -> int:
     from .grpc_service import channel_arguments, start_grpc_server
-    from .http_server import start_server
+    from .http_server import Limits, start_server
     from .rest import RestApi
     from .rest_metrics import MonitoredApi
     from .runner import Runner
@@ -128,7 +148,9 @@ async def _serve(flags: Flags, registry: Registry, batching, metrics, monitoring
                 api = RestApi(registry, runner, flags.rest_api_enable_cors_support)
                 if metrics is not None:
                     api = MonitoredApi(api, metrics, monitoring.prometheus_path)
-                rest_server = await start_server(api, flags.rest_api_port, flags.listen_address)
+                limits = Limits(flags.rest_api_max_body_bytes, flags.rest_api_request_timeout_seconds,
+                                flags.rest_api_idle_timeout_seconds)
+                rest_server = await start_server(api, flags.rest_api_port, flags.listen_address, limits)
             except OSError as exc:
                 raise StartupError(f"cannot listen for HTTP/REST on port {flags.rest_api_port}: "
                                    f"{exc.strerror or exc}") from None

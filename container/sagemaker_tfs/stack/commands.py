@@ -24,8 +24,11 @@ def model_server_base_command() -> list[str]:
         raise StartupError(f"no model server: tensorflow_model_server is not on PATH and the embedded model server "
                            f"is not installed (missing {', '.join(missing)}); install TensorFlow Serving, or the "
                            "model-server extra (pip install '.[model-server]', as scripts/install.sh does)")
-    # Outside a container the embedded server must not be reachable past nginx: loopback only.
-    return [sys.executable, "-m", "sagemaker_tfs.model_server", "--listen_address=127.0.0.1"]
+    # Outside a container the embedded server must not be reachable past nginx: loopback only. Its one client, the
+    # proxy, keeps its connections open between requests (a pool, as with TFS): no idle timeout, so that a kept
+    # connection is never closed under a request being sent.
+    return [sys.executable, "-m", "sagemaker_tfs.model_server", "--listen_address=127.0.0.1",
+            "--rest_api_idle_timeout_seconds=0"]
 
 
 def model_server_commands(settings: Settings, config_file: Path, batching_file: Path | None,

@@ -1,0 +1,93 @@
+"""grpc_server.py drives grpc core through cygrpc, grpcio's private layer: these tests fail, naming what changed,
+when the grpcio installed no longer offers what it uses (its own list, CYGRPC_USED), or when grpc's server API
+that the generated stubs call is one GrpcServer lacks."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from pathlib import Path
+
+import grpc
+import pytest
+from grpc._cython import cygrpc
+from tensorflow_serving import apis
+
+from sagemaker_tfs.model_server import grpc_server
+from sagemaker_tfs.model_server.grpc_server import CYGRPC_USED, GrpcServer
+
+import support
+
+# How a test builds each cygrpc type grpc_server.py constructs (the arguments it passes them).
+_CONSTRUCTED = {
+    "SendInitialMetadataOperation": (None, 0), "SendMessageOperation": (b"", 0),
+    "SendStatusFromServerOperation": (None, 0, "", 0), "ReceiveCloseOnServerOperation": (0,),
+    "ReceiveMessageOperation": (0,), "CompletionQueue": (), "Server": ((), False),
+}
+
+
+def _resolve(dotted: str):
+    target = cygrpc
+    for part in dotted.split("."):
+        assert hasattr(target, part), f"grpcio {grpc.__version__}: cygrpc has no {dotted} (grpc_server.py uses it)"
+        target = getattr(target, part)
+    return target
+
+
+def test_every_cygrpc_name_the_server_uses_is_declared():
+    source = Path(grpc_server.__file__).read_text()
+    used = set(re.findall(r"cygrpc\.(\w+)", source))
+    declared = {name.split(".")[0] for name, _ in CYGRPC_USED}
+    assert used <= declared, f"grpc_server.py uses cygrpc names missing from CYGRPC_USED: {sorted(used - declared)}"
+
+
+@pytest.mark.parametrize("name, arity", CYGRPC_USED, ids=[name for name, _ in CYGRPC_USED])
+def test_cygrpc_still_offers_what_the_server_uses(name, arity):
+    target = _resolve(name)
+    if arity is None:
+        return
+    assert callable(target), f"grpcio {grpc.__version__}: cygrpc.{name} is no longer callable"
+    if inspect.isclass(target):  # Cython types have no introspectable signature: build one as the server does
+        args = _CONSTRUCTED[name]
+        assert len(args) == arity
+        try:
+            built = target(*args)
+        except TypeError as exc:
+            pytest.fail(f"grpcio {grpc.__version__}: cygrpc.{name}{args!r} fails: {exc}")
+        if name == "Server":
+            built.destroy()
+        return
+    try:
+        inspect.signature(target).bind(None, *[None] * arity)
+    except TypeError as exc:
+        pytest.fail(f"grpcio {grpc.__version__}: cygrpc.{name}{inspect.signature(target)} no longer takes the "
+                    f"{arity} argument(s) grpc_server.py passes: {exc}")
+
+
+def test_grpc_server_offers_what_grpc_server_api_and_the_generated_stubs_call():
+    expected = inspect.signature(grpc.Server.add_registered_method_handlers)
+    assert list(expected.parameters) == ["self", "service_name", "method_handlers"], (
+        f"grpcio {grpc.__version__}: grpc.Server.add_registered_method_handlers is now {expected}")
+    assert inspect.signature(GrpcServer.add_registered_method_handlers).parameters.keys() == expected.parameters.keys()
+    for stub in Path(apis.__path__[0]).glob("*_pb2_grpc.py"):
+        for method in set(re.findall(r"\bserver\.(\w+)\(", stub.read_text())):
+            assert hasattr(GrpcServer, method), f"{stub.name} calls server.{method}(), which GrpcServer lacks"
+
+
+def test_a_service_registered_by_method_handlers_is_served():
+    async def echo(request: bytes, _context) -> bytes:
+        return request[::-1]
+
+    handler = grpc.unary_unary_rpc_method_handler(echo, request_deserializer=bytes, response_serializer=bytes)
+    server = GrpcServer([])
+    server.add_registered_method_handlers("test.Echo", {"Reverse": handler})
+    port = server.add_insecure_port(f"127.0.0.1:{support.free_port()}")
+    server.start()
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            assert channel.unary_unary("/test.Echo/Reverse")(b"abc", timeout=30) == b"cba"
+            with pytest.raises(grpc.RpcError) as missing:
+                channel.unary_unary("/test.Echo/Other")(b"abc", timeout=30)
+            assert missing.value.code() == grpc.StatusCode.UNIMPLEMENTED
+    finally:
+        server.stop(1)
