@@ -3,10 +3,13 @@
 #   full (default; a laptop, CI): nginx, wrk and h2load from apt, and the package, editable, with every extra (the
 #        embedded model server with TensorFlow, s3, test, examples). Idempotent and quick when nothing changed.
 #   image (the Dockerfile; test/image runs the same recipe on every test run): nginx, and the proxy and `serve`
-#        only: the package's base dependencies, tensorflow-serving-api without its dependencies (it requires
-#        tensorflow), and the TensorFlow protos it imports (tensorflow-protos/). No TensorFlow: the base image
-#        brings tensorflow_model_server.
+#        only, at the versions of scripts/image-constraints.txt: the package's base dependencies,
+#        tensorflow-serving-api without its dependencies (it requires tensorflow), and the TensorFlow protos it
+#        imports (tensorflow-protos/). No TensorFlow: the base image brings tensorflow_model_server, so the image
+#        has no `tfs-model-server` entry point either.
 # INSTALL_VENV is the Python environment's folder (default: .venv at the repo root).
+# INSTALL_WHEELHOUSE (image profile): a folder made by scripts/wheelhouse.sh; everything is installed from it with
+# --no-index, so that no network is needed (the Dockerfile's offline build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 profile=${INSTALL_PROFILE:-full}
@@ -36,16 +39,24 @@ pip=("$venv/bin/python" -m pip install -q --disable-pip-version-check)
 
 if [ "$profile" = image ]; then
     echo "install: the image profile into $venv" >&2
-    "${pip[@]}" --upgrade pip
-    # Built from a copy, so that setuptools leaves no build/ folder (stale files included) in the source tree.
-    src=$(mktemp -d)
-    trap 'rm -rf "$src"' EXIT
-    tar -c --exclude='*.egg-info' --exclude=__pycache__ pyproject.toml README.md container tensorflow-protos \
-        | tar -x -C "$src"
-    "${pip[@]}" "$src" "$src/tensorflow-protos"
-    # the model-server extra's tensorflow-serving-api, as pyproject.toml pins it
-    tfs_api=$(grep -o '"tensorflow-serving-api[^"]*"' pyproject.toml | tr -d '"')
+    constraints=(-c scripts/image-constraints.txt)
+    tfs_api=$(grep -o '^tensorflow-serving-api==[^ ]*' scripts/image-constraints.txt)
+    if [ -n "${INSTALL_WHEELHOUSE:-}" ]; then
+        pip+=(--no-index --find-links "$INSTALL_WHEELHOUSE")
+        "${pip[@]}" "${constraints[@]}" --upgrade pip
+        "${pip[@]}" "${constraints[@]}" sagemaker-tfs sagemaker-tfs-tensorflow-protos
+    else
+        "${pip[@]}" "${constraints[@]}" --upgrade pip
+        # Built from a copy, so that setuptools leaves no build/ folder (stale files included) in the source tree.
+        src=$(mktemp -d)
+        trap 'rm -rf "$src"' EXIT
+        tar -c --exclude='*.egg-info' --exclude=__pycache__ pyproject.toml README.md container tensorflow-protos \
+            | tar -x -C "$src"
+        "${pip[@]}" "${constraints[@]}" "$src" "$src/tensorflow-protos"
+    fi
+    # tensorflow-serving-api requires tensorflow: its protos and stubs only, without its dependencies
     "${pip[@]}" --no-deps "$tfs_api"
+    rm -f "$venv/bin/tfs-model-server"  # the embedded model server needs TensorFlow, which the image has not
     exit 0
 fi
 

@@ -1,5 +1,6 @@
 """The serving image's Python environment, without Docker: `scripts/install.sh` with INSTALL_PROFILE=image (what
-the Dockerfile runs) into a clean virtual environment, then the full stack from it.
+the Dockerfile runs) into a clean virtual environment of CPython 3.10, the lowest we support (the Python of the
+tensorflow/serving:2.20.0 bases), then the full stack from it. test_container.py builds and runs the image itself.
 
 The image has no TensorFlow: its model server is the base image's tensorflow_model_server. Here that binary is
 stood in for by a `tensorflow_model_server` on PATH that runs the embedded model server of the test's own (full)
@@ -24,6 +25,7 @@ import support
 
 # Packages the image must not hold: TensorFlow and what only the embedded model server or s3 jobs need.
 ABSENT = ["tensorflow", "tensorflow-cpu", "keras", "numpy", "uvloop", "boto3"]  # httptools: the proxy worker's parser
+LOWEST_PYTHON = Path("/root/.pyenv/versions/3.10.13/bin/python3")  # pyenv's, on this kind of machine
 IMAGE_SIZE_LIMIT = 120 * 2**20  # about 60 MB today; the full environment is about 2.7 GB
 
 IMPORT_CHECK = textwrap.dedent("""
@@ -48,6 +50,7 @@ IMPORT_CHECK = textwrap.dedent("""
         "tensorflow_file": getattr(tensorflow, "__file__", None),
         "tensorflow_python": importlib.util.find_spec("tensorflow.python") is not None,
         "tensorflow_serving_api": importlib.metadata.version("tensorflow-serving-api"),
+        "python": sys.version_info[:2],
     }))
 """)
 
@@ -84,6 +87,7 @@ def clean_env(**extra: str) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def image_bin(tmp_path_factory) -> Path:
     venv = tmp_path_factory.mktemp("image") / "venv"
+    subprocess.run([LOWEST_PYTHON, "-m", "venv", venv], check=True, timeout=120)
     result = subprocess.run([support.REPO / "scripts" / "install.sh"], capture_output=True, text=True, timeout=240,
                             env=clean_env(INSTALL_PROFILE="image", INSTALL_VENV=str(venv)))
     assert result.returncode == 0, result.stdout + result.stderr
@@ -117,7 +121,9 @@ def test_the_image_environment_holds_no_tensorflow(image_bin):
         "tensorflow_file": None,  # `tensorflow` is only the namespace of tensorflow-protos/'s modules
         "tensorflow_python": False,  # TensorFlow itself is not there
         "tensorflow_serving_api": importlib.metadata.version("tensorflow-serving-api"),  # the model-server extra's
+        "python": [3, 10],
     }
+    assert not (image_bin / "tfs-model-server").exists()  # no entry point that needs TensorFlow
     assert size_of(image_bin.parent) < IMAGE_SIZE_LIMIT
 
 
