@@ -101,3 +101,16 @@ def test_a_linked_runtime_folder_is_refused(tmp_path):
     assert cannot_start(output) == (
         f"runtime folder {runtime} is a symbolic link: give SAGEMAKER_RUNTIME_DIR the folder itself")
     assert list(real.iterdir()) == []
+
+
+def test_a_runtime_folder_that_cannot_be_written_gets_one_message_naming_the_setting(tmp_path):
+    # a file where a parent folder should be: like a read-only /tmp (test/image's --read-only container), serve
+    # cannot make the folder; it says which setting moves it, without a traceback
+    (tmp_path / "file").write_text("")
+    runtime = tmp_path / "file" / "runtime"
+    output = serve_fails(model_dir(tmp_path), SAGEMAKER_RUNTIME_DIR=str(runtime))
+    assert cannot_start(output) == (
+        f"cannot write the runtime folder {runtime} (Not a directory): set SAGEMAKER_RUNTIME_DIR to a writable "
+        "folder of serve's user (with a read-only root file system: on a tmpfs, e.g. docker run --read-only "
+        "--tmpfs /tmp)")
+    assert "Traceback" not in output
