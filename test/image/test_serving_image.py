@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+import image_support
 import sagemaker_tfs
 import support
 
@@ -162,3 +163,23 @@ def test_the_stack_serves_from_the_image_environment(image_bin, model_server_on_
         answer = support.http_call(grpc_stack.port, "POST", "/invocations", body, {"Content-Type": "application/json"})
         assert (answer.status, answer.content_type) == (200, "application/json")
         assert answer.json() == {"predictions": [3.5, 4.0, 5.5], "version": 123, "tensorflow_python": False}
+
+
+def test_requirements_go_to_the_runtime_folder_when_the_environment_is_read_only(image_bin, model_server_on_path,
+                                                                                  tmp_path):
+    # the image's environment mounted read-only (as in a container run with --read-only, or by a user who may not
+    # write it), in a mount namespace of serve's own
+    venv = image_bin.parent
+    serve = tmp_path / "serve-read-only"
+    serve.write_text("#!/bin/sh\nexec unshare --mount --propagation private sh -c 'mount --bind \"$0\" \"$0\" "
+                     "&& mount -o remount,bind,ro \"$0\" && exec \"$0/bin/serve\"' " f"'{venv}'\n")
+    serve.chmod(0o755)
+    model = image_support.write_code_with_requirements(support.copy_model(support.HALF_PLUS_THREE, tmp_path, "model"))
+    env = clean_env(PATH=f"{model_server_on_path}:{os.environ['PATH']}")
+    with support.Stack(model, env=env, serve=serve) as stack:
+        answer = support.http_call(stack.port, "POST", "/invocations", '{"instances": [1.0, 2.0, 5.0]}',
+                                   {"Content-Type": "application/json"})
+        assert (answer.status, answer.json()) == (200, {
+            "predictions": [3.5, 4.0, 5.5], "extra": "extra 1.0",
+            "extra_file": f"{stack.runtime_dir}/python-packages/{image_support.PACKAGE}/__init__.py"})
+    assert list(venv.glob(f"lib/python3*/site-packages/{image_support.PACKAGE}*")) == []
