@@ -13,6 +13,8 @@
 ARG BASE_IMAGE=tensorflow/serving:2.20.0
 FROM ${BASE_IMAGE}
 ARG WHEELHOUSE=build/wheelhouse
+# what the mounted build context holds (scripts/build-image.sh): a change builds the install steps again
+ARG SOURCES_DIGEST=
 
 LABEL com.amazonaws.sagemaker.capabilities.accept-bind-to-port=true \
       com.amazonaws.sagemaker.capabilities.multi-models=true

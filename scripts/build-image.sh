@@ -26,7 +26,12 @@ esac
 tag=${args[1]:-sagemaker-tfs:${kind}}
 
 scripts/wheelhouse.sh build/wheelhouse
-build_args=(--build-arg "BASE_IMAGE=${base}" --build-arg WHEELHOUSE=build/wheelhouse -t "$tag" .)
+# What the install step installs, for the build's layer cache, which does not look into mounted files: the
+# sources, the pins and the scripts (not the wheels' bytes: a wheel built again differs in its timestamps only)
+sources=$(tar -c --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner --exclude=__pycache__ \
+    --exclude='*.egg-info' pyproject.toml README.md container tensorflow-protos scripts | sha256sum | cut -c1-16)
+build_args=(--build-arg "BASE_IMAGE=${base}" --build-arg WHEELHOUSE=build/wheelhouse
+            --build-arg "SOURCES_DIGEST=${sources}" -t "$tag" .)
 if command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then
     DOCKER_BUILDKIT=1 docker build "${build_args[@]}"
 elif command -v podman >/dev/null 2>&1; then

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs sagemaker-tfs on Debian/Ubuntu in one of two profiles, chosen by INSTALL_PROFILE:
-#   full (default; a laptop, CI): nginx, wrk and h2load from apt, and the package, editable, with every extra (the
-#        embedded model server with TensorFlow, s3, test, examples). Idempotent and quick when nothing changed.
+#   full (default; a laptop, CI): nginx, wrk, h2load, podman and mmdebstrap from apt, and the package, editable,
+#        with every extra (the embedded model server with TensorFlow, s3, test, examples). Idempotent and quick
+#        when nothing changed.
 #   image (the Dockerfile; test/image runs the same recipe on every test run): nginx, and the proxy and `serve`
 #        only, at the versions of scripts/image-constraints.txt: the package's base dependencies,
 #        tensorflow-serving-api without its dependencies (it requires tensorflow), and the TensorFlow protos it
@@ -15,7 +16,9 @@ cd "$(dirname "$0")/.."
 profile=${INSTALL_PROFILE:-full}
 venv=${INSTALL_VENV:-.venv}
 case "$profile" in
-    full) apt_packages="nginx wrk nghttp2-client" ;;  # wrk and h2load (nghttp2-client): the benchmarks' clients
+    # wrk and h2load (nghttp2-client): the benchmarks' clients; podman (with runc, its network stack netavark and
+    # iptables) and mmdebstrap (with gpg): test/image/test_container.py builds and runs the image on a stand-in base
+    full) apt_packages="nginx wrk nghttp2-client podman runc netavark aardvark-dns iptables mmdebstrap gpg" ;;
     image) apt_packages="nginx" ;;
     *) echo "install: INSTALL_PROFILE=$profile is not valid: must be full or image" >&2; exit 2 ;;
 esac
