@@ -69,20 +69,29 @@ def podman(*args: str, timeout: float = 120, check: bool = True) -> subprocess.C
     return result
 
 
-@pytest.fixture(scope="module")
-def standin_base() -> str:
-    key = hashlib.sha256(STANDIN_SCRIPT.read_bytes() + str(STANDIN_PYTHON).encode()).hexdigest()[:16]
-    name = f"localhost/sagemaker-tfs-standin:{key}"
-    if podman("image", "exists", name, check=False).returncode != 0:
-        tarball = BUILD / "standin" / f"base-{key}.tar"
+# A base whose Python is too old (Debian 11's 3.9, as tensorflow/serving:2.19.0 has Ubuntu 20.04's 3.8).
+OLD_BASE = ["mmdebstrap", "--quiet", "--format=tar", "--variant=minbase", "--include=python3", "bullseye"]
+
+
+def imported(name: str, command: list[str], inputs: bytes = b"") -> str:
+    """localhost/sagemaker-tfs-standin:<name>-<key>: the tarball `command OUT.tar` makes, imported, both kept
+    (build/standin, podman's storage) under a key of the command and its other inputs."""
+    key = hashlib.sha256("\0".join(command).encode() + inputs).hexdigest()[:16]
+    image = f"localhost/sagemaker-tfs-standin:{name}-{key}"
+    if podman("image", "exists", image, check=False).returncode != 0:
+        tarball = BUILD / "standin" / f"{name}-{key}.tar"
         if not tarball.is_file():
             tarball.parent.mkdir(parents=True, exist_ok=True)
-            result = subprocess.run([STANDIN_SCRIPT, tarball, STANDIN_PYTHON], capture_output=True, text=True,
-                                    timeout=900)
+            result = subprocess.run([*command, str(tarball)], capture_output=True, text=True, timeout=900)
             assert result.returncode == 0, result.stdout + result.stderr
         podman("import", "--change", "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-               str(tarball), name, timeout=600)
-    return name
+               str(tarball), image, timeout=600)
+    return image
+
+
+@pytest.fixture(scope="module")
+def standin_base() -> str:
+    return imported("py310", [str(STANDIN_SCRIPT), str(STANDIN_PYTHON)], STANDIN_SCRIPT.read_bytes())
 
 
 @pytest.fixture(scope="module")
@@ -92,6 +101,19 @@ def image(standin_base) -> str:
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.endswith(f"built {IMAGE} from {standin_base}\n")
     return IMAGE
+
+
+def test_a_base_with_an_older_python_fails_the_build_at_its_first_step():
+    base = imported("bullseye", OLD_BASE)
+    result = subprocess.run([support.REPO / "scripts" / "build-image.sh", "cpu", "localhost/sagemaker-tfs:too-old"],
+                            capture_output=True, text=True, timeout=900, env={**podman_env(), "BASE_IMAGE": base})
+    assert result.returncode != 0
+    assert ("cannot build: the base image's Python is 3.9.2 (/usr/bin/python3); sagemaker-tfs needs Python >= 3.10: "
+            "use tensorflow/serving:2.20.0 or newer (GPU: tensorflow/serving:2.20.0-gpu), or a base with Python 3.10 "
+            "to 3.13\n") in result.stderr
+    steps = [line for line in result.stdout.splitlines() if line.startswith("STEP ")]
+    assert [step for step in steps if " RUN " in step] == [steps[-1]]  # the first RUN, which checks the Python
+    assert "check-base-python.sh --install" in steps[-1]
 
 
 def test_the_image_holds_what_serve_runs_on_and_no_build_settings(image):
