@@ -45,6 +45,11 @@ if [ "$profile" = image ]; then
     constraints=(-c scripts/image-constraints.txt)
     tfs_api=$(grep -o '^tensorflow-serving-api==[^ ]*' scripts/image-constraints.txt)
     if [ -n "${INSTALL_WHEELHOUSE:-}" ]; then
+        if ! ls "$INSTALL_WHEELHOUSE"/sagemaker_tfs-*.whl >/dev/null 2>&1; then
+            echo "install: INSTALL_WHEELHOUSE=$INSTALL_WHEELHOUSE holds no sagemaker_tfs wheel: make it with" \
+                 "scripts/wheelhouse.sh (scripts/build-image.sh does, before building the image)" >&2
+            exit 1
+        fi
         pip+=(--no-index --find-links "$INSTALL_WHEELHOUSE")
         "${pip[@]}" "${constraints[@]}" --upgrade pip
         "${pip[@]}" "${constraints[@]}" sagemaker-tfs sagemaker-tfs-tensorflow-protos

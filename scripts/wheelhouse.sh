@@ -8,7 +8,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-build/wheelhouse}
-python=${PYTHON:-python3}
+python=${PYTHON:-python3}  # any Python with pip: the repo's .venv when there is one
+[ -n "${PYTHON:-}" ] || [ ! -x .venv/bin/python ] || python=.venv/bin/python
 arch=$(uname -m)
 constraints=scripts/image-constraints.txt
 cache="build/wheels-$(sha256sum "$constraints" | cut -c1-16)"

@@ -82,6 +82,8 @@ def imported(name: str, command: list[str], inputs: bytes = b"") -> str:
         tarball = BUILD / "standin" / f"{name}-{key}.tar"
         if not tarball.is_file():
             tarball.parent.mkdir(parents=True, exist_ok=True)
+            for stale in tarball.parent.glob(f"{name}-*.tar"):  # of other inputs
+                stale.unlink()
             result = subprocess.run([*command, str(tarball)], capture_output=True, text=True, timeout=900)
             assert result.returncode == 0, result.stdout + result.stderr
         podman("import", "--change", "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -100,6 +102,7 @@ def image(standin_base) -> str:
                             text=True, timeout=900, env={**podman_env(), "BASE_IMAGE": standin_base})
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.endswith(f"built {IMAGE} from {standin_base}\n")
+    podman("image", "prune", "--force")  # the layers of earlier builds, so that build/podman does not grow
     return IMAGE
 
 
@@ -241,3 +244,21 @@ def test_a_read_only_root_without_a_writable_tmp_stops_with_one_message(image, m
     errors = [line.split(" ERROR serve: ", 1)[1] for line in result.stderr.splitlines() if " ERROR serve: " in line]
     assert errors == [f"cannot start: {READ_ONLY_MESSAGE}"]
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("version", ["3.11", "3.12", "3.13"])  # 3.10: the image itself
+def test_the_wheelhouse_installs_offline_on_every_supported_python(image, tmp_path, version):
+    # the wheelhouse scripts/build-image.sh made for the image, installed as the Dockerfile does (--no-index; no
+    # pip configuration of this machine), then the modules serve and the workers import
+    python = sorted(Path("/root/.pyenv/versions").glob(f"{version}.*/bin/python3"))[-1]
+    venv = tmp_path / "venv"
+    subprocess.run([python, "-m", "venv", venv], check=True, timeout=120)
+    env = {**os.environ, "INSTALL_PROFILE": "image", "INSTALL_VENV": str(venv), "PIP_CONFIG_FILE": os.devnull,
+           "INSTALL_WHEELHOUSE": str(BUILD / "wheelhouse")}
+    result = subprocess.run([support.REPO / "scripts" / "install.sh"], capture_output=True, text=True, timeout=300,
+                            env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    check = "import sys, sagemaker_tfs.serve, sagemaker_tfs.proxy.app; print(sys.version_info[:2])"
+    result = subprocess.run([venv / "bin" / "python", "-c", check], capture_output=True, text=True, timeout=60,
+                            cwd=tmp_path)
+    assert (result.returncode, result.stdout) == (0, f"({version.replace('.', ', ')})\n"), result.stderr
