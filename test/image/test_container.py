@@ -176,6 +176,15 @@ class Container:
     def call(self, method: str, path: str, body: str | None = None, **headers: str) -> support.Answer:
         return support.http_call(self.port, method, path, body, headers)
 
+    def nginx_users(self) -> dict[str, set[str]]:
+        """The users of nginx's master and of its workers, as `ps` in the container names them."""
+        users: dict[str, set[str]] = {"master": set(), "worker": set()}
+        for line in podman("top", self.name, "user", "args").stdout.splitlines():
+            user, _, args = line.partition(" ")
+            if args.strip().startswith("nginx: "):
+                users["master" if "master process" in args else "worker"].add(user)
+        return users
+
     def stop(self) -> int:
         """SIGTERM (podman stop), as SageMaker stops a container; the exit status."""
         podman("stop", "--time", "60", self.name, timeout=120)
@@ -227,6 +236,10 @@ def test_the_image_serves_as_sagemaker_runs_it(image, model_server_mounts, tmp_p
         assert (answer.status, answer.json()) == (200, {
             "predictions": [3.5, 4.0, 5.5], "extra": "extra 1.0",
             "extra_file": f"{where}/{image_support.PACKAGE}/__init__.py"})
+
+        # nginx's workers never run as root; under --user 1000 nothing does
+        user = "1000" if scenario == "user-1000" else "root"
+        assert plain.nginx_users() == {"master": {user}, "worker": {"1000" if user == "1000" else "nobody"}}
 
         for container in containers:
             assert container.stop() == 0, container.logs()
