@@ -1,5 +1,6 @@
 """The serving image's Python environment, without Docker: `scripts/install.sh` with INSTALL_PROFILE=image (what
-the Dockerfile runs) into a clean virtual environment, then the full stack from it.
+the Dockerfile runs) into a clean virtual environment of CPython 3.10, the lowest we support (the Python of the
+tensorflow/serving:2.20.0 bases), then the full stack from it. test_container.py builds and runs the image itself.
 
 The image has no TensorFlow: its model server is the base image's tensorflow_model_server. Here that binary is
 stood in for by a `tensorflow_model_server` on PATH that runs the embedded model server of the test's own (full)
@@ -19,11 +20,13 @@ from pathlib import Path
 
 import pytest
 
+import image_support
 import sagemaker_tfs
 import support
 
 # Packages the image must not hold: TensorFlow and what only the embedded model server or s3 jobs need.
 ABSENT = ["tensorflow", "tensorflow-cpu", "keras", "numpy", "uvloop", "boto3"]  # httptools: the proxy worker's parser
+LOWEST_PYTHON = Path("/root/.pyenv/versions/3.10.13/bin/python3")  # pyenv's, on this kind of machine
 IMAGE_SIZE_LIMIT = 120 * 2**20  # about 60 MB today; the full environment is about 2.7 GB
 
 IMPORT_CHECK = textwrap.dedent("""
@@ -48,6 +51,7 @@ IMPORT_CHECK = textwrap.dedent("""
         "tensorflow_file": getattr(tensorflow, "__file__", None),
         "tensorflow_python": importlib.util.find_spec("tensorflow.python") is not None,
         "tensorflow_serving_api": importlib.metadata.version("tensorflow-serving-api"),
+        "python": sys.version_info[:2],
     }))
 """)
 
@@ -84,6 +88,7 @@ def clean_env(**extra: str) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def image_bin(tmp_path_factory) -> Path:
     venv = tmp_path_factory.mktemp("image") / "venv"
+    subprocess.run([LOWEST_PYTHON, "-m", "venv", venv], check=True, timeout=120)
     result = subprocess.run([support.REPO / "scripts" / "install.sh"], capture_output=True, text=True, timeout=240,
                             env=clean_env(INSTALL_PROFILE="image", INSTALL_VENV=str(venv)))
     assert result.returncode == 0, result.stdout + result.stderr
@@ -117,7 +122,9 @@ def test_the_image_environment_holds_no_tensorflow(image_bin):
         "tensorflow_file": None,  # `tensorflow` is only the namespace of tensorflow-protos/'s modules
         "tensorflow_python": False,  # TensorFlow itself is not there
         "tensorflow_serving_api": importlib.metadata.version("tensorflow-serving-api"),  # the model-server extra's
+        "python": [3, 10],
     }
+    assert not (image_bin / "tfs-model-server").exists()  # no entry point that needs TensorFlow
     assert size_of(image_bin.parent) < IMAGE_SIZE_LIMIT
 
 
@@ -156,3 +163,23 @@ def test_the_stack_serves_from_the_image_environment(image_bin, model_server_on_
         answer = support.http_call(grpc_stack.port, "POST", "/invocations", body, {"Content-Type": "application/json"})
         assert (answer.status, answer.content_type) == (200, "application/json")
         assert answer.json() == {"predictions": [3.5, 4.0, 5.5], "version": 123, "tensorflow_python": False}
+
+
+def test_requirements_go_to_the_runtime_folder_when_the_environment_is_read_only(image_bin, model_server_on_path,
+                                                                                  tmp_path):
+    # the image's environment mounted read-only (as in a container run with --read-only, or by a user who may not
+    # write it), in a mount namespace of serve's own
+    venv = image_bin.parent
+    serve = tmp_path / "serve-read-only"
+    serve.write_text("#!/bin/sh\nexec unshare --mount --propagation private sh -c 'mount --bind \"$0\" \"$0\" "
+                     "&& mount -o remount,bind,ro \"$0\" && exec \"$0/bin/serve\"' " f"'{venv}'\n")
+    serve.chmod(0o755)
+    model = image_support.write_code_with_requirements(support.copy_model(support.HALF_PLUS_THREE, tmp_path, "model"))
+    env = clean_env(PATH=f"{model_server_on_path}:{os.environ['PATH']}")
+    with support.Stack(model, env=env, serve=serve) as stack:
+        answer = support.http_call(stack.port, "POST", "/invocations", '{"instances": [1.0, 2.0, 5.0]}',
+                                   {"Content-Type": "application/json"})
+        assert (answer.status, answer.json()) == (200, {
+            "predictions": [3.5, 4.0, 5.5], "extra": "extra 1.0",
+            "extra_file": f"{stack.runtime_dir}/python-packages/{image_support.PACKAGE}/__init__.py"})
+    assert list(venv.glob(f"lib/python3*/site-packages/{image_support.PACKAGE}*")) == []

@@ -101,3 +101,36 @@ def test_a_linked_runtime_folder_is_refused(tmp_path):
     assert cannot_start(output) == (
         f"runtime folder {runtime} is a symbolic link: give SAGEMAKER_RUNTIME_DIR the folder itself")
     assert list(real.iterdir()) == []
+
+
+def test_a_runtime_folder_that_cannot_be_written_gets_one_message_naming_the_setting(tmp_path):
+    # a file where a parent folder should be: like a read-only /tmp (test/image's --read-only container), serve
+    # cannot make the folder; it says which setting moves it, without a traceback
+    (tmp_path / "file").write_text("")
+    runtime = tmp_path / "file" / "runtime"
+    output = serve_fails(model_dir(tmp_path), SAGEMAKER_RUNTIME_DIR=str(runtime))
+    assert cannot_start(output) == (
+        f"cannot write the runtime folder {runtime} (Not a directory): set SAGEMAKER_RUNTIME_DIR to a writable "
+        "folder of serve's user (with a read-only root file system: on a tmpfs, e.g. docker run --read-only "
+        "--tmpfs /tmp)")
+    assert "Traceback" not in output
+
+
+def uid_of(pid: int) -> int:
+    return next(int(line.split()[1]) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                if line.startswith("Uid:"))
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="serve as root: CI and the container run it so")
+def test_nginx_workers_of_a_root_serve_are_not_root(tmp_path):
+    # the runtime folder (support.Stack's, in /tmp) is entered by nginx's workers through its group only
+    with support.Stack(model_dir(tmp_path)) as stack:
+        master = stack.pid_of("nginx-supervised")
+        workers = support.descendants(master)
+        assert workers and {uid_of(pid) for pid in workers} == {65534}  # nobody
+        assert uid_of(master) == 0  # it listens on the port and reads the config
+        assert invoke(stack, "[1.0, 2.0]").status == 200  # the workers reach gunicorn's socket
+        big = "[" + ", ".join(["1.0"] * 300_000) + "]"  # buffered in the temp folder: the workers write there
+        assert invoke(stack, big).status == 200
+        info = stack.runtime_dir.stat()
+        assert (info.st_mode & 0o777, info.st_uid, info.st_gid) == (0o710, 0, 65534)

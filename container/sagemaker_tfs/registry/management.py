@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import socketserver
 import threading
 from pathlib import Path
@@ -88,6 +89,7 @@ class ManagementServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServe
     def __init__(self, path: Path, app: falcon.App):
         runtime_dir.remove(path)
         super().__init__(str(path), _Handler)
+        os.chmod(path, 0o666)  # nginx's workers connect, as another user when serve is root (see stack/nginx.py)
         self.get_app = lambda: app
         self.base_environ = {"SERVER_NAME": "localhost", "SERVER_PORT": "80", "GATEWAY_INTERFACE": "CGI/1.1",
                              "SCRIPT_NAME": ""}

@@ -10,7 +10,7 @@ compared in lower case without parameters (`application/json; charset=utf-8` is 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
+from .str_enum import StrEnum
 
 JSON = "application/json"
 JSON_LINES = "application/jsonlines"

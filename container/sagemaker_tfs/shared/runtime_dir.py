@@ -38,15 +38,20 @@ def default_path(port: int, env: Mapping[str, str] | None = None) -> str:
 def claim(path: Path) -> IO[str]:
     """Create the folder (0700) if missing, check that it is private, and lock it for our lifetime (two stacks
     must not share one). Returns the open lock file: keep it open."""
-    _make_private(path)
     lock_path = path / LOCK_FILE
     try:
+        _make_private(path)
         fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    except RuntimeDirError:
+        raise
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise RuntimeDirError(f"{lock_path} is a symbolic link: serve writes only files it creates; "
                                   "remove it") from None
-        raise
+        # e.g. a container run with a read-only root file system and no tmpfs on /tmp
+        raise RuntimeDirError(f"cannot write the runtime folder {path} ({exc.strerror}): set "
+                              "SAGEMAKER_RUNTIME_DIR to a writable folder of serve's user (with a read-only root "
+                              "file system: on a tmpfs, e.g. docker run --read-only --tmpfs /tmp)") from None
     lock = os.fdopen(fd, "r+")
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -2,29 +2,53 @@
 
 from __future__ import annotations
 
+import grp
+import logging
 import os
 import pwd
+import stat
 from pathlib import Path
 from string import Template
 
-from ..shared import runtime_dir
 from ..config import Settings
+from ..errors import StartupError
+from ..shared import runtime_dir
 
+log = logging.getLogger("serve")
 TEMPLATE = Path(__file__).with_name("nginx.conf.template")
 TEMP_FOLDERS = ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
 
 
-def _user_directive() -> str:
-    # Started by root, nginx would run its workers as `nobody`, who can neither reach gunicorn's socket nor
-    # write the temp folders in the runtime folder (0700 when made by mkdtemp): they run as serve's user.
+# nginx's workers when serve runs as root: the first of these users that exists (never root)
+WORKER_USERS = ("nobody", "www-data", "nginx")
+
+
+def worker_user() -> pwd.struct_passwd | None:
+    """The unprivileged user nginx's workers run as when serve is root (None when serve is not root: nginx then
+    cannot change user, and its workers run as serve's user)."""
+    if os.geteuid() != 0:
+        return None
+    for name in WORKER_USERS:
+        try:
+            return pwd.getpwnam(name)
+        except KeyError:
+            pass
+    raise StartupError(f"serve runs as root, and nginx's workers must not: none of the users "
+                       f"{', '.join(WORKER_USERS)} exists (create one, or run serve as another user)")
+
+
+def _user_directive(user: pwd.struct_passwd | None) -> str:
     if os.geteuid() != 0:
         return ""
-    return f"user {pwd.getpwuid(0).pw_name};\n"
+    if user is None:  # nginx started by root would run its workers as nobody: say who they run as
+        user = pwd.getpwuid(0)
+    return f"user {user.pw_name} {grp.getgrgid(user.pw_gid).gr_name};\n"
 
 
-def render(settings: Settings) -> str:
+def render(settings: Settings, user: pwd.struct_passwd | None = None) -> str:
+    """nginx.conf; `user`: the workers' user when serve is root (None: root's)."""
     return Template(TEMPLATE.read_text()).substitute(
-        user_directive=_user_directive(),
+        user_directive=_user_directive(user),
         runtime_dir=settings.runtime_dir,
         log_level=settings.nginx_loglevel,
         bind_port=settings.bind_port,
@@ -65,14 +89,37 @@ def management_timeout(settings: Settings) -> int:
 
 
 def write_config(settings: Settings) -> Path:
-    """Render nginx.conf into the runtime folder (with its temp folders); returns its path."""
+    """Render nginx.conf into the runtime folder (with its temp folders); returns its path.
+
+    When serve is root, nginx's workers run as worker_user(): its group may traverse the runtime folder (0710, to
+    reach gunicorn's socket and the management socket, which it may connect to) and the temp folders are the
+    worker user's; no one else may enter, and only serve's user may write the folder. When a parent folder keeps
+    that user out (root's 0700 $XDG_RUNTIME_DIR), the workers run as root, with a warning."""
     runtime = Path(settings.runtime_dir)
     temp = runtime_dir.folder(runtime / "nginx")
     for folder in TEMP_FOLDERS:
         runtime_dir.folder(temp / folder)
+    user = worker_user()
+    if user is not None and not _open_to(user, runtime, temp):
+        user = None
     path = runtime / "nginx.conf"
-    runtime_dir.write_file(path, render(settings))
+    runtime_dir.write_file(path, render(settings, user))
     return path
+
+
+def _open_to(user: pwd.struct_passwd, runtime: Path, temp: Path) -> bool:
+    closed = [str(parent) for parent in runtime.parents if not os.stat(parent).st_mode & stat.S_IXOTH]
+    if closed:
+        log.warning("nginx's workers run as root: %s cannot reach the runtime folder %s (%s may not be entered by "
+                    "others); a SAGEMAKER_RUNTIME_DIR it can reach (the default in /tmp) lets them run as %s",
+                    user.pw_name, runtime, ", ".join(closed), user.pw_name)
+        return False
+    for folder in (runtime, temp):
+        os.chown(folder, -1, user.pw_gid)
+        os.chmod(folder, 0o710)
+    for folder in TEMP_FOLDERS:
+        os.chown(temp / folder, user.pw_uid, user.pw_gid)
+    return True
 
 
 def command(config_path: Path) -> list[str]:

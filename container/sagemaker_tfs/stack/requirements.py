@@ -1,13 +1,19 @@
 """Installing code/requirements.txt at start-up, the container's own packages pinned so that a requirement cannot
 replace them, and the packages the container itself provides (the inference toolkit's `sagemaker-inference`,
-whose import names are this container's `sagemaker_inference`) left out."""
+whose import names are this container's `sagemaker_inference`) left out.
+
+Into the environment itself when serve's user may write it, else (a read-only image, a non-root user) into
+<runtime folder>/python-packages, which the gunicorn workers get on their PYTHONPATH. pip keeps no cache: $HOME
+may not be writable, and each start installs once."""
 
 from __future__ import annotations
 
 import importlib.metadata
 import logging
+import os
 import re
 import sys
+import sysconfig
 from pathlib import Path
 
 from ..shared import runtime_dir
@@ -22,6 +28,16 @@ _INCLUDE = re.compile(r"(\s*(?:-r|--requirement|-c|--constraint)(?:\s+|=))(\S+)(
 # Packages the container itself runs on: user requirements may not change their versions.
 PINNED_PACKAGES = ("tensorflow", "tensorflow-serving-api", "numpy", "protobuf", "grpcio", "falcon", "gunicorn",
                    "requests", "urllib3", "uvloop", "httptools")
+
+
+PACKAGES_FOLDER = "python-packages"
+
+
+def target_folder(runtime: Path) -> Path | None:
+    """Where requirements go when the environment's site-packages is not writable; None when it is."""
+    if os.access(sysconfig.get_paths()["purelib"], os.W_OK):
+        return None
+    return runtime / PACKAGES_FOLDER
 
 
 def pip_command(code: Path, runtime: Path) -> list[str] | None:
@@ -43,9 +59,24 @@ def pip_command(code: Path, runtime: Path) -> list[str] | None:
         except importlib.metadata.PackageNotFoundError:
             pass
     runtime_dir.write_file(constraints, "\n".join(pins) + "\n")
-    log.info("installing %s (the container's own packages are pinned by %s)", requirements, constraints)
-    return [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", "--no-input",
-            "-r", str(requirements_for_pip(requirements, runtime)), "-c", str(constraints)]
+    target = target_folder(runtime)
+    where = []
+    if target is not None:
+        runtime_dir.fresh_folder(target)
+        where = ["--target", str(target)]
+    log.info("installing %s into %s (the container's own packages are pinned by %s)", requirements,
+             target or "the environment", constraints)
+    return [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", "--no-input", "--no-cache-dir",
+            *where, "-r", str(requirements_for_pip(requirements, runtime)), "-c", str(constraints)]
+
+
+def worker_env(runtime: Path, env: dict[str, str]) -> dict[str, str]:
+    """The gunicorn workers' environment: with the requirements' folder first on PYTHONPATH when they went
+    there."""
+    target = target_folder(runtime)
+    if target is None or not target.is_dir():
+        return env
+    return {**env, "PYTHONPATH": os.pathsep.join(filter(None, [str(target), env.get("PYTHONPATH")]))}
 
 
 def _canonical(name: str) -> str:

@@ -230,7 +230,8 @@ class Stack:
         # PYTHONUNBUFFERED: a script's print() reaches the log at once, as in the original's image (its Dockerfile
         # sets it), not when a worker's 8 kB buffer fills or the worker exits
         self.gunicorn = Child("gunicorn", commands.gunicorn_command(s),
-                              {**self.env, "PYTHONUNBUFFERED": "1"}, self.runtime / "gunicorn-supervised.pid",
+                              requirements.worker_env(self.runtime, {**self.env, "PYTHONUNBUFFERED": "1"}),
+                              self.runtime / "gunicorn-supervised.pid",
                               self.child_exited.set)
         log.info("starting gunicorn: %d worker(s) x %d thread(s), %s workers", s.gunicorn_workers,
                  s.gunicorn_threads, s.gunicorn_worker_class)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
+from ..shared.str_enum import StrEnum
 
 
 class Status(StrEnum):
