@@ -22,7 +22,9 @@ def _user_directive() -> str:
     return f"user {pwd.getpwuid(0).pw_name};\n"
 
 
-def render(settings: Settings) -> str:
+def render(settings: Settings, direct_model: str | None = None) -> str:
+    """nginx.conf; with `direct_model` (the default model, when no handler script applies), the direct route."""
+    direct = direct_model is not None
     return Template(TEMPLATE.read_text()).substitute(
         user_directive=_user_directive(),
         runtime_dir=settings.runtime_dir,
@@ -34,7 +36,86 @@ def render(settings: Settings) -> str:
         if settings.multi_model else "",
         multi_model_locations=MULTI_MODEL_LOCATIONS.substitute(management_timeout=management_timeout(settings))
         if settings.multi_model else "",
+        direct_http=DIRECT_HTTP.substitute(model_servers="".join(
+            f"        server 127.0.0.1:{port};\n" for port in settings.model_server_rest_ports or ()))
+        if direct else "",
+        direct_switch=DIRECT_SWITCH if direct else "",
+        direct_locations=DIRECT_LOCATIONS.substitute(
+            model=direct_model, server_timing=DIRECT_SERVER_TIMING if settings.server_timing else "")
+        if direct else "",
     )
+
+
+def direct_model(settings: Settings, script: Path | None) -> str | None:
+    """The model the direct route calls: the default model of a single-model endpoint whose model servers run, when
+    no handler script applies and SAGEMAKER_NGINX_DIRECT_INVOCATIONS is on; else None (no direct route)."""
+    if (not settings.nginx_direct_invocations or settings.multi_model or script is not None
+            or not settings.model_server_rest_ports):
+        return None
+    return settings.default_model
+
+
+# The direct route (README: How a request flows): a POST /invocations that needs nothing the default handler does
+# (TFS JSON as it is, JSON answered) goes from nginx to the default model's :predict, body unchanged. When in doubt,
+# the app: a Content-Type of JSON (parameters allowed), an Accept of JSON or anything (no parameters), no custom
+# attribute that names a model, version or method, no Content-Encoding, no chunked body. Any model server error
+# (a body that is not a TFS request gets 400) or an unreachable model server sends the same request, whose body
+# nginx kept, to the app (@app), so the client gets exactly the app's answer: the codecs stay the one
+# implementation. @app cannot loop: it never intercepts the app's answers.
+DIRECT_HTTP = Template("""
+    map $$http_content_type $$sagemaker_json_body {
+        default 0;
+        "~*^application/json[ \t]*(;.*)?$$" 1;
+    }
+    map $$http_accept $$sagemaker_json_answer {
+        default 0;
+        "" 1;
+        "*/*" 1;
+        "~*^application/json$$" 1;
+    }
+    map $$http_x_amzn_sagemaker_custom_attributes $$sagemaker_default_call {
+        default 1;
+        "~*tfs-model-name|tfs-model-version|tfs-method" 0;
+    }
+    map "$$request_method:$$sagemaker_json_body$$sagemaker_json_answer$$sagemaker_default_call:$$http_content_encoding:$$http_transfer_encoding" $$sagemaker_direct {
+        default 0;
+        "POST:111::" 1;
+    }
+    # The client's request id, else one nginx makes (UUID layout, from $$request_id's 32 random hex digits).
+    map $$http_x_amzn_requestid $$sagemaker_request_id {
+        "" $$sagemaker_new_request_id;
+        default $$http_x_amzn_requestid;
+    }
+    map $$request_id $$sagemaker_new_request_id {
+        "~^(?<a>.{8})(?<b>.{4})(?<c>.{4})(?<d>.{4})(?<e>.{12})$$" "$$a-$$b-$$c-$$d-$$e";
+    }
+    upstream model_servers {
+${model_servers}        keepalive 64;
+    }
+""")
+DIRECT_SWITCH = """            if ($sagemaker_direct) {
+                rewrite ^ /__direct? last;
+            }
+"""
+DIRECT_LOCATIONS = Template("""        location = /__direct {
+            internal;
+            proxy_pass http://model_servers/v1/models/${model}:predict;
+            add_header X-Amzn-RequestId $$sagemaker_request_id always;
+${server_timing}            proxy_intercept_errors on;
+            recursive_error_pages on;  # @app's own failures (gunicorn down) get the server's JSON error pages
+            error_page 400 500 502 503 504 = @app;
+            error_page 404 /__errors/404;  # a client's own request for /__direct, never sent to the app
+            error_page 408 /__errors/408;
+        }
+        location @app {
+            rewrite ^ /invocations break;
+            proxy_set_header Connection "";
+            proxy_set_header Host $$host;
+            proxy_set_header X-Amzn-RequestId $$sagemaker_request_id;
+            proxy_pass http://proxy;
+        }
+""")
+DIRECT_SERVER_TIMING = ""
 
 
 # Multi-model endpoints: invocations go to gunicorn, the management routes to the registry owner in serve
@@ -64,14 +145,14 @@ def management_timeout(settings: Settings) -> int:
     return max(settings.tfs_wait_time_seconds, settings.gunicorn_timeout_seconds) + 60
 
 
-def write_config(settings: Settings) -> Path:
+def write_config(settings: Settings, direct_model: str | None = None) -> Path:
     """Render nginx.conf into the runtime folder (with its temp folders); returns its path."""
     runtime = Path(settings.runtime_dir)
     temp = runtime_dir.folder(runtime / "nginx")
     for folder in TEMP_FOLDERS:
         runtime_dir.folder(temp / folder)
     path = runtime / "nginx.conf"
-    runtime_dir.write_file(path, render(settings))
+    runtime_dir.write_file(path, render(settings, direct_model))
     return path
 
 

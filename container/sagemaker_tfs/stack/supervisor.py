@@ -238,7 +238,7 @@ class Stack:
         self._wait(lambda: runtime_dir.ready_workers(self.runtime) >= s.gunicorn_workers, self.gunicorn, deadline,
                    "every gunicorn worker to load the app")
 
-        config = nginx.write_config(s)
+        config = nginx.write_config(s, nginx.direct_model(s, self.tree.script) if self.tree is not None else None)
         runtime_dir.remove(self.runtime / "nginx.pid")  # nginx writes it itself, through whatever is there
         self.nginx = Child("nginx", nginx.command(config), self.env, self.runtime / "nginx-supervised.pid",
                            self.child_exited.set, own_stdout=True)
