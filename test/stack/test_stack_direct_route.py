@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import time
 
 import numpy
 import pytest
@@ -37,7 +38,9 @@ ENV = {"SAGEMAKER_TFS_DEFAULT_MODEL_NAME": "half_plus_three"}
 
 @pytest.fixture(scope="module")
 def direct(root):
-    with support.Stack(root, env=ENV, instances=2) as started:
+    env = {**ENV, "SAGEMAKER_METRICS": "true", "SAGEMAKER_METRICS_PORT": str(support.free_port()),
+           "SAGEMAKER_SERVER_TIMING": "true"}
+    with support.Stack(root, env=env, instances=2) as started:
         yield started
 
 
@@ -134,7 +137,9 @@ def test_every_answer_carries_a_request_id(direct):
     assert all(re.fullmatch(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", rid) for rid in made)
     fallback = invoke(direct, "[2.0]")
     rid = fallback.headers["x-amzn-requestid"]
-    assert f" id={rid}" in direct.log()  # nginx's access line and the app agree on the id
+    # nginx's access line (written once the answer is sent) and the app agree on the id
+    support.wait_for(lambda: f'"POST /invocations HTTP/1.1" 200 ' in direct.log() and f" id={rid}\n" in direct.log(),
+                     what=f"nginx's access line for {rid}")
 
 
 def test_the_internal_location_is_not_reachable(direct):
@@ -161,6 +166,49 @@ def test_a_large_body_falls_back_whole(direct):
     answer = invoke(direct, body)
     assert answer.status == 200
     assert answer.text.count("3.5") == 2_500_000
+
+
+def _page(stack: support.Stack) -> str:
+    return call(f"http://127.0.0.1:{stack.env['SAGEMAKER_METRICS_PORT']}/metrics").text
+
+
+def _settled_page(stack: support.Stack) -> str:
+    """The page once two reads a second apart (twice the workers' flush period) agree on every count."""
+    pages = [_page(stack)]
+
+    def settled() -> bool:
+        time.sleep(1.0)
+        pages.append(_page(stack))
+        counts = [re.findall(r"^\S+_count\S* \S+$", page, re.M) for page in pages[-2:]]
+        return counts[0] == counts[1]
+    support.wait_for(settled, what="the metrics page to settle")
+    return pages[-1]
+
+
+def _count(page: str, metric: str, status: str) -> float:
+    found = re.search(rf'^{metric}_count{{route="/invocations",status="{status}"}} (\S+)$', page, re.M)
+    return float(found.group(1)) if found else 0.0
+
+
+def test_metrics_count_each_route(direct):
+    """serve's page counts the direct route's requests (nginx's log datagrams) apart from the app's."""
+    direct_metric, app_metric = "sagemaker_tfs_direct_request_duration_seconds", "sagemaker_tfs_request_duration_seconds"
+    before = _settled_page(direct)  # the earlier tests' requests all counted
+    for _ in range(3):
+        assert invoke(direct, TFS).status == 200
+    assert invoke(direct, "[1.0]").status == 200  # falls back: the app answers it
+    expected = {direct_metric: _count(before, direct_metric, "200") + 3,
+                app_metric: _count(before, app_metric, "200") + 1}
+    # the workers write their totals every 0.5 s; nginx logs a request once it is answered
+    support.wait_for(lambda: {metric: _count(_page(direct), metric, "200") for metric in expected} == expected,
+                     what=f"the counts {expected}")
+
+
+def test_server_timing_on_the_direct_route(direct):
+    answer = invoke(direct, TFS)
+    assert re.fullmatch(r"model_server;dur=\d+, total;dur=\d+", answer.headers["server-timing"])
+    fallback = invoke(direct, "[1.0]")  # the app's header, with its stages
+    assert "default_input_handler;dur=" in fallback.headers["server-timing"]
 
 
 def test_model_servers_down_both_routes_answer_as_the_app(direct, app):

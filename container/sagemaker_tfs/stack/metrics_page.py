@@ -116,13 +116,14 @@ class StackCollector:
         yield state
 
 
-def start(port: int, collector: StackCollector):
+def start(port: int, collector: StackCollector, *more_collectors):
     """Serve the page from a thread of `serve`; returns the server (shutdown() stops it). Raises OSError if the
     port is taken."""
     from prometheus_client import CollectorRegistry, start_http_server
 
     registry = CollectorRegistry()
-    registry.register(collector)
+    for one in (collector, *more_collectors):
+        registry.register(one)
     server, _thread = start_http_server(port, addr="127.0.0.1", registry=registry)
     log.info("metrics: Prometheus page on http://127.0.0.1:%d/metrics", port)
     return server

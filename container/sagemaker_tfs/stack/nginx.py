@@ -7,6 +7,7 @@ import pwd
 from pathlib import Path
 from string import Template
 
+from . import direct_metrics
 from ..shared import runtime_dir
 from ..config import Settings
 
@@ -37,11 +38,15 @@ def render(settings: Settings, direct_model: str | None = None) -> str:
         multi_model_locations=MULTI_MODEL_LOCATIONS.substitute(management_timeout=management_timeout(settings))
         if settings.multi_model else "",
         direct_http=DIRECT_HTTP.substitute(model_servers="".join(
-            f"        server 127.0.0.1:{port};\n" for port in settings.model_server_rest_ports or ()))
+            f"        server 127.0.0.1:{port};\n" for port in settings.model_server_rest_ports or ()),
+            metrics_format=DIRECT_METRICS_FORMAT if settings.metrics else "",
+            server_timing_maps=DIRECT_SERVER_TIMING_MAPS if settings.server_timing else "")
         if direct else "",
         direct_switch=DIRECT_SWITCH if direct else "",
         direct_locations=DIRECT_LOCATIONS.substitute(
-            model=direct_model, server_timing=DIRECT_SERVER_TIMING if settings.server_timing else "")
+            model=direct_model, server_timing=DIRECT_SERVER_TIMING if settings.server_timing else "",
+            metrics_log=DIRECT_METRICS_LOG.substitute(socket=Path(settings.runtime_dir) / direct_metrics.SOCKET)
+            if settings.metrics else "")
         if direct else "",
     )
 
@@ -92,7 +97,7 @@ DIRECT_HTTP = Template("""
     upstream model_servers {
 ${model_servers}        keepalive 64;
     }
-""")
+${metrics_format}${server_timing_maps}""")
 DIRECT_SWITCH = """            if ($sagemaker_direct) {
                 rewrite ^ /__direct? last;
             }
@@ -101,7 +106,7 @@ DIRECT_LOCATIONS = Template("""        location = /__direct {
             internal;
             proxy_pass http://model_servers/v1/models/${model}:predict;
             add_header X-Amzn-RequestId $$sagemaker_request_id always;
-${server_timing}            proxy_intercept_errors on;
+${server_timing}${metrics_log}            proxy_intercept_errors on;
             recursive_error_pages on;  # @app's own failures (gunicorn down) get the server's JSON error pages
             error_page 400 500 502 503 504 = @app;
             error_page 404 /__errors/404;  # a client's own request for /__direct, never sent to the app
@@ -115,7 +120,27 @@ ${server_timing}            proxy_intercept_errors on;
             proxy_pass http://proxy;
         }
 """)
-DIRECT_SERVER_TIMING = ""
+# SAGEMAKER_SERVER_TIMING: the model server's time to answer (its header) and the time so far, whole milliseconds
+# (nginx's resolution), from two regex maps: no arithmetic in nginx.
+DIRECT_SERVER_TIMING = """            add_header Server-Timing "model_server;dur=$sagemaker_header_ms, total;dur=$sagemaker_request_ms" always;
+"""
+DIRECT_SERVER_TIMING_MAPS = """    map $upstream_header_time $sagemaker_header_ms {
+        default "";
+        "~^0\\.0*(?<ms>[0-9]+)$" $ms;
+        "~^(?<s>[1-9][0-9]*)\\.(?<ms>[0-9]{3})$" $s$ms;
+    }
+    map $request_time $sagemaker_request_ms {
+        default "";
+        "~^0\\.0*(?<ms>[0-9]+)$" $ms;
+        "~^(?<s>[1-9][0-9]*)\\.(?<ms>[0-9]{3})$" $s$ms;
+    }
+"""
+# SAGEMAKER_METRICS: a datagram per request of the direct route to serve's counter (direct_metrics.py); a fallback is
+# logged by @app, whose access_log is the server's, and counted by the app.
+DIRECT_METRICS_FORMAT = f"    log_format direct_metrics '{direct_metrics.LOG_FORMAT}';\n"
+DIRECT_METRICS_LOG = Template("""            access_log /dev/stdout timed;
+            access_log syslog:server=unix:${socket},nohostname,tag=direct direct_metrics;
+""")
 
 
 # Multi-model endpoints: invocations go to gunicorn, the management routes to the registry owner in serve
