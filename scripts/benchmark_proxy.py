@@ -44,6 +44,8 @@ handler (session) vs pair at concurrency 8 (target >= 90%); the pair's requests/
   .venv/bin/python scripts/benchmark_proxy.py --direct-rounds 5 --duration 3   # only: no script (direct route) vs
         the reference at c8 and c1, alternating on a loaded machine; the medians of the c8 ratio (target >= 0.85x)
         and of the p50 added at c1 over the stand-in called directly (target <= 0.05 ms)
+  .venv/bin/python scripts/benchmark_proxy.py --fallback-rounds 5 --duration 2   # only: a flat list (the direct
+        route's fallback to the app) against the real model server at c8, route off vs on, alternating rounds
 
 Needs nginx and wrk (scripts/install.sh installs both). Timings on a shared machine are noisy: compare figures
 of one run.
@@ -297,7 +299,8 @@ def paired_rounds(root: Path, lua: Path, duration: int, rounds: int,
     """Requests/s at c8 of two variants ({label: (target, environment)}), measured alternately on two stacks up
     side by side, so that the machine's changing load weighs on both alike; per round, the second's rate over the
     first's."""
-    stacks = {label: support.Stack(model_folder(root / label.replace(" ", "-"), SCRIPTS[target]), env=env)
+    stacks = {label: support.Stack(model_folder(root / label.replace(" ", "-"), SCRIPTS[target]),
+                                   env={**env, **APP_ONLY.get(target, {})})
               for label, (target, env) in variants.items()}
     first, second = stacks
     ratios = []
@@ -482,6 +485,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--direct-rounds", type=int, default=0,
                         help="only no script (the direct route) vs the reference against the stand-in, in this many "
                              "alternating rounds at c8 and c1")
+    parser.add_argument("--fallback-rounds", type=int, default=0,
+                        help="only a flat list against the real model server at c8, the direct route off vs on (its "
+                             "fallback), in this many alternating rounds")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))  # stop what was started, as on ^C
     backends = args.backends.split(",")
@@ -512,6 +518,16 @@ def main(argv: list[str] | None = None) -> int:
             direct_rounds(root, lua, standin, standin_env, args.duration, args.direct_rounds)
         finally:
             shutil.rmtree(root, ignore_errors=True)
+        return 0
+    if args.fallback_rounds:
+        try:
+            ratios = paired_rounds(root, wrk_script(root, NO_SCRIPT_BODIES["flat list"][0], "application/json"),
+                                   args.duration, args.fallback_rounds,
+                                   {"route off": ("no script (app)", {}), "route on": ("no script", {})})
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+        print(f"\nflat list against the model server at c8, route on vs off, median of {len(ratios)} rounds: "
+              f"{ratios[len(ratios) // 2]:.0%} (rounds {', '.join(f'{r:.0%}' for r in ratios)})")
         return 0
     if args.metrics_overhead or args.paired_rounds:
         # the pass-through pair with SAGEMAKER_METRICS off and on, or the pair and the toolkit script
