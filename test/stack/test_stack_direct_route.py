@@ -110,7 +110,8 @@ def _seen(answer: support.Answer) -> tuple:
     return answer.status, answer.content_type, answer.body, answer.headers.get("x-amzn-requestid")
 
 
-@pytest.mark.parametrize("name, body, content_type, headers", ROWS, ids=[getattr(row, "values", row)[0] for row in ROWS])
+@pytest.mark.parametrize("name, body, content_type, headers", ROWS,
+                         ids=[getattr(row, "values", row)[0] for row in ROWS])
 def test_both_routes_give_the_same_answer(direct, app, name, body, content_type, headers):
     assert _seen(_send(direct, body, content_type, headers)) == _seen(_send(app, body, content_type, headers))
 
@@ -192,7 +193,8 @@ def _count(page: str, metric: str, status: str) -> float:
 
 def test_metrics_count_each_route(direct):
     """serve's page counts the direct route's requests (nginx's log datagrams) apart from the app's."""
-    direct_metric, app_metric = "sagemaker_tfs_direct_request_duration_seconds", "sagemaker_tfs_request_duration_seconds"
+    direct_metric = "sagemaker_tfs_direct_request_duration_seconds"
+    app_metric = "sagemaker_tfs_request_duration_seconds"
     before = _settled_page(direct)  # the earlier tests' requests all counted
     for _ in range(3):
         assert invoke(direct, TFS).status == 200

@@ -68,23 +68,27 @@ def direct_model(settings: Settings, script: Path | None) -> str | None:
 # nginx kept, to the app (@app), so the client gets exactly the app's answer: the codecs stay the one
 # implementation. @app cannot loop: it never intercepts the app's answers.
 DIRECT_HTTP = Template("""
-    map $$http_content_type $$sagemaker_json_body {
+    map $$http_content_type $$direct_body {
         default 0;
-        "~*^application/json[ \t]*(;.*)?$$" 1;
+        "~*^application/json[ \\t]*(;.*)?$$" 1;
     }
-    map $$http_accept $$sagemaker_json_answer {
+    map $$http_accept $$direct_answer {
         default 0;
         "" 1;
         "*/*" 1;
         "~*^application/json$$" 1;
     }
-    map $$http_x_amzn_sagemaker_custom_attributes $$sagemaker_default_call {
+    map $$http_x_amzn_sagemaker_custom_attributes $$direct_call {
         default 1;
         "~*tfs-model-name|tfs-model-version|tfs-method" 0;
     }
-    map "$$request_method:$$sagemaker_json_body$$sagemaker_json_answer$$sagemaker_default_call:$$http_content_encoding:$$http_transfer_encoding" $$sagemaker_direct {
+    map "$$http_content_encoding$$http_transfer_encoding" $$direct_plain {
         default 0;
-        "POST:111::" 1;
+        "" 1;
+    }
+    map "$$request_method:$$direct_body$$direct_answer$$direct_call$$direct_plain" $$sagemaker_direct {
+        default 0;
+        "POST:1111" 1;
     }
     # The client's request id, else one nginx makes (UUID layout, from $$request_id's 32 random hex digits).
     map $$http_x_amzn_requestid $$sagemaker_request_id {
@@ -122,8 +126,8 @@ ${server_timing}${metrics_log}            proxy_intercept_errors on;
 """)
 # SAGEMAKER_SERVER_TIMING: the model server's time to answer (its header) and the time so far, whole milliseconds
 # (nginx's resolution), from two regex maps: no arithmetic in nginx.
-DIRECT_SERVER_TIMING = """            add_header Server-Timing "model_server;dur=$sagemaker_header_ms, total;dur=$sagemaker_request_ms" always;
-"""
+DIRECT_SERVER_TIMING = ("            add_header Server-Timing "
+                        '"model_server;dur=$sagemaker_header_ms, total;dur=$sagemaker_request_ms" always;\n')
 DIRECT_SERVER_TIMING_MAPS = """    map $upstream_header_time $sagemaker_header_ms {
         default "";
         "~^0\\.0*(?<ms>[0-9]+)$" $ms;
