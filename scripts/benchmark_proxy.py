@@ -6,8 +6,12 @@ Falcon app -> model server, default settings):
   reference           stand-in backend only: a bare nginx (access log on, keep-alive upstream, its own config in the
                       temporary folder) proxying POST /invocations straight to a stand-in of its own; the upper bound
                       of any proxy
-  no script           POST /invocations, default handler (also measures `direct`: the model server's REST :predict,
-                      without the proxy)
+  no script           POST /invocations, no script: plain TFS JSON takes the direct route (nginx -> model server)
+                      (also measures `direct`: the model server's REST :predict, without the proxy); and, on the
+                      same stack, `no script: CSV` (through the app), `no script: flat list` (the model server
+                      answers the direct route 400, nginx re-sends it to the app: model server backend only, the
+                      stand-in answers anything) and `no script: 1 MB` / `10 MB` (an {"instances": ...} body, at c1)
+  no script (app)     the same rows with SAGEMAKER_NGINX_DIRECT_INVOCATIONS=false: every request through the app
   pair                POST /invocations, pass-through input_handler/output_handler
   handler (requests)  POST /invocations, a handler() that posts to context.rest_uri with a requests.Session
   handler (session)   POST /invocations, a handler() that posts to context.rest_uri with context.session, the pooled
@@ -22,8 +26,10 @@ Backends:
                 `tensorflow_model_server` on serve's PATH, so serve starts it exactly as it would the real binary;
                 it isolates the proxy's own cost
 Headlines, against the stand-in, each with its target and a check mark or a cross: requests/s at concurrency 8 of
-no script, pair, handler (session) and toolkit as a ratio of the reference's (targets: no script >= 0.40x, pair
->= 0.25x); the p50 the no-script path adds at concurrency 1 over the stand-in called directly (target <= 0.17 ms);
+no script, no script (app), pair, handler (session) and toolkit as a ratio of the reference's (targets: no script
+>= 0.85x, pair >= 0.25x); the p50 the no-script path adds at concurrency 1 over the stand-in called directly
+(target <= 0.05 ms); CSV, flat list and large bodies with the direct route on vs off (no target: the fallback's
+extra round trip is the price);
 handler (session) vs pair at concurrency 8 (target >= 90%); the pair's requests/s at concurrency 8 (target >=
 2,500 on 2 cores) and the p50 it adds at concurrency 1 (target < 1 ms); toolkit vs pair at concurrency 8 (target
 >= 90%).
@@ -35,6 +41,11 @@ handler (session) vs pair at concurrency 8 (target >= 90%); the pair's requests/
   .venv/bin/python scripts/benchmark_proxy.py --backends stand-in --targets pair,toolkit --concurrency 8
   .venv/bin/python scripts/benchmark_proxy.py --backends stand-in --targets "reference,no script,handler (session)"
   .venv/bin/python scripts/benchmark_proxy.py --paired-rounds 5 --duration 3   # toolkit vs pair only, alternating
+  .venv/bin/python scripts/benchmark_proxy.py --direct-rounds 5 --duration 3   # only: no script (direct route) vs
+        the reference at c8 and c1, alternating on a loaded machine; the medians of the c8 ratio (target >= 0.85x)
+        and of the p50 added at c1 over the stand-in called directly (target <= 0.05 ms)
+  .venv/bin/python scripts/benchmark_proxy.py --fallback-rounds 5 --duration 2   # only: a flat list (the direct
+        route's fallback to the app) against the real model server at c8, route off vs on, alternating rounds
 
 Needs nginx and wrk (scripts/install.sh installs both). Timings on a shared machine are noisy: compare figures
 of one run.
@@ -70,6 +81,7 @@ REQUEST_BODY = '{"instances": [1.0, 2.0, 5.0]}'
 CONCURRENCY = (1, 8, 32)
 SCRIPTS = {
     "no script": None,
+    "no script (app)": None,
     "pair": '''\
 def input_handler(data, context):
     return data.read()
@@ -107,6 +119,18 @@ def output_fn(prediction, accept):
 ''',
 }
 REFERENCE = "reference"
+APP_ONLY = {"no script (app)": {"SAGEMAKER_NGINX_DIRECT_INVOCATIONS": "false"}}  # extra settings of a target
+# More bodies on the no-script stacks: label suffix -> (body, Content-Type, expected predictions or None (any 200),
+# backends, concurrency levels or None (the run's)).
+MB_INSTANCES = 1_000_000 // len("1.0, ")
+NO_SCRIPT_BODIES = {
+    "CSV": ("1.0\n2.0\n5.0", "text/csv", [3.5, 4.0, 5.5], ("stand-in", "model server"), None),
+    "flat list": ("[1.0, 2.0, 5.0]", "application/json", [[3.5, 4.0, 5.5]], ("model server",), None),
+    "1 MB": ('{"instances": [' + ", ".join(["1.0"] * MB_INSTANCES) + "]}", "application/json", None,
+             ("stand-in", "model server"), (1,)),
+    "10 MB": ('{"instances": [' + ", ".join(["1.0"] * (10 * MB_INSTANCES)) + "]}", "application/json", None,
+              ("stand-in", "model server"), (1,)),
+}
 TARGETS = (REFERENCE, *SCRIPTS)
 
 STANDIN_STATUS = json.dumps({"model_version_status": [{"version": str(VERSION), "state": "AVAILABLE", "status": {
@@ -138,6 +162,7 @@ http {{
     {temp}
     keepalive_requests 1000000;
     keepalive_timeout 75s;
+    client_max_body_size 0;
     server {{
         listen 127.0.0.1:@PORT@;
         default_type application/json;
@@ -152,8 +177,9 @@ def reference_config(folder: Path, port: int, backend_port: int) -> str:
     """A bare nginx with the product's front settings (worker_processes, access log format, keep-alive upstream)
     proxying POST /invocations straight to the stand-in's :predict: what any proxy costs at the least."""
     timed = re.search(r"^\s*(log_format timed .*?;)$", nginx.TEMPLATE.read_text(), re.M | re.S)
-    if timed is None:
-        raise SystemExit(f"no `log_format timed` in {nginx.TEMPLATE}: update reference_config")
+    logged_id = re.search(r"^\s*(map \$\$sent_http_x_amzn_requestid .*?\})$", nginx.TEMPLATE.read_text(), re.M | re.S)
+    if timed is None or logged_id is None:
+        raise SystemExit(f"no `log_format timed` or its id map in {nginx.TEMPLATE}: update reference_config")
     temp = " ".join(f"{kind}_temp_path {folder}/{kind};" for kind in nginx.TEMP_FOLDERS)
     return f"""daemon off;
 {nginx._user_directive()}worker_processes auto;
@@ -162,6 +188,7 @@ error_log stderr error;
 events {{ worker_connections 4096; }}
 http {{
     {timed.group(1).replace("$$", "$")}
+    {logged_id.group(1).replace("$$", "$")}
     access_log {folder}/access.log timed;
     {temp}
     client_body_buffer_size 1m;
@@ -236,8 +263,10 @@ class WrongAnswer(Exception):
     """A target's first request did not get the expected answer: the target is reported failed, not measured."""
 
 
-def check_answer(url: str) -> None:
-    request = urllib.request.Request(url, REQUEST_BODY.encode(), {"Content-Type": "application/json"})
+def check_answer(url: str, body: str = REQUEST_BODY, content_type: str = "application/json",
+                 expected: list | None = [3.5, 4.0, 5.5]) -> None:
+    """The first request's answer is 200 with the `expected` predictions (None: any 200); else WrongAnswer."""
+    request = urllib.request.Request(url, body.encode(), {"Content-Type": content_type})
     try:
         with urllib.request.urlopen(request, timeout=10) as response:
             body = response.read()
@@ -249,7 +278,7 @@ def check_answer(url: str) -> None:
         answer = json.loads(body)
     except ValueError:
         answer = None
-    if answer != {"predictions": [3.5, 4.0, 5.5]}:
+    if expected is not None and answer != {"predictions": expected}:
         raise WrongAnswer(f"answered {body[:300].decode(errors='replace')}")
 
 
@@ -257,7 +286,7 @@ def run_backend(name: str, env: dict[str, str], root: Path, lua: Path, duration:
                 targets: list[str], concurrency: list[int]) -> None:
     for target in (t for t in targets if t in SCRIPTS):
         script = SCRIPTS[target]
-        stack = support.Stack(model_folder(root, script), env=env)
+        stack = support.Stack(model_folder(root, script), env={**env, **APP_ONLY.get(target, {})})
         try:
             measure(stack, name, target, lua, duration, table, concurrency)
         finally:  # the stack's log holds nginx's access log: megabytes per stack
@@ -270,7 +299,8 @@ def paired_rounds(root: Path, lua: Path, duration: int, rounds: int,
     """Requests/s at c8 of two variants ({label: (target, environment)}), measured alternately on two stacks up
     side by side, so that the machine's changing load weighs on both alike; per round, the second's rate over the
     first's."""
-    stacks = {label: support.Stack(model_folder(root / label.replace(" ", "-"), SCRIPTS[target]), env=env)
+    stacks = {label: support.Stack(model_folder(root / label.replace(" ", "-"), SCRIPTS[target]),
+                                   env={**env, **APP_ONLY.get(target, {})})
               for label, (target, env) in variants.items()}
     first, second = stacks
     ratios = []
@@ -295,6 +325,32 @@ def paired_rounds(root: Path, lua: Path, duration: int, rounds: int,
     return sorted(ratios)
 
 
+def direct_rounds(root: Path, lua: Path, standin: Path, env: dict[str, str], duration: int, rounds: int) -> None:
+    """No script (the direct route) vs the reference, both against the stand-in, measured alternately so that the
+    machine's changing load weighs on both alike: per round the c8 rate ratio and the p50 added at c1 over the
+    stand-in called directly; prints each round and the medians with their targets."""
+    ratios, added = [], []
+    with reference_proxy(root, standin) as reference, support.Stack(model_folder(root, None), env=env) as stack:
+        low = int(stack.env["SAGEMAKER_SAFE_PORT_RANGE"].split("-")[0])
+        urls = {"reference": reference, "no script": f"{stack.url}/invocations",
+                "stand-in": f"http://127.0.0.1:{low + 1}/v1/models/{MODEL}:predict"}
+        for url in urls.values():
+            check_answer(url)
+        for number in range(1, rounds + 1):
+            c8 = {label: wrk(urls[label], lua, 8, duration)["requests_per_s"] for label in ("reference", "no script")}
+            c1 = {label: wrk(url, lua, 1, duration)["p50_ms"] for label, url in urls.items()}
+            ratios.append(c8["no script"] / c8["reference"])
+            added.append(c1["no script"] - c1["stand-in"])
+            print(f"round {number}: c8 no script {c8['no script']} / reference {c8['reference']} req/s = "
+                  f"{ratios[-1]:.2f}x; c1 p50 no script {c1['no script']:.3f}, reference {c1['reference']:.3f}, "
+                  f"stand-in {c1['stand-in']:.3f} ms", flush=True)
+    ratio, p50 = sorted(ratios)[len(ratios) // 2], sorted(added)[len(added) // 2]
+    print(f"\nno script (direct route) vs the reference at c8, median of {rounds} rounds: {ratio:.2f}x (target >= "
+          f"0.85x) {'✓' if ratio >= 0.85 else '✗'}")
+    print(f"p50 added at c1 by no script over the stand-in called directly, median: {p50:.3f} ms (target <= "
+          f"0.05 ms) {'✓' if p50 <= 0.05 else '✗'}")
+
+
 def measure(stack: support.Stack, name: str, target: str, lua: Path, duration: int, table: list,
             concurrency: list[int]) -> None:
     """The rows of one stack: its target at each concurrency (and the model server directly, once per backend)."""
@@ -305,21 +361,33 @@ def measure(stack: support.Stack, name: str, target: str, lua: Path, duration: i
             urls = {"direct": f"http://127.0.0.1:{low + 1}/v1/models/{MODEL}:predict", **urls}
         for label, url in urls.items():
             measure_url(url, name, label, lua, duration, table, concurrency)
+        if target in ("no script", "no script (app)"):
+            for suffix, (body, content_type, expected, backends, levels) in NO_SCRIPT_BODIES.items():
+                if name in backends:
+                    measure_url(urls[target], name, f"{target}: {suffix}", wrk_script(lua.parent, body, content_type),
+                                duration, table, list(levels or concurrency), (body, content_type, expected))
+
+
+def wrk_script(folder: Path, body: str, content_type: str) -> Path:
+    """wrk's Lua script posting `body` (text without `]==]`) as `content_type`."""
+    path = folder / f"post-{abs(hash((body, content_type)))}.lua"
+    path.write_text(f"wrk.method = 'POST'\nwrk.body = [==[{body}]==]\nwrk.headers['Content-Type'] = '{content_type}'\n")
+    return path
 
 
 def measure_url(url: str, name: str, label: str, lua: Path, duration: int, table: list,
-                concurrency: list[int]) -> None:
+                concurrency: list[int], check: tuple = ()) -> None:
     """The rows of one URL, one per concurrency; or, when its first answer is wrong, one row saying why."""
     try:
-        check_answer(url)
+        check_answer(url, *check)
     except WrongAnswer as exc:
         table.append({"backend": name, "target": label, "failed": str(exc)})
-        print(f"{name:12} {label:18} failed: {exc}", flush=True)
+        print(f"{name:12} {label:30} failed: {exc}", flush=True)
         return
     for connections in concurrency:
         row = {"backend": name, "target": label, "concurrency": connections, **wrk(url, lua, connections, duration)}
         table.append(row)
-        print(f"{name:12} {label:18} c{connections:<3} {row['requests_per_s']:7} req/s  "
+        print(f"{name:12} {label:30} c{connections:<3} {row['requests_per_s']:7} req/s  "
               f"p50 {row['p50_ms']:7.3f} ms  p99 {row['p99_ms']:7.3f} ms"
               + (f"  ({row['non_2xx']} not 2xx)" if row["non_2xx"] else "")
               + (f"  ({row['socket_errors']} socket errors)" if row["socket_errors"] else ""), flush=True)
@@ -381,11 +449,14 @@ def headlines(table: list[dict]) -> dict:
     reference = rate_c8(REFERENCE)
     headline("reference_standin_c8", "reference (nginx -> stand-in) at c8", (REFERENCE,),
              None if reference is None else (reference, ""), "{:.0f} req/s")
-    for target, least in (("no script", 0.40), ("pair", 0.25), ("handler (session)", None), ("toolkit", None)):
+    for target, least in (("no script", 0.85), ("no script (app)", None), ("pair", 0.25), ("handler (session)", None),
+                          ("toolkit", None)):
         headline(f"{slug(target)}_vs_reference_c8", f"{target} vs the reference at c8", (target, REFERENCE),
                  ratio_c8(target, REFERENCE), "{:.2f}x", None if least is None else (">=", least))
     headline("no_script_added_p50_c1_ms", "p50 added at c1 by no script over the stand-in called directly",
-             ("no script", "direct"), added_p50_c1("no script"), "{:.3f} ms", ("<=", 0.17))
+             ("no script", "direct"), added_p50_c1("no script"), "{:.3f} ms", ("<=", 0.05))
+    headline("no_script_app_added_p50_c1_ms", "p50 added at c1 by no script (app) over the stand-in called directly",
+             ("no script (app)", "direct"), added_p50_c1("no script (app)"), "{:.3f} ms")
     for target in ("handler (session)", "toolkit"):
         headline(f"{slug(target)}_vs_pair_standin_c8", f"{target} vs pair at c8", (target, "pair"),
                  ratio_c8(target, "pair"), "{:.0%}", (">=", 0.90))
@@ -411,6 +482,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--paired-rounds", type=int, default=0,
                         help="only toolkit vs pair against the stand-in at c8, in this many alternating rounds "
                              "(with --metrics-overhead: metrics off vs on)")
+    parser.add_argument("--direct-rounds", type=int, default=0,
+                        help="only no script (the direct route) vs the reference against the stand-in, in this many "
+                             "alternating rounds at c8 and c1")
+    parser.add_argument("--fallback-rounds", type=int, default=0,
+                        help="only a flat list against the real model server at c8, the direct route off vs on (its "
+                             "fallback), in this many alternating rounds")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))  # stop what was started, as on ^C
     backends = args.backends.split(",")
@@ -436,6 +513,22 @@ def main(argv: list[str] | None = None) -> int:
           f"x {settings.gunicorn_threads} thread(s); body {REQUEST_BODY}; wrk {args.duration} s per row", flush=True)
     table: list[dict] = []
     standin_env = {"PATH": f"{standin / 'bin'}:{os.environ['PATH']}", "STANDIN_DIR": str(standin)}
+    if args.direct_rounds:
+        try:
+            direct_rounds(root, lua, standin, standin_env, args.duration, args.direct_rounds)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+        return 0
+    if args.fallback_rounds:
+        try:
+            ratios = paired_rounds(root, wrk_script(root, NO_SCRIPT_BODIES["flat list"][0], "application/json"),
+                                   args.duration, args.fallback_rounds,
+                                   {"route off": ("no script (app)", {}), "route on": ("no script", {})})
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+        print(f"\nflat list against the model server at c8, route on vs off, median of {len(ratios)} rounds: "
+              f"{ratios[len(ratios) // 2]:.0%} (rounds {', '.join(f'{r:.0%}' for r in ratios)})")
+        return 0
     if args.metrics_overhead or args.paired_rounds:
         # the pass-through pair with SAGEMAKER_METRICS off and on, or the pair and the toolkit script
         if args.metrics_overhead:
@@ -468,6 +561,19 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(root, ignore_errors=True)
 
     found = headlines(table)
+    for backend in ("stand-in", "model server"):  # the direct route on vs off, for the bodies it does not take too
+        for suffix in NO_SCRIPT_BODIES:
+            for connections in (8, 1):
+                on, off = (figure(table, backend, f"{target}: {suffix}", connections, "requests_per_s")
+                           for target in ("no script", "no script (app)"))
+                p50s = [figure(table, backend, f"{target}: {suffix}", connections, "p50_ms")
+                        for target in ("no script", "no script (app)")]
+                if on and off:
+                    print(f"{backend}: {suffix} at c{connections}, direct route on vs off: {on} / {off} req/s "
+                          f"({on / off:.2f}x), p50 {p50s[0]:.3f} / {p50s[1]:.3f} ms")
+                    key = re.sub(r"\W+", "_", f"{backend} {suffix} c{connections} on vs off")
+                    found[key] = round(on / off, 3)
+                    break
     for target in SCRIPTS:
         rate, direct = figure(table, "model server", target, 8, "requests_per_s"), figure(
             table, "model server", "direct", 8, "requests_per_s")

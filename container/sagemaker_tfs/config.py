@@ -276,6 +276,11 @@ class Settings:
     nginx_client_max_body_size: str = var(
         "SAGEMAKER_NGINX_CLIENT_MAX_BODY_SIZE", _body_size, "0",
         "largest request body (nginx size: `100m`, `512k`); larger → 413", shown_default="`0` (unlimited)")
+    nginx_direct_invocations: bool = var(
+        "SAGEMAKER_NGINX_DIRECT_INVOCATIONS", _bool, True,
+        "`false`: every `/invocations` goes through the app; by default nginx sends plain TensorFlow Serving JSON "
+        "straight to the model servers when no handler script applies (README: How a request flows)",
+        render=_render_bool)
     batch: bool = var("SAGEMAKER_BATCH", _text, False, "set by Batch Transform; raises the batching queue default",
                       by_presence=True, render=_render_presence)
     max_concurrent_transforms: int | None = var(

@@ -12,6 +12,7 @@ Each file is replaced whole (write_json), so a reader never sees half of one.
 
 from __future__ import annotations
 
+import bisect
 import json
 import os
 from pathlib import Path
@@ -43,6 +44,15 @@ def read_json(path: Path) -> dict:
         return json.loads(path.read_text())
     except (OSError, ValueError):
         return {}
+
+
+def observe(histograms: dict[tuple, Cells], key: tuple, seconds: float) -> None:
+    """Count `seconds` in its bucket of the histogram `key`."""
+    cells = histograms.get(key)
+    if cells is None:
+        cells = histograms[key] = [0] * (len(BUCKETS) + 1) + [0.0]
+    cells[bisect.bisect_left(BUCKETS, seconds)] += 1
+    cells[-1] += seconds
 
 
 def add_histograms(into: dict[tuple, Cells], histograms: Iterable[tuple[tuple, Cells]]) -> None:

@@ -39,6 +39,21 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def histogram_family(name: str, doc: str, labels: tuple[str, ...], histograms: dict[tuple, list]):
+    """A Prometheus histogram family of the metrics files' histograms (shared/metrics_files.py), by label values."""
+    from prometheus_client.core import HistogramMetricFamily
+
+    family = HistogramMetricFamily(name, doc, labels=labels)
+    bounds = [str(b) for b in BUCKETS] + ["+Inf"]
+    for key, cells in sorted(histograms.items()):
+        cumulative, running = [], 0
+        for bound, count in zip(bounds, cells[:-1]):
+            running += count
+            cumulative.append((bound, running))
+        family.add_metric(list(key), cumulative, cells[-1])
+    return family
+
+
 class StackCollector:
     """The page's metrics, read when it is scraped."""
 
@@ -47,7 +62,7 @@ class StackCollector:
         self._folder, self._restarts, self._state = metrics_folder, restarts, state
 
     def collect(self):
-        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
         requests: dict[tuple, list] = {}
         stages: dict[tuple, list] = {}
@@ -58,20 +73,10 @@ class StackCollector:
                 add_histograms(merged, [(tuple(key), cells) for *key, cells in rows])
             if _alive(pid_of(path)):
                 in_flight += data.get("in_flight", 0)
-        bounds = [str(b) for b in BUCKETS] + ["+Inf"]
-        for name, doc, labels, merged in (
-                ("sagemaker_tfs_request_duration_seconds", "Requests answered by the app and their duration, by "
-                 "route and status.", ("route", "status"), requests),
-                ("sagemaker_tfs_stage_duration_seconds", "Time spent in each stage of a request.",
-                 ("route", "stage"), stages)):
-            family = HistogramMetricFamily(name, doc, labels=labels)
-            for key, cells in sorted(merged.items()):
-                cumulative, running = [], 0
-                for bound, count in zip(bounds, cells[:-1]):
-                    running += count
-                    cumulative.append((bound, running))
-                family.add_metric(list(key), cumulative, cells[-1])
-            yield family
+        yield histogram_family("sagemaker_tfs_request_duration_seconds", "Requests answered by the app and their "
+                               "duration, by route and status.", ("route", "status"), requests)
+        yield histogram_family("sagemaker_tfs_stage_duration_seconds", "Time spent in each stage of a request.",
+                               ("route", "stage"), stages)
         yield GaugeMetricFamily("sagemaker_tfs_requests_in_flight", "Requests being handled by the app.",
                                 value=in_flight)
         worker_restarts = sum(read_json(path).get("worker_restarts", 0)
@@ -92,13 +97,14 @@ class StackCollector:
         yield state
 
 
-def start(port: int, collector: StackCollector):
+def start(port: int, collector: StackCollector, *more_collectors):
     """Serve the page from a thread of `serve`; returns the server (shutdown() stops it). Raises OSError if the
     port is taken."""
     from prometheus_client import CollectorRegistry, start_http_server
 
     registry = CollectorRegistry()
-    registry.register(collector)
+    for one in (collector, *more_collectors):
+        registry.register(one)
     server, _thread = start_http_server(port, addr="127.0.0.1", registry=registry)
     log.info("metrics: Prometheus page on http://127.0.0.1:%d/metrics", port)
     return server

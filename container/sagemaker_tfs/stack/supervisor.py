@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from . import commands, metrics_page, nginx, readiness, requirements
+from . import commands, direct_metrics, metrics_page, nginx, readiness, requirements
 from ..shared import logs, model_tree, runtime_dir
 from ..shared.gpus import gpu_count
 from ..config import Settings
@@ -157,6 +157,7 @@ class Stack:
         self.env = settings.to_env(os.environ)  # the children's settings: what serve resolved, read back as is
         self.state = "starting"  # then "ready", then "stopping" (the metrics page reports it)
         self._metrics_server = None
+        self._direct_log: direct_metrics.DirectRouteLog | None = None
 
     # ---- what a multi-model stack (stack/multi_model.py) does differently ----
 
@@ -190,12 +191,16 @@ class Stack:
         Raises StartupError (with what to fix) or StopRequested (a signal came)."""
         s = self.settings
         deadline = time.monotonic() + s.tfs_wait_time_seconds
+        direct_model = nginx.direct_model(s, self.tree.script) if self.tree is not None else None
         if s.metrics:  # gunicorn's processes write their values to the folder, for serve's page to add up
             collector = metrics_page.StackCollector(
                 metrics_page.prepare_folder(self.runtime),
                 lambda: [(child.name, child.restarts) for child in self.children()], lambda: self.state)
+            if direct_model is not None:  # nginx's datagrams, one per request of the direct route
+                self._direct_log = direct_metrics.DirectRouteLog(self.runtime / direct_metrics.SOCKET)
             try:
-                self._metrics_server = metrics_page.start(s.metrics_port, collector)
+                self._metrics_server = metrics_page.start(s.metrics_port, collector,
+                                                          *filter(None, [self._direct_log]))
             except OSError as exc:
                 raise StartupError(f"cannot listen on SAGEMAKER_METRICS_PORT={s.metrics_port}: "
                                    f"{exc.strerror or exc}") from None
@@ -239,7 +244,7 @@ class Stack:
         self._wait(lambda: runtime_dir.ready_workers(self.runtime) >= s.gunicorn_workers, self.gunicorn, deadline,
                    "every gunicorn worker to load the app")
 
-        config = nginx.write_config(s)
+        config = nginx.write_config(s, direct_model)
         runtime_dir.remove(self.runtime / "nginx.pid")  # nginx writes it itself, through whatever is there
         self.nginx = Child("nginx", nginx.command(config), self.env, self.runtime / "nginx-supervised.pid",
                            self.child_exited.set, own_stdout=True)
@@ -368,3 +373,5 @@ class Stack:
             child.stop(signal.SIGTERM, 15)
         if self._metrics_server is not None:
             self._metrics_server.shutdown()
+        if self._direct_log is not None:
+            self._direct_log.close()

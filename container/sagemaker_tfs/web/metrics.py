@@ -16,13 +16,12 @@ to FLUSH_SECONDS.
 from __future__ import annotations
 
 import atexit
-import bisect
 import os
 import threading
 import time
 from pathlib import Path
 
-from ..shared.metrics_files import APP_FILE, BUCKETS, add_histograms, write_json
+from ..shared.metrics_files import APP_FILE, add_histograms, observe, write_json
 
 FLUSH_SECONDS = 0.5
 
@@ -45,15 +44,6 @@ class Timings:
     def server_timing(self, total: float) -> str:
         """The Server-Timing header value: each stage's duration in milliseconds, then the total."""
         return ", ".join(f"{stage};dur={seconds * 1000:.3f}" for stage, seconds in (*self.stages, ("total", total)))
-
-
-def _observe(histograms: dict, key: tuple[str, str], seconds: float) -> None:
-    """Count `seconds` in its bucket of the histogram `key`: [count per bucket (not cumulative)..., +Inf, sum]."""
-    cells = histograms.get(key)
-    if cells is None:
-        cells = histograms[key] = [0] * (len(BUCKETS) + 1) + [0.0]
-    cells[bisect.bisect_left(BUCKETS, seconds)] += 1
-    cells[-1] += seconds
 
 
 class _Totals:
@@ -94,9 +84,9 @@ class ProxyMetrics:
         matched, labelled "other", so that the labels are as few as the routes)."""
         totals = self._totals()
         route = route or "other"
-        _observe(totals.requests, (route, str(status)), total)
+        observe(totals.requests, (route, str(status)), total)
         for stage, seconds in timings.stages:
-            _observe(totals.stages, (route, stage), seconds)
+            observe(totals.stages, (route, stage), seconds)
         totals.finished += 1
 
     # ------------------------------------------------------------------------------------ the worker's file

@@ -1,0 +1,232 @@
+"""The direct route (nginx -> model server for plain TFS JSON, no handler script) answers exactly as the app does.
+
+Two stacks on the same models: `direct` (the route on, the default; 2 model server instances) and `app`
+(SAGEMAKER_NGINX_DIRECT_INVOCATIONS=false: every request through the app). The default handler's request table
+goes through both and every answer must be the same (status, Content-Type, body); a few rows also have their exact
+expected answers. Models: half_plus_three (the default, y = 0.5 x + 3), half_plus_two (versions 123 and 124, with a
+regress signature).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import time
+
+import numpy
+import pytest
+
+import support
+from stack_support import ATTRIBUTES, call, invoke, pretty_predictions
+
+JSON = "application/json"
+TFS = '{"instances": [1.0, 2.0, 5.0]}'
+PREDICTIONS = pretty_predictions("3.5, 4.0, 5.5")
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory):
+    root = tmp_path_factory.mktemp("direct-route")
+    support.copy_model(support.HALF_PLUS_THREE, root, "half_plus_three")
+    support.copy_model(support.HALF_PLUS_TWO_2_VERSIONS, root, "half_plus_two")
+    return root
+
+
+ENV = {"SAGEMAKER_TFS_DEFAULT_MODEL_NAME": "half_plus_three"}
+
+
+@pytest.fixture(scope="module")
+def direct(root):
+    env = {**ENV, "SAGEMAKER_METRICS": "true", "SAGEMAKER_METRICS_PORT": str(support.free_port()),
+           "SAGEMAKER_SERVER_TIMING": "true"}
+    with support.Stack(root, env=env, instances=2) as started:
+        yield started
+
+
+@pytest.fixture(scope="module")
+def app(root):
+    with support.Stack(root, env={**ENV, "SAGEMAKER_NGINX_DIRECT_INVOCATIONS": "false"}) as started:
+        yield started
+
+
+# (id, body, Content-Type, other headers)
+ROWS = [
+    ("tfs instances", TFS, JSON, {}),
+    ("tfs inputs", '{"inputs": [1.0, 2.0]}', JSON, {}),
+    ("tfs examples on predict", '{"examples": [{"x": 1.0}]}', JSON, {}),
+    ("charset", TFS, "application/json; charset=utf-8", {}),
+    ("upper case type", TFS, "Application/JSON", {}),
+    ("flat list", "[1.0, 2.0]", JSON, {}),
+    ("list of lists", "[[1.0], [2.0]]", JSON, {}),
+    ("scalar", "1.0", JSON, {}),
+    pytest.param("json lines of tfs requests", '{"instances": [1.0]}\n{"instances": [2.0]}\n', JSON, {},
+                 marks=pytest.mark.xfail(strict=True, reason="the model server reads the first value and ignores the "
+                                                            "rest (TFS's parser), the app reads JSON lines (400)")),
+    ("json lines as json", '[1.0]\n[2.0]\n', JSON, {}),
+    ("json lines of numbers", "1.0\n2.0\n", JSON, {}),
+    ("generic object", '{"x": 1.0}', JSON, {}),
+    ("byte-order mark", b"\xef\xbb\xbf" + TFS.encode(), JSON, {}),
+    ("invalid json", '{"instances": [1.0,', JSON, {}),
+    ("not utf-8", b'{"instances": ["\xff"]}', JSON, {}),
+    ("empty body", "", JSON, {}),
+    ("blank body", "  \n", JSON, {}),
+    ("wrong shape", '{"instances": [[[1.0]]]}', JSON, {}),
+    ("wrong type", '{"instances": ["a"]}', JSON, {}),
+    ("unknown input", '{"inputs": {"y": [1.0]}}', JSON, {}),
+    ("unknown signature", '{"signature_name": "nope", "instances": [1.0]}', JSON, {}),
+    ("no content type", TFS, None, {}),
+    ("csv", "1.0\n2.0", "text/csv", {}),
+    ("jsonlines", "1.0\n[2.0]\n", "application/jsonlines", {}),
+    ("jsons", "1.0\n2.0", "application/jsons", {}),
+    ("npy", support.npy_body(numpy.array([1.0, 2.0], dtype=numpy.float32)), "application/x-npy", {}),
+    ("unsupported type", TFS, "text/plain", {}),
+    ("gzip encoded", TFS, JSON, {"Content-Encoding": "gzip"}),
+    ("accept any", TFS, JSON, {"Accept": "*/*"}),
+    ("accept json", TFS, JSON, {"Accept": JSON}),
+    ("accept json with q", TFS, JSON, {"Accept": "application/json;q=0.5"}),
+    ("accept json q=0", TFS, JSON, {"Accept": "application/json;q=0"}),
+    ("accept csv", TFS, JSON, {"Accept": "text/csv"}),
+    ("accept jsonlines", TFS, JSON, {"Accept": "application/jsonlines"}),
+    ("accept csv or json", TFS, JSON, {"Accept": "text/csv;q=0.1, application/json"}),
+    ("accept unknown", TFS, JSON, {"Accept": "image/png"}),
+    ("accept csv, flat list", "[1.0, 2.0]", JSON, {"Accept": "text/csv"}),
+    ("other attribute", TFS, JSON, {ATTRIBUTES: "trace=abc"}),
+    ("model version", TFS, JSON, {ATTRIBUTES: "tfs-model-version=123"}),
+    ("unknown version", TFS, JSON, {ATTRIBUTES: "tfs-model-version=7"}),
+    ("other model", TFS, JSON, {ATTRIBUTES: "tfs-model-name=half_plus_two,tfs-model-version=124"}),
+    ("regress", '{"examples": [{"x": 1.0}]}', JSON, {ATTRIBUTES: "tfs-model-name=half_plus_two,tfs-method=regress"}),
+    ("regress on default", '{"examples": [{"x": 1.0}]}', JSON, {ATTRIBUTES: "tfs-method=regress"}),
+    ("invalid method", TFS, JSON, {ATTRIBUTES: "tfs-method=explain"}),
+]
+
+
+def _send(stack: support.Stack, body, content_type, headers) -> support.Answer:
+    return invoke(stack, body, content_type, X_Amzn_RequestId="rid-direct", **{k.replace("-", "_"): v
+                                                                              for k, v in headers.items()})
+
+
+def _seen(answer: support.Answer) -> tuple:
+    return answer.status, answer.content_type, answer.body, answer.headers.get("x-amzn-requestid")
+
+
+@pytest.mark.parametrize("name, body, content_type, headers", ROWS,
+                         ids=[getattr(row, "values", row)[0] for row in ROWS])
+def test_both_routes_give_the_same_answer(direct, app, name, body, content_type, headers):
+    assert _seen(_send(direct, body, content_type, headers)) == _seen(_send(app, body, content_type, headers))
+
+
+def test_exact_answers(direct):
+    assert _seen(invoke(direct, TFS)) [:3] == (200, JSON, PREDICTIONS.encode())
+    flat = invoke(direct, "[1.0, 2.0]")
+    assert (flat.status, flat.text) == (200, pretty_predictions("[3.5, 4.0]"))
+    invalid = invoke(direct, '{"instances": [1.0,')
+    assert (invalid.status, invalid.json()) == (
+        400, {"error": "the request body is not valid JSON: Expecting value: line 1 column 20 (char 19)"})
+    shape = invoke(direct, '{"instances": ["a"]}')
+    assert shape.status == 400 and shape.content_type == JSON and "error" in shape.json()
+    csv = invoke(direct, TFS, Accept="text/csv")
+    assert (csv.status, csv.content_type, csv.text) == (200, "text/csv", "3.5\n4.0\n5.5")
+
+
+def test_every_answer_carries_a_request_id(direct):
+    """The client's, else one nginx makes (UUID layout), on the direct route and on its fallback to the app."""
+    assert invoke(direct, TFS, X_Amzn_RequestId="mine").headers["x-amzn-requestid"] == "mine"
+    assert invoke(direct, "[1.0]", X_Amzn_RequestId="mine-too").headers["x-amzn-requestid"] == "mine-too"
+    made = {invoke(direct, body).headers["x-amzn-requestid"] for body in (TFS, TFS, "[1.0]")}
+    assert len(made) == 3
+    assert all(re.fullmatch(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", rid) for rid in made)
+    fallback = invoke(direct, "[2.0]")
+    rid = fallback.headers["x-amzn-requestid"]
+    # nginx's access line (written once the answer is sent) and the app agree on the id
+    support.wait_for(lambda: f'"POST /invocations HTTP/1.1" 200 ' in direct.log() and f" id={rid}\n" in direct.log(),
+                     what=f"nginx's access line for {rid}")
+
+
+def test_the_internal_location_is_not_reachable(direct):
+    answer = call(direct.url + "/__direct", TFS, method="POST", Content_Type=JSON)
+    assert (answer.status, answer.json()) == (404, {"error": "Not Found"})
+
+
+def test_plain_tfs_json_does_not_go_through_the_app(direct, app):
+    """With every gunicorn process stopped, the direct route still answers plain TFS JSON."""
+    group = direct.pid_of("gunicorn-supervised")
+    os.killpg(group, signal.SIGSTOP)
+    try:
+        answer = invoke(direct, TFS)
+        assert (answer.status, answer.text) == (200, PREDICTIONS)
+    finally:
+        os.killpg(group, signal.SIGCONT)
+    assert "location = /__direct" not in (app.runtime_dir / "nginx.conf").read_text()
+
+
+def test_a_large_body_falls_back_whole(direct):
+    """A 10 MB body that is not a TFS request reaches the app whole (nginx keeps it in a temp file)."""
+    body = "[" + ", ".join(["1.0"] * 2_500_000) + "]"
+    assert len(body) > 10_000_000
+    answer = invoke(direct, body)
+    assert answer.status == 200
+    assert answer.text.count("3.5") == 2_500_000
+
+
+def _page(stack: support.Stack) -> str:
+    return call(f"http://127.0.0.1:{stack.env['SAGEMAKER_METRICS_PORT']}/metrics").text
+
+
+def _settled_page(stack: support.Stack) -> str:
+    """The page once two reads a second apart (twice the workers' flush period) agree on every count."""
+    pages = [_page(stack)]
+
+    def settled() -> bool:
+        time.sleep(1.0)
+        pages.append(_page(stack))
+        counts = [re.findall(r"^\S+_count\S* \S+$", page, re.M) for page in pages[-2:]]
+        return counts[0] == counts[1]
+    support.wait_for(settled, what="the metrics page to settle")
+    return pages[-1]
+
+
+def _count(page: str, metric: str, status: str) -> float:
+    found = re.search(rf'^{metric}_count{{route="/invocations",status="{status}"}} (\S+)$', page, re.M)
+    return float(found.group(1)) if found else 0.0
+
+
+def test_metrics_count_each_route(direct):
+    """serve's page counts the direct route's requests (nginx's log datagrams) apart from the app's."""
+    direct_metric = "sagemaker_tfs_direct_request_duration_seconds"
+    app_metric = "sagemaker_tfs_request_duration_seconds"
+    before = _settled_page(direct)  # the earlier tests' requests all counted
+    for _ in range(3):
+        assert invoke(direct, TFS).status == 200
+    assert invoke(direct, "[1.0]").status == 200  # falls back: the app answers it
+    expected = {direct_metric: _count(before, direct_metric, "200") + 3,
+                app_metric: _count(before, app_metric, "200") + 1}
+    # the workers write their totals every 0.5 s; nginx logs a request once it is answered
+    support.wait_for(lambda: {metric: _count(_page(direct), metric, "200") for metric in expected} == expected,
+                     what=f"the counts {expected}")
+
+
+def test_server_timing_on_the_direct_route(direct):
+    answer = invoke(direct, TFS)
+    assert re.fullmatch(r"model_server;dur=\d+, total;dur=\d+", answer.headers["server-timing"])
+    fallback = invoke(direct, "[1.0]")  # the app's header, with its stages
+    assert "default_input_handler;dur=" in fallback.headers["server-timing"]
+
+
+def test_model_servers_down_both_routes_answer_as_the_app(direct, app):
+    """Killed model servers (serve restarts them): both routes give the app's JSON error, naming the address."""
+    answers = []
+    for stack in (direct, app):
+        low = int(stack.env["SAGEMAKER_SAFE_PORT_RANGE"].split("-")[0])
+        pids = [stack.pid_of(f"tfs-{i}") for i in range(len(stack.model_server_ports) // 2)]
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
+        support.wait_for(lambda: not any(support.port_is_open(low + 2 * i + 1) for i in range(len(pids))),
+                         what="the model servers' REST ports to close")
+        answer = invoke(stack, TFS)
+        answers.append((answer.status, answer.content_type,
+                        re.sub(rb"127\.0\.0\.1:\d+", b"127.0.0.1:PORT", answer.body)))
+    for stack in (direct, app):
+        stack.wait_until(stack.ready, timeout=180, what="answering /ping with 200 again")
+    assert answers[0] == answers[1]
+    assert answers[0][0] in (502, 503) and answers[0][1] == JSON

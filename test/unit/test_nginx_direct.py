@@ -1,0 +1,70 @@
+"""When nginx.conf has the direct route (nginx -> model servers for plain TFS JSON), and that nginx accepts it."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from sagemaker_tfs.config import Settings
+from sagemaker_tfs.stack import nginx
+
+
+def _settings(tmp_path: Path, **env: str) -> Settings:
+    base = {"SAGEMAKER_RUNTIME_DIR": str(tmp_path), "SAGEMAKER_SAFE_PORT_RANGE": "20000-20003",
+            "SAGEMAKER_TFS_INSTANCE_COUNT": "2"}
+    settings = Settings.from_env({**base, **env})
+    return settings.resolved(str(tmp_path), None if settings.multi_model else "half_plus_three")
+
+
+def test_the_route_calls_the_default_model_on_every_instance(tmp_path):
+    settings = _settings(tmp_path)
+    model = nginx.direct_model(settings, None)
+    assert model == "half_plus_three"
+    config = nginx.render(settings, model)
+    assert "server 127.0.0.1:20001;\n        server 127.0.0.1:20003;\n        keepalive 64;" in config
+    assert "proxy_pass http://model_servers/v1/models/half_plus_three:predict;" in config
+    assert "rewrite ^ /__direct? last;" in config
+
+
+@pytest.mark.parametrize("env, script", [
+    ({"SAGEMAKER_NGINX_DIRECT_INVOCATIONS": "false"}, None),
+    ({}, Path("code/inference.py")),
+    ({"SAGEMAKER_MULTI_MODEL": "true"}, None),
+])
+def test_no_route_when_the_app_must_answer(tmp_path, env, script):
+    settings = _settings(tmp_path, **env)
+    assert nginx.direct_model(settings, script) is None
+    config = nginx.render(settings, None)
+    assert "__direct" not in config and "model_servers" not in config
+
+
+@pytest.mark.parametrize("on", ["true", "false"])
+def test_nginx_accepts_the_config(tmp_path, on):
+    settings = _settings(tmp_path, SAGEMAKER_SERVER_TIMING=on, SAGEMAKER_METRICS=on)
+    for folder in ("nginx", *(f"nginx/{name}" for name in nginx.TEMP_FOLDERS)):
+        (tmp_path / folder).mkdir(exist_ok=True)
+    (tmp_path / "nginx.conf").write_text(nginx.render(settings, "half_plus_three"))
+    check = subprocess.run(["nginx", "-t", "-c", str(tmp_path / "nginx.conf"), "-e", "stderr"],
+                           capture_output=True, text=True)
+    assert check.returncode == 0, check.stderr
+
+
+def test_the_direct_route_log_counts_nginx_lines(tmp_path):
+    """nginx's syslog lines (`<status> <request time>`) become the direct route's histogram."""
+    from sagemaker_tfs.stack.direct_metrics import DirectRouteLog
+
+    counter = DirectRouteLog(tmp_path / "direct.sock")
+    try:
+        for line in ("<190>Nov 26 23:00:00 direct: 200 0.002", "<190>Nov 26 23:00:01 direct: 200 0.300",
+                     "<190>Nov 26 23:00:02 direct: 404 0.001", "garbage"):
+            counter.count(line)
+        family, = counter.collect()
+        samples = {(s.name, s.labels.get("status"), s.labels.get("le")): s.value for s in family.samples}
+    finally:
+        counter.close()
+    assert samples[("sagemaker_tfs_direct_request_duration_seconds_count", "200", None)] == 2
+    assert samples[("sagemaker_tfs_direct_request_duration_seconds_bucket", "200", "0.0025")] == 1
+    assert samples[("sagemaker_tfs_direct_request_duration_seconds_count", "404", None)] == 1
+    assert samples[("sagemaker_tfs_direct_request_duration_seconds_sum", "200", None)] == pytest.approx(0.302)
