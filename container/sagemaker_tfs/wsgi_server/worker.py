@@ -16,6 +16,7 @@ messages, as JSON (answers.closing_error, gunicorn_settings' writer too).
 
 from __future__ import annotations
 
+import ctypes
 import io
 import os
 import select
@@ -35,6 +36,37 @@ from ..model_client.http_client import timeval
 
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 _READ_SIZE = 65536  # larger reads allocate (and fault in) a large buffer per call
+_LARGE_BODY = 1 << 20  # after a body this large, the connection's thread gives free memory back (_Malloc.trim)
+
+
+class _Malloc:
+    """glibc's malloc, told to give back the memory of large bodies. Two causes keep it resident otherwise: glibc
+    raises its mmap threshold to the size of each mapped block freed (up to 32 MB), so after one 10 MB body every
+    later buffer below that is carved from the threads' malloc arenas; and the arenas keep what is freed. Fixing the
+    threshold (M_MMAP_THRESHOLD at its default, 128 kB) and trimming after a large body (malloc_trim also releases
+    free pages inside each arena) took a worker from 3 to 10 times its size after 40 concurrent 10 MB requests back
+    to within 10%; either alone did not. Elsewhere (musl, macOS) nothing to do."""
+
+    def __init__(self) -> None:
+        try:
+            libc = ctypes.CDLL(None)
+            self._mallopt, self._trim = libc.mallopt, libc.malloc_trim
+        except (AttributeError, OSError):
+            self._mallopt = self._trim = None
+            return
+        self._mallopt.argtypes, self._mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+        self._trim.argtypes, self._trim.restype = [ctypes.c_size_t], ctypes.c_int
+
+    def fix_mmap_threshold(self) -> None:
+        if self._mallopt is not None:
+            self._mallopt(-3, 128 * 1024)  # M_MMAP_THRESHOLD
+
+    def trim(self) -> None:
+        if self._trim is not None:
+            self._trim(0)
+
+
+_malloc = _Malloc()
 
 
 class BadRequest(Exception):
@@ -105,7 +137,9 @@ class Connection:
         environ["PATH_INFO"] = (unquote_to_bytes(path) if b"%" in path else path).decode("latin-1")
         environ["QUERY_STRING"] = query.decode("latin-1")
         environ["SERVER_PROTOCOL"] = "HTTP/" + parser.get_http_version()
-        environ["wsgi.input"] = io.BytesIO(self._body[0] if len(self._body) == 1 else b"".join(self._body))
+        body, self._body = self._body, []  # the pieces go once joined (a 100 MB body is not held twice for long)
+        environ["wsgi.input"] = io.BytesIO(body[0] if len(body) == 1 else b"".join(body))
+        self._environ = {}  # the request is `ready`'s alone: answered, it is freed (not kept until the next one)
         self.ready.append((environ, parser.should_keep_alive()))
 
 
@@ -114,6 +148,7 @@ class ConnectionsWorker(base.Worker):
 
     def init_process(self) -> None:
         self.connections: dict[int, socket.socket] = {}  # fd -> socket, read by the main thread at stop
+        _malloc.fix_mmap_threshold()
         super().init_process()
 
     def run(self) -> None:
@@ -200,9 +235,19 @@ class ConnectionsWorker(base.Worker):
                     return
                 ready = connection.ready
                 while ready:
-                    if not self._respond(sock, *ready.pop(0)):
+                    environ, keep_alive = ready.pop(0)
+                    large = environ["wsgi.input"].getbuffer().nbytes >= _LARGE_BODY
+                    answered = self._respond(sock, environ, keep_alive)
+                    del environ  # the request and its body go once answered, not when the next one arrives
+                    if large:
+                        _malloc.trim()
+                    if not answered:
                         return
         finally:
+            # The parser and the Connection (its protocol) refer to each other: break the cycle so that reference
+            # counting frees both, with any body they still hold, now rather than at the next cycle collection.
+            connection.parser = None
+            connection.ready.clear()
             self.connections.pop(sock.fileno(), None)
             try:
                 sock.close()
