@@ -9,10 +9,13 @@ pass-through input_handler/output_handler pair, and these measurements:
   exit     SIGTERM to serve: processes of the stack still running, and ports still listening, after serve exits
   errors   malformed and refused requests of every kind the stack answers itself (nginx, gunicorn, the app):
            how many answers are not a JSON `{"error": ...}` body with Content-Type application/json
+  sigkill  (another stack) SIGKILL to serve itself: seconds until no process of the stack runs and no port of it
+           listens (polled up to 10 s), and what is left then
   memory   (a second stack, handler reading the body) 40 concurrent 10 MB POST /invocations: each gunicorn
            worker's resident memory (VmRSS) before, and once settled (polled up to 30 s) after, as a ratio
 Targets (issue 11): 0 errors under load; model server back in <= 5 s; <= 1 failed request for a worker or an nginx
-kill; nothing left after exit; every error body JSON; (issue 22) memory after the burst <= 1.2 x before.
+kill; nothing left after exit; every error body JSON; (issue 22) memory after the burst <= 1.2 x before; nothing left
+<= 5 s after a SIGKILL of serve.
 
   .venv/bin/python scripts/benchmark_faults.py [--load-seconds 60] [--json results.json] [--parts memory,...]
 """
@@ -46,7 +49,7 @@ def input_handler(data, context):
 def output_handler(response, context):
     return response.content, "application/json"
 '''
-PARTS = ("load", "faults", "errors", "exit", "memory")
+PARTS = ("load", "faults", "errors", "exit", "memory", "sigkill")
 MAX_BODY = "1m"  # SAGEMAKER_NGINX_CLIENT_MAX_BODY_SIZE of the stack, so that a 413 can be provoked
 
 
@@ -280,6 +283,28 @@ def main_stack(tmp: Path, parts: set[str], load_seconds: int, results: dict) -> 
         stack.stop()
 
 
+def sigkill_serve(tmp: Path) -> dict:
+    """SIGKILL serve itself; how long until nothing of its stack runs or listens."""
+    model = support.write_code(support.copy_model(support.HALF_PLUS_THREE, tmp, "sigkill"), PAIR)
+    with support.Stack(model) as stack:
+        try:
+            pids = stack.processes()
+            ports = [stack.port, *stack.model_server_ports]
+            stack.proc.send_signal(signal.SIGKILL)
+            started = time.monotonic()
+            while True:
+                left = pids & set(support.live_processes())
+                listening = [port for port in ports if support.listening_pids(port) is not None]
+                seconds = time.monotonic() - started
+                if not left and not listening or seconds > 10:
+                    break
+                time.sleep(0.05)
+        finally:
+            stack.stop()
+    return {"processes_before": len(pids), "processes_left": len(left), "ports_left_listening": listening,
+            "seconds_until_nothing_left": round(seconds, 2) if not left and not listening else None}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--load-seconds", type=int, default=60)
@@ -294,6 +319,11 @@ def main() -> int:
             print(f"memory: {memory['clients']} x {memory['body_mb']} MB POST ({memory['answered_200']} answered 200): "
                   f"worker VmRSS {memory['rss_kb_before']} kB before, {memory['rss_kb_after']} kB after, worst "
                   f"{memory['worst_ratio']}x", flush=True)
+        if "sigkill" in parts:
+            killed = results["sigkill"] = sigkill_serve(Path(tmp))
+            print(f"SIGKILL serve: {killed['processes_left']} of {killed['processes_before']} processes left, ports "
+                  f"still listening: {killed['ports_left_listening'] or 'none'}, nothing left after "
+                  f"{killed['seconds_until_nothing_left']} s", flush=True)
         if parts & {"load", "faults", "errors", "exit"}:
             main_stack(Path(tmp), parts, args.load_seconds, results)
     if args.json:
