@@ -179,3 +179,15 @@ def test_a_half_sent_models_request_does_not_hold_a_thread_past_the_read_timeout
         while chunk := sock.recv(65536):
             data += chunk
         assert b"HTTP/1.0 200" not in data
+
+
+def test_client_text_cannot_forge_a_log_line(stack):
+    """A model name with a line break, in a load and in an invocation's path: refused, and logged escaped on one
+    line, so that no line of serve's log (its children's included) starts with the injected text."""
+    injected = "FORGED-LINE serve: model loaded"
+    assert stack.load(f"x\n{injected}", "/nowhere").status == 400
+    assert stack.call("POST", f"/models/y%0a{injected.replace(' ', '%20')}/invoke", "{}",
+                      Content_Type="application/json").status == 404
+    support.wait_for(lambda: "x\\nFORGED-LINE" in stack.log() and "y\\nFORGED-LINE" in stack.log(), 10,
+                     "both requests logged")
+    assert [line for line in stack.log().splitlines() if line.startswith("FORGED-LINE")] == []
