@@ -9,10 +9,15 @@ pass-through input_handler/output_handler pair, and these measurements:
   exit     SIGTERM to serve: processes of the stack still running, and ports still listening, after serve exits
   errors   malformed and refused requests of every kind the stack answers itself (nginx, gunicorn, the app):
            how many answers are not a JSON `{"error": ...}` body with Content-Type application/json
+  sigkill  (another stack) SIGKILL to serve itself: seconds until no process of the stack runs and no port of it
+           listens (polled up to 10 s), and what is left then
+  memory   (a second stack, handler reading the body) 40 concurrent 10 MB POST /invocations: each gunicorn
+           worker's resident memory (VmRSS) before, and once settled (polled up to 30 s) after, as a ratio
 Targets (issue 11): 0 errors under load; model server back in <= 5 s; <= 1 failed request for a worker or an nginx
-kill; nothing left after exit; every error body JSON.
+kill; nothing left after exit; every error body JSON; (issue 22) memory after the burst <= 1.2 x before; nothing left
+<= 5 s after a SIGKILL of serve.
 
-  .venv/bin/python scripts/benchmark_faults.py [--load-seconds 60] [--json results.json]
+  .venv/bin/python scripts/benchmark_faults.py [--load-seconds 60] [--json results.json] [--parts memory,...]
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ def input_handler(data, context):
 def output_handler(response, context):
     return response.content, "application/json"
 '''
+PARTS = ("load", "faults", "errors", "exit", "memory", "sigkill")
 MAX_BODY = "1m"  # SAGEMAKER_NGINX_CLIENT_MAX_BODY_SIZE of the stack, so that a 413 can be provoked
 
 
@@ -226,21 +232,36 @@ def stop_and_count(stack: support.Stack) -> dict:
             "ports_left_listening": listening}
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--load-seconds", type=int, default=60)
-    parser.add_argument("--json", help="also write the results to this file")
-    args = parser.parse_args()
-    results: dict = {}
-    with tempfile.TemporaryDirectory(prefix="benchmark-faults-") as tmp:
-        model = support.write_code(support.copy_model(support.HALF_PLUS_THREE, Path(tmp), "model"), PAIR)
-        stack = support.Stack(model, env={"SAGEMAKER_NGINX_CLIENT_MAX_BODY_SIZE": MAX_BODY,
-                                          "TF_CPP_MIN_LOG_LEVEL": "2"})
-        stack.start()
+def memory_after_burst(tmp: Path, clients: int = 40, body_mb: int = 10) -> dict:
+    """A stack whose handler reads the body; the gunicorn workers' VmRSS before and after `clients` concurrent
+    POSTs of `body_mb` MB."""
+    model = support.write_code(support.copy_model(support.HALF_PLUS_THREE, tmp, "memory"), support.PASS_THROUGH)
+    with support.Stack(model, env={"SAGEMAKER_NGINX_CLIENT_MAX_BODY_SIZE": f"{body_mb + 1}m"}) as stack:
         try:
-            results["load"] = wrk_load(stack.url, args.load_seconds, 64)
-            print(f"load: c64 {args.load_seconds}s: {results['load']['requests']} requests, "
-                  f"{results['load']['errors']} errors ({results['load']['requests_per_s']} req/s)", flush=True)
+            support.post_burst(stack.port, b"x" * 1000, clients)  # every connection thread exists
+            pids = stack.gunicorn_workers()
+            before = {pid: support.resident_kb(pid) for pid in pids}
+            statuses = support.post_burst(stack.port, b"x" * (body_mb << 20), clients)
+            after = support.settled_rss(pids, {pid: before[pid] * 1.2 for pid in pids})
+        finally:
+            stack.stop()
+    return {"clients": clients, "body_mb": body_mb, "answered_200": statuses.count(200),
+            "rss_kb_before": list(before.values()), "rss_kb_after": list(after.values()),
+            "worst_ratio": round(max(after[pid] / before[pid] for pid in pids), 2)}
+
+
+def main_stack(tmp: Path, parts: set[str], load_seconds: int, results: dict) -> None:
+    """The parts measured on the main stack (the pass-through pair, calling the model server)."""
+    model = support.write_code(support.copy_model(support.HALF_PLUS_THREE, tmp, "model"), PAIR)
+    stack = support.Stack(model, env={"SAGEMAKER_NGINX_CLIENT_MAX_BODY_SIZE": MAX_BODY,
+                                      "TF_CPP_MIN_LOG_LEVEL": "2"})
+    stack.start()
+    try:
+        if "load" in parts:
+            results["load"] = load = wrk_load(stack.url, load_seconds, 64)
+            print(f"load: c64 {load_seconds}s: {load['requests']} requests, {load['errors']} errors "
+                  f"({load['requests_per_s']} req/s)", flush=True)
+        if "faults" in parts:
             results["faults"] = []
             for target in ("model server", "gunicorn worker", "nginx master"):
                 fault = kill_and_recover(stack, target)
@@ -249,16 +270,62 @@ def main() -> int:
                       f"after {fault['seconds_until_ping_200']} s ({fault['answered']} answered)"
                       + (f"; first failures: {fault['first_failures']}" if fault["failed_requests"] else ""),
                       flush=True)
-            results["errors"] = error_bodies(stack.port)
-            print(f"error bodies: {results['errors']['requests'] - len(results['errors']['not_json'])} of "
-                  f"{results['errors']['requests']} JSON" + (f"; not JSON: {results['errors']['not_json']}"
-                                                             if results["errors"]["not_json"] else ""), flush=True)
-            results["exit"] = stop_and_count(stack)
-            print(f"exit: SIGTERM -> status {results['exit']['exit_status']}, {results['exit']['processes_left']} of "
-                  f"{results['exit']['processes_before']} processes left, ports still listening: "
-                  f"{results['exit']['ports_left_listening'] or 'none'}", flush=True)
+        if "errors" in parts:
+            results["errors"] = errors = error_bodies(stack.port)
+            print(f"error bodies: {errors['requests'] - len(errors['not_json'])} of {errors['requests']} JSON"
+                  + (f"; not JSON: {errors['not_json']}" if errors["not_json"] else ""), flush=True)
+        if "exit" in parts:
+            results["exit"] = done = stop_and_count(stack)
+            print(f"exit: SIGTERM -> status {done['exit_status']}, {done['processes_left']} of "
+                  f"{done['processes_before']} processes left, ports still listening: "
+                  f"{done['ports_left_listening'] or 'none'}", flush=True)
+    finally:
+        stack.stop()
+
+
+def sigkill_serve(tmp: Path) -> dict:
+    """SIGKILL serve itself; how long until nothing of its stack runs or listens."""
+    model = support.write_code(support.copy_model(support.HALF_PLUS_THREE, tmp, "sigkill"), PAIR)
+    with support.Stack(model) as stack:
+        try:
+            pids = stack.processes()
+            ports = [stack.port, *stack.model_server_ports]
+            stack.proc.send_signal(signal.SIGKILL)
+            started = time.monotonic()
+            while True:
+                left = pids & set(support.live_processes())
+                listening = [port for port in ports if support.listening_pids(port) is not None]
+                seconds = time.monotonic() - started
+                if not left and not listening or seconds > 10:
+                    break
+                time.sleep(0.05)
         finally:
             stack.stop()
+    return {"processes_before": len(pids), "processes_left": len(left), "ports_left_listening": listening,
+            "seconds_until_nothing_left": round(seconds, 2) if not left and not listening else None}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--load-seconds", type=int, default=60)
+    parser.add_argument("--json", help="also write the results to this file")
+    parser.add_argument("--parts", default=",".join(PARTS), help=f"some of {','.join(PARTS)} (default: all)")
+    args = parser.parse_args()
+    parts = set(args.parts.split(","))
+    results: dict = {}
+    with tempfile.TemporaryDirectory(prefix="benchmark-faults-") as tmp:
+        if "memory" in parts:
+            memory = results["memory"] = memory_after_burst(Path(tmp))
+            print(f"memory: {memory['clients']} x {memory['body_mb']} MB POST ({memory['answered_200']} answered 200): "
+                  f"worker VmRSS {memory['rss_kb_before']} kB before, {memory['rss_kb_after']} kB after, worst "
+                  f"{memory['worst_ratio']}x", flush=True)
+        if "sigkill" in parts:
+            killed = results["sigkill"] = sigkill_serve(Path(tmp))
+            print(f"SIGKILL serve: {killed['processes_left']} of {killed['processes_before']} processes left, ports "
+                  f"still listening: {killed['ports_left_listening'] or 'none'}, nothing left after "
+                  f"{killed['seconds_until_nothing_left']} s", flush=True)
+        if parts & {"load", "faults", "errors", "exit"}:
+            main_stack(Path(tmp), parts, args.load_seconds, results)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
     return 0

@@ -23,6 +23,7 @@ RETURNS = {
     "four-tuple": lambda: ("a", "text/plain", 200, "extra"),
     "float-body": lambda: (1.5, "text/csv"),
     "string-status": lambda: ("x", "text/plain", "400"),
+    "interim-status": lambda: ("x", "text/plain", 100),
     "int-content-type": lambda: ("x", 5),
     "unserialisable": lambda: {"when": {1, 2}},
 }

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -118,6 +119,54 @@ def descendants(pid: int) -> set[int]:
 def session_members(session_ids: set[int]) -> set[int]:
     """The live processes in any of these sessions (a session id is the pid of the process that started it)."""
     return {pid for pid, fields in live_processes().items() if int(fields[3]) in session_ids}
+
+
+def resident_kb(pid: int) -> int:
+    """VmRSS of a process in kB (/proc/<pid>/status)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise ValueError(f"no VmRSS for {pid}")
+
+
+# A handler that reads the whole body and answers its size: bodies pass through the worker, not the model server.
+PASS_THROUGH = """
+    def handler(data, context):
+        return str(len(data.read())), "text/plain"
+"""
+
+
+def settled_rss(pids: set[int], limit_kb: dict[int, float], timeout: float = 30.0) -> dict[int, int]:
+    """Each process's VmRSS in kB once all are within their limit, or as they are after `timeout` (memory freed
+    goes back to the system over a moment)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        rss = {pid: resident_kb(pid) for pid in pids}
+        if all(rss[pid] <= limit_kb[pid] for pid in pids) or time.monotonic() > deadline:
+            return rss
+        time.sleep(0.5)
+
+
+def post_burst(port: int, body: bytes, clients: int, path: str = "/invocations") -> list[int]:
+    """`clients` concurrent POSTs of `body` (each on its own connection); their statuses."""
+    statuses: list[int] = [0] * clients
+
+    def send(index: int) -> None:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+        try:
+            connection.request("POST", path, body, {"Content-Type": "application/octet-stream"})
+            answer = connection.getresponse()
+            answer.read()
+            statuses[index] = answer.status
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=send, args=(index,)) for index in range(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return statuses
 
 
 def listening_pids(port: int) -> set[int] | None:
@@ -318,6 +367,9 @@ class Stack(Background):
             except ProcessLookupError:
                 pass
         return code
+
+    def gunicorn_workers(self) -> set[int]:
+        return descendants(self.pid_of("gunicorn-supervised"))
 
     def __enter__(self) -> "Stack":
         return self if self.proc is not None else self.start()  # `with Stack(...).start(wait=False)` starts once

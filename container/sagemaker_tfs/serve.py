@@ -36,6 +36,7 @@ from .config import ConfigError, Settings, log_format
 from .errors import StartupError
 from .shared.model_tree import ModelTree, ModelTreeError
 from .packaging import is_toolkit_script
+from .stack import reaper
 from .stack.supervisor import Stack, StopRequested
 
 log = logging.getLogger("serve")
@@ -88,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):  # SIGHUP: the terminal closed
         signal.signal(signum, on_signal)
     stack: Stack | None = None
+    children_reaper = reaper.start()  # kills the children if serve itself is killed (SIGKILL, OOM killer)
     try:
         settings, tree = prepare()
         lock = runtime_dir.claim(Path(settings.runtime_dir))  # held until we exit
@@ -107,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if stack is not None:
             stack.stop()
+        children_reaper.close()
     lock.close()
     log.info("stopped")
     return 0

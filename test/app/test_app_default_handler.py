@@ -132,3 +132,10 @@ def test_every_answer_carries_a_request_id(app):
     assert "request req-400: 400 the request body is not valid JSON" in app.log()
     assert app.call("GET", "/ping", headers={"X-Amzn-RequestId": "p-1"}).headers["x-amzn-requestid"] == "p-1"
     assert UUID.fullmatch(app.call("GET", "/nowhere").headers["x-amzn-requestid"])
+
+
+
+@pytest.mark.parametrize("rid", ["r" * 257, "a\x01b", "caf\xe9"], ids=["257-chars", "control", "not-ascii"])
+def test_a_request_id_too_long_or_not_printable_ascii_is_replaced_by_a_new_one(app, rid):
+    assert app.call("GET", "/ping", headers={"X-Amzn-RequestId": "r" * 256}).headers["x-amzn-requestid"] == "r" * 256
+    assert UUID.fullmatch(app.call("GET", "/ping", headers={"X-Amzn-RequestId": rid}).headers["x-amzn-requestid"])

@@ -87,8 +87,10 @@ def test_return_values(app, case, accept, expected):
     ("four-tuple", "handler returned a tuple of 4 items ('a', 'text/plain', 200, 'extra'): return (body, "
                    "content_type) or (body, content_type, status)"),
     ("float-body", "handler returned (1.5, 'text/csv'): the body must be str, bytes, dict or list, not float"),
-    ("string-status", "handler returned ('x', 'text/plain', '400'): the status must be an integer from 100 to "
+    ("string-status", "handler returned ('x', 'text/plain', '400'): the status must be an integer from 200 to "
                       "599, not '400'"),
+    ("interim-status", "handler returned ('x', 'text/plain', 100): the status must be an integer from 200 to "
+                       "599, not 100"),
     ("int-content-type", "handler returned ('x', 5): the content type must be a string such as "
                          "'application/json' or None, not 5"),
     ("unserialisable", "handler returned {'when': {1, 2}}, which cannot be sent as JSON: Object of type set is "

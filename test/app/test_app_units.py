@@ -73,8 +73,10 @@ def test_return_values(result, accept, expected):
     ((None, "text/plain"), "output_handler returned (None, 'text/plain'): the body must be str, bytes, dict or list, "
                            "not NoneType"),
     (("x", "text/plain\r\nX-Evil: 1"), "the content type must be a string"),
-    (("x", "text/plain", True), "the status must be an integer from 100 to 599, not True"),
-    (("x", "text/plain", 600), "the status must be an integer from 100 to 599, not 600"),
+    (("x", "text/plain", True), "the status must be an integer from 200 to 599, not True"),
+    (("x", "text/plain", 600), "the status must be an integer from 200 to 599, not 600"),
+    (("x", "text/plain", 100), "the status must be an integer from 200 to 599, not 100"),
+    (("x", "text/plain", 101), "the status must be an integer from 200 to 599, not 101"),
     (3, "output_handler returned 3, which cannot be sent"),
 ])
 def test_return_values_that_cannot_be_sent(result, message):

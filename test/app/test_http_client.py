@@ -13,6 +13,7 @@ import pytest
 import requests
 
 from sagemaker_tfs.model_client.http_client import request_body
+from support import wait_for
 from sagemaker_tfs.model_client.model_servers import (ModelServer, ModelServerClient, ModelServerError,
                                                       ModelServerSession)
 
@@ -45,6 +46,8 @@ class FakeHttpServer:
         self.answers = list(answers)
         self.silent = silent
         self.connections = 0
+        self.requests = 0  # requests read
+        self.ended = 0  # connections closed
         self.sock = socket.create_server(("127.0.0.1", 0))
         self.port = self.sock.getsockname()[1]
         threading.Thread(target=self._serve, daemon=True).start()
@@ -59,40 +62,80 @@ class FakeHttpServer:
             threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
 
     def _handle(self, conn: socket.socket) -> None:
-        with conn:
-            reader = conn.makefile("rb")
-            while True:
-                head = b""
-                while not head.endswith(b"\r\n\r\n"):
-                    line = reader.readline()
-                    if not line:
-                        return
-                    head += line
-                length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
-                               if line.lower().startswith(b"content-length:")), 0)
-                reader.read(length)
-                if self.silent:
-                    threading.Event().wait(5)
+        try:
+            self._answer(conn)
+        finally:
+            conn.close()
+            self.ended += 1
+
+    def _answer(self, conn: socket.socket) -> None:
+        reader = conn.makefile("rb")
+        while True:
+            head = b""
+            while not head.endswith(b"\r\n\r\n"):
+                line = reader.readline()
+                if not line:
                     return
-                answer, close = self.answers.pop(0)
-                conn.sendall(answer)
-                if close:
-                    return
+                head += line
+            length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                           if line.lower().startswith(b"content-length:")), 0)
+            reader.read(length)
+            self.requests += 1
+            if self.silent:
+                threading.Event().wait(5)
+                return
+            answer, close = self.answers.pop(0)
+            conn.sendall(answer)
+            if close:
+                return
 
     def close(self) -> None:
         self.sock.close()
 
 
-def test_client_reuses_its_connection_and_retries_once_when_the_server_closed_it():
-    ok = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
-    server = FakeHttpServer([(ok, False), (ok, True), (ok, False)])
+OK = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
+
+
+def test_client_reuses_its_connection_and_reconnects_before_sending_when_the_server_closed_it():
+    server = FakeHttpServer([(OK, False), (OK, True), (OK, False)])
     try:
         client = ModelServerClient(timeout=5)
         target = ModelServer(server.port, 1)
-        for _ in range(3):  # the second answer closes the connection without saying so
+        for attempt in range(3):  # the second answer closes the connection without saying so
             response = client.request(target, "POST", "/v1/models/m:predict", b"{}")
             assert (response.status_code, response.json(), response.encoding) == (200, {}, "utf-8")
-        assert server.connections == 2
+            if attempt == 1:
+                wait_for(lambda: server.ended == 1, 5, "the server's close")
+        assert (server.connections, server.requests) == (2, 3)
+    finally:
+        server.close()
+
+
+def test_a_request_whose_answer_is_cut_off_is_not_sent_again():
+    server = FakeHttpServer([(OK, False), (b"", True), (OK, False)])  # the second request gets no answer
+    try:
+        client = ModelServerClient(timeout=5)
+        target = ModelServer(server.port, 1)
+        assert client.request(target, "POST", "/v1/models/m:predict", b"{}").status_code == 200
+        with pytest.raises(ModelServerError) as error:
+            client.request(target, "POST", "/v1/models/m:predict", b"{}")
+        assert error.value.status == 502 and server.requests == 2  # sent once, not retried
+        assert client.request(target, "POST", "/v1/models/m:predict", b"{}").status_code == 200
+        assert (server.connections, server.requests) == (2, 3)
+    finally:
+        server.close()
+
+
+def test_interim_answers_are_skipped_and_a_repeated_header_keeps_every_value():
+    interim = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n"
+    final = b"HTTP/1.1 200 OK\r\nX-Thing: 1\r\nContent-Length: 2\r\nx-thing: 2\r\n\r\nok"
+    server = FakeHttpServer([(interim + final, False), (OK, False)])
+    try:
+        client = ModelServerClient(timeout=5)
+        target = ModelServer(server.port, 1)
+        first = client.request(target, "POST", "/v1/models/m:predict", b"{}")
+        assert (first.status_code, first.content, first.headers["X-Thing"]) == (200, b"ok", "1, 2")
+        assert client.request(target, "GET", "/v1/models/m").content == b"{}"
     finally:
         server.close()
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 
 import pytest
 from mme_support import error, model, predictions
@@ -158,3 +159,35 @@ def test_a_savedmodel_the_model_server_cannot_load_is_500_and_leaves_nothing_beh
         stack.unload("fragile")
     assert os.listdir(stack.runtime_dir)  # runtime files are named by digests and counters, never by model names
     assert not [name for name in os.listdir(stack.runtime_dir) if "fragile" in name]
+
+
+def test_a_models_request_body_over_64_kib_is_413(stack):
+    body = '{"model_name": "big", "url": "/x", "padding": "' + "p" * 65536 + '"}'
+    answer = stack.call("POST", "/models", body, Content_Type="application/json")
+    assert (answer.status, answer.json()) == (
+        413, error("The request body is larger than 65536 bytes, the most a /models request may send"))
+
+
+def test_a_half_sent_models_request_does_not_hold_a_thread_past_the_read_timeout(stack):
+    """nginx sends each request whole; a client of the socket itself that stops half-way is dropped (10 s)."""
+    sock = socket.socket(socket.AF_UNIX)
+    with sock:
+        sock.connect(str(stack.runtime_dir / "models.sock"))
+        sock.sendall(b"POST /models HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")
+        sock.settimeout(30)  # a guard against a hang: the server ends the connection well before
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+        assert b"HTTP/1.0 200" not in data
+
+
+def test_client_text_cannot_forge_a_log_line(stack):
+    """A model name with a line break, in a load and in an invocation's path: refused, and logged escaped on one
+    line, so that no line of serve's log (its children's included) starts with the injected text."""
+    injected = "FORGED-LINE serve: model loaded"
+    assert stack.load(f"x\n{injected}", "/nowhere").status == 400
+    assert stack.call("POST", f"/models/y%0a{injected.replace(' ', '%20')}/invoke", "{}",
+                      Content_Type="application/json").status == 404
+    support.wait_for(lambda: "x\\nFORGED-LINE" in stack.log() and "y\\nFORGED-LINE" in stack.log(), 10,
+                     "both requests logged")
+    assert [line for line in stack.log().splitlines() if line.startswith("FORGED-LINE")] == []

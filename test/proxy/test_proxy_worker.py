@@ -229,3 +229,67 @@ def test_a_connection_silent_for_the_keep_alive_time_is_closed(model_server, tmp
             sock.sendall(post(BODY))
             assert reader.answer()[0] == 200
             assert reader.closed()  # the worker closes it (the socket's own timeout is 30 s)
+
+
+def refusal(app: App, request: bytes) -> tuple[int, dict]:
+    """The worker's answer to a request it refuses: (status, JSON body); the connection closes after it."""
+    sock, reader = connect(app)
+    with sock:
+        sock.sendall(request)
+        status, headers, body = reader.answer()
+        assert (headers["content-type"], headers["connection"]) == ("application/json", "close")
+        assert reader.closed()
+        return status, json.loads(body)
+
+
+# gunicorn's limits, statuses and messages (gunicorn/http/message.py, errors.py, workers/base.py)
+@pytest.mark.parametrize("request_bytes, status, error", [
+    (b"GET /ping?" + b"q" * 5000 + b" HTTP/1.1\r\nHost: x\r\n\r\n", 414,
+     "URI Too Long: Request Line is too large (5019 > 4094)"),
+    (b"GET /ping HTTP/1.1\r\nHost: x\r\nX-Big: " + b"v" * 8190 + b"\r\n\r\n", 431,
+     "Request Header Fields Too Large: Error parsing headers: 'limit request headers fields size'"),
+    (b"GET /ping HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n", 400, "Bad Request: Invalid HTTP Header: 'HOST'"),
+    (b"GET /ping HTTP/2.0\r\nHost: x\r\n\r\n", 400,
+     "Bad Request: Invalid HTTP Version 'Invalid HTTP Version: (2, 0)'"),
+    (post(BODY, b"Expect: 200-ok\r\n"), 417, "Expectation Failed: Unable to comply with expectation: '200-ok'"),
+], ids=["request-line", "field-size", "two-hosts", "http-2.0", "expect"])
+def test_requests_over_gunicorn_s_limits_are_refused_as_gunicorn_does(app, request_bytes, status, error):
+    assert refusal(app, request_bytes) == (status, {"error": error})
+
+
+def test_complete_pipelined_requests_are_answered_before_a_malformed_one_is_refused(app):
+    sock, reader = connect(app)
+    with sock:
+        sock.sendall(post(b'{"instances": [1.0]}') + post(b'{"instances": [2.0]}') + b"BAD\r\n\r\n")
+        assert [json.loads(reader.answer()[2]) for _ in range(2)] == [{"predictions": [3.5]}, {"predictions": [4.0]}]
+        status, headers, body = reader.answer()
+        assert (status, headers["connection"]) == (400, "close")
+        assert json.loads(body)["error"].startswith("Bad Request: Malformed HTTP request: ")
+        assert reader.closed()
+
+
+def test_a_head_trickling_in_is_cut_off_after_the_keep_alive_time(model_server, tmp_path, hold):
+    """Each read waiting --keep-alive (here 1 s) is not enough: a byte every 0.3 s would hold the thread for ever.
+    The whole head must arrive within that time."""
+    model_dir = write_model_dir(tmp_path, f"HOLD = {str(hold)!r}\n" + SCRIPT)
+    with App(model_dir, model_server, workers=1, env={"GUNICORN_CMD_ARGS": "--keep-alive 1"}) as app:
+        sock, _ = connect(app)
+        with sock:
+            sock.settimeout(0.3)
+            sock.sendall(b"POST /invocations HTTP/1.1\r\n")
+            closed = False
+            for _ in range(30):  # up to 9 s
+                try:
+                    closed = sock.recv(1) == b""
+                except socket.timeout:
+                    pass
+                except ConnectionResetError:
+                    closed = True
+                if closed:
+                    break
+                try:
+                    sock.sendall(b"X: y\r\n")
+                except OSError:
+                    closed = True
+                    break
+            assert closed

@@ -220,3 +220,20 @@ def test_no_gunicorn_control_socket_in_home_and_a_private_runtime_folder_by_defa
         assert stack.runtime_dir.stat().st_mode & 0o777 == 0o700
     assert not (home / ".gunicorn").exists()  # (TensorFlow, in the model server, writes $HOME/.keras)
     assert [path.name for path in xdg.iterdir()] == [stack.runtime_dir.name]  # no gunicorn.ctl either
+
+
+def test_a_sigkilled_serve_leaves_no_process_and_no_listening_port_after_5_s(tmp_path):
+    stack = support.Stack(model_dir(tmp_path), env={"SAGEMAKER_GUNICORN_WORKERS": "2"}).start()
+    try:
+        processes = stack.processes()
+        assert len(processes) >= 6  # the model server, gunicorn and 2 workers, nginx and its workers, the reaper
+        stack.signal(signal.SIGKILL)
+        ports = [stack.port, *stack.model_server_ports]
+
+        def nothing_left() -> bool:
+            return not processes & set(support.live_processes()) and all(
+                support.listening_pids(port) is None for port in ports)
+
+        support.wait_for(nothing_left, timeout=5, what="no process of the stack and no listening port")
+    finally:
+        stack.stop()

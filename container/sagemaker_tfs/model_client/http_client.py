@@ -99,6 +99,19 @@ class Connection:
         sock.settimeout(None)
         self.sock, self._buffer, self._timeout = sock, b"", None
 
+    def _closed_by_server(self) -> bool:
+        """Whether the idle kept connection has ended: a non-blocking peek reads its end of stream (or a reset,
+        or bytes nobody asked for) without waiting."""
+        if self._buffer:
+            return True
+        try:
+            self.sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return False  # nothing to read: open
+        except OSError:
+            pass
+        return True
+
     def close(self) -> None:
         if self.sock is not None:
             self.sock.close()
@@ -112,7 +125,11 @@ class Connection:
 
     def exchange(self, method: str, path: str, body: bytes, headers: dict[str, str],
                  timeout: float) -> tuple[int, str, list[tuple[str, str]], bytes]:
-        """Send one request, read its answer: (status, reason, headers, content)."""
+        """Send one request, read its answer: (status, reason, headers, content). A kept connection the server
+        has closed meanwhile is replaced before sending; once sent, a request is never sent again (a POST may not
+        be idempotent: a handler's call would run twice)."""
+        if self.sock is not None and self._closed_by_server():
+            self.close()
         if self.sock is None:
             self.open(timeout)
         if timeout != self._timeout:
@@ -142,19 +159,26 @@ class Connection:
 
     def _read_answer(self, method: str) -> tuple[int, str, list[tuple[str, str]], bytes]:
         data = self._buffer or self._receive()
-        while (end := data.find(b"\r\n\r\n")) < 0:
-            if len(data) > 65536:
+        while True:  # interim answers (1xx, e.g. 100 Continue) are skipped: the final one follows
+            while (end := data.find(b"\r\n\r\n")) < 0:
+                if len(data) > 65536:
+                    raise ProtocolError("the answer's headers are incomplete or too many")
+                data += self._receive()
+            status_line, *lines = data[:end].decode("latin-1").split("\r\n")
+            data = data[end + 4:]
+            version, _, rest = status_line.partition(" ")
+            code, _, reason = rest.partition(" ")
+            if not version.startswith("HTTP/1.") or not code.isdigit():
+                raise ProtocolError(f"invalid status line {status_line[:100]!r}")
+            if len(lines) > 200:
                 raise ProtocolError("the answer's headers are incomplete or too many")
-            data += self._receive()
-        status_line, *lines = data[:end].decode("latin-1").split("\r\n")
-        data = data[end + 4:]
-        version, _, rest = status_line.partition(" ")
-        code, _, reason = rest.partition(" ")
-        if not version.startswith("HTTP/1.") or not code.isdigit():
-            raise ProtocolError(f"invalid status line {status_line[:100]!r}")
-        if len(lines) > 200:
-            raise ProtocolError("the answer's headers are incomplete or too many")
-        status = int(code)
+            status = int(code)
+            if status == 101:
+                raise ProtocolError("the server switched protocols (101), which was not asked for")
+            if not 100 <= status < 200:
+                break
+            if not data:
+                data = self._receive()
         headers = []
         length = None
         chunked = False
@@ -173,7 +197,7 @@ class Connection:
             elif lowered == "connection":
                 token = value.lower()
                 keep_alive = False if token == "close" else True if token == "keep-alive" else keep_alive
-        if method == "HEAD" or status in (204, 304) or 100 <= status < 200:
+        if method == "HEAD" or status in (204, 304):
             content = b""
         elif chunked:
             content, data = self._read_chunks(data)
@@ -247,25 +271,17 @@ class HttpClient:
 
     def request(self, port: int, method: str, path: str, data: Any, timeout: float,
                 headers: dict[str, str] | None = None) -> requests.Response:
-        """The server's answer, whatever its status; `data` as request_body() takes it. A kept connection
-        the server has closed meanwhile is retried once on a fresh one; any failure closes the connection."""
+        """The server's answer, whatever its status; `data` as request_body() takes it. Sent once (see
+        Connection.exchange); any failure closes the connection."""
         body, extra = request_body(data)
         headers = {**extra, **headers} if headers else extra
         connection = self._connection(port)
         started = time.perf_counter()
-        for attempt in (1, 2):
-            reused = connection.sock is not None
-            try:
-                status, reason, answer_headers, content = connection.exchange(method, path, body, headers, timeout)
-                break
-            except (BrokenPipeError, ConnectionResetError):
-                connection.close()
-                if reused and attempt == 1:
-                    continue  # the server closed an idle connection: once more on a fresh one
-                raise
-            except Exception:
-                connection.close()
-                raise
+        try:
+            status, reason, answer_headers, content = connection.exchange(method, path, body, headers, timeout)
+        except Exception:
+            connection.close()
+            raise
         return _response(status, reason, answer_headers, content, connection.base_uri + path,
                          time.perf_counter() - started)
 
@@ -282,7 +298,10 @@ def _response(status: int, reason: str, headers: list[tuple[str, str]], content:
     more than the rest of the call)."""
     response = requests.Response.__new__(requests.Response)
     table = CaseInsensitiveDict()
-    table._store = {name.lower(): (name, value) for name, value in headers}  # what CaseInsensitiveDict.update does
+    store = table._store  # what CaseInsensitiveDict.update does, a repeated header's values joined as urllib3 does
+    for name, value in headers:
+        key = name.lower()
+        store[key] = (name, store[key][1] + ", " + value) if key in store else (name, value)
     content_type = table.get("Content-Type", "")
     # requests' rule, short-cut for the model server's own type
     encoding = "utf-8" if content_type == "application/json" else get_encoding_from_headers(table)

@@ -21,12 +21,16 @@ from wsgiref.simple_server import WSGIRequestHandler
 
 import falcon
 
+from ..errors import HandlerError
 from ..shared import runtime_dir
 from ..web import answers, middleware
 from ..web.middleware import log_target_model
 from .owner import Owner
 
 log = logging.getLogger("sagemaker_tfs.multi_model")
+
+MAX_BODY = 65536  # a load request is {"model_name": ..., "url": ...}; nginx passes bodies of any size here
+READ_TIMEOUT = 10.0  # seconds a read of a request may wait (nginx sends a request whole, at once)
 
 
 def _json(resp: falcon.Response, body: dict[str, Any]) -> None:
@@ -44,8 +48,12 @@ class Models:
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         log_target_model(req)
+        data = req.bounded_stream.read(MAX_BODY + 1)
+        if len(data) > MAX_BODY:
+            raise HandlerError(413, f"The request body is larger than {MAX_BODY} bytes, the most a /models "
+                                    "request may send")
         try:
-            body = json.loads(req.bounded_stream.read())
+            body = json.loads(data)
         except ValueError:
             body = None  # check 1 answers it
         _json(resp, self._owner.load(body))
@@ -73,6 +81,8 @@ def create_app(owner: Owner) -> falcon.App:
 
 
 class _Handler(WSGIRequestHandler):
+    timeout = READ_TIMEOUT  # a half-sent request does not hold its thread for long (the socket's timeout)
+
     def setup(self) -> None:
         super().setup()
         self.client_address = ("127.0.0.1", 0)  # a UNIX socket's peer has no address; wsgiref wants one

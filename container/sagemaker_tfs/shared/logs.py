@@ -42,9 +42,31 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, ensure_ascii=False)
 
 
+# Characters that would end or rewrite a text log line (line breaks, carriage returns, escape sequences, Unicode
+# line separators). Client text (model names, paths, custom attributes) reaches log messages: escaped, it cannot
+# forge a line. Tabs stay.
+_CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f\x85\u2028\u2029]")
+_ESCAPES = {"\n": "\\n", "\r": "\\r"}
+
+
+def escape_controls(text: str) -> str:
+    """text with each control character written as an escape (\\n, \\r, \\x1b, \\u2028)."""
+    if _CONTROL.search(text) is None:
+        return text
+    return _CONTROL.sub(lambda m: _ESCAPES.get(m[0]) or m[0].encode("unicode_escape").decode("ascii"), text)
+
+
+class TextFormatter(logging.Formatter):
+    """A text line per record: the formatted message with its control characters escaped (escape_controls), the
+    traceback after it as it is (multi-line on purpose; it holds no client text the message does not)."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        return escape_controls(super().formatMessage(record))
+
+
 def formatter(log_format: str, text_format: str, text_datefmt: str | None = None) -> logging.Formatter:
-    """The formatter of a process: JSON, or its usual text layout."""
-    return JsonFormatter() if log_format == JSON else logging.Formatter(text_format, text_datefmt)
+    """The formatter of a process: JSON (json.dumps escapes), or its usual text layout, escaped."""
+    return JsonFormatter() if log_format == JSON else TextFormatter(text_format, text_datefmt)
 
 
 def configure(level: str, log_format: str) -> None:

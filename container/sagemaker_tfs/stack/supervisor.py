@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from . import commands, direct_metrics, metrics_page, nginx, readiness, requirements
+from . import commands, direct_metrics, metrics_page, nginx, readiness, reaper, requirements
 from ..shared import logs, model_tree, runtime_dir
 from ..shared.gpus import gpu_count
 from ..config import Settings
@@ -61,6 +61,7 @@ class Child:
         stdout, stderr = (None, subprocess.PIPE) if self.own_stdout else (subprocess.PIPE, subprocess.STDOUT)
         self.proc = subprocess.Popen(self.args, env=self.env, stdout=stdout, stderr=stderr, stdin=subprocess.DEVNULL,
                                      start_new_session=True)
+        reaper.watch(self.proc.pid)
         if self.pid_file is not None:
             runtime_dir.write_file(self.pid_file, f"{self.proc.pid}\n")
         forwarded = self.proc.stderr if self.own_stdout else self.proc.stdout

@@ -57,8 +57,8 @@ class Context:
         return self.request_processor[idx].get_request_properties()
 
     def set_response_status(self, code: int = 200, phrase: str = "") -> None:
-        if isinstance(code, bool) or not isinstance(code, int) or not 100 <= code <= 599:
-            raise ValueError(f"set_response_status: the status must be an integer from 100 to 599, not {code!r}")
+        if isinstance(code, bool) or not isinstance(code, int) or not 200 <= code <= 599:  # 1xx are interim answers
+            raise ValueError(f"set_response_status: the status must be an integer from 200 to 599, not {code!r}")
         self.response_status = (code, phrase)
 
     def set_response_content_type(self, idx: int, value: str) -> None:

@@ -41,8 +41,9 @@ def from_return_value(result: Any, accept: str, who: str) -> Answer:
         elif not isinstance(content_type, str) or not content_type or any(c in content_type for c in "\r\n"):
             raise BadReturnValue(f"{who} returned {_preview(result)}: the content type must be a string such as "
                                  f"'application/json' or None, not {_preview(content_type)}")
-        if isinstance(status, bool) or not isinstance(status, int) or not 100 <= status <= 599:
-            raise BadReturnValue(f"{who} returned {_preview(result)}: the status must be an integer from 100 "
+        if isinstance(status, bool) or not isinstance(status, int) or not 200 <= status <= 599:
+            # 1xx are interim answers: sent as final ones, nginx would wait for the real one (60 s)
+            raise BadReturnValue(f"{who} returned {_preview(result)}: the status must be an integer from 200 "
                                  f"to 599, not {_preview(status)}")
     else:
         body, status = result, 200

@@ -18,6 +18,7 @@ import json
 import logging
 import time
 import os
+import re
 
 import falcon
 
@@ -52,12 +53,21 @@ def new_request_id() -> str:
 _VARIANT = {digit: "89ab"[int(digit, 16) & 3] for digit in "0123456789abcdef"}  # RFC 4122's variant bits
 
 
+# A client's X-Amzn-RequestId is kept when it is this (SageMaker's are UUIDs); another one is replaced by a new id:
+# a long one would outgrow nginx's buffer for the answer's headers (a 503 after the handler ran), control
+# characters would end up in logs.
+_SANE_REQUEST_ID = re.compile(r"[\x20-\x7e]{1,256}")
+
+
 class RequestId:
     """Sets req.context.request_id and the answer's X-Amzn-RequestId before routing, so that every answer,
     errors and unknown paths included, carries it."""
 
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
-        rid = req.context.request_id = req.env.get("HTTP_X_AMZN_REQUESTID") or new_request_id()
+        rid = req.env.get("HTTP_X_AMZN_REQUESTID")
+        if not rid or not _SANE_REQUEST_ID.fullmatch(rid):  # echoed and logged: printable ASCII, 256 at most
+            rid = new_request_id()
+        req.context.request_id = rid
         resp.set_header(REQUEST_ID_HEADER, rid)
 
 

@@ -11,20 +11,26 @@ from pathlib import Path as _Path
 
 from gunicorn import util as _util
 
-def _json_logging() -> dict:
-    """With SAGEMAKER_LOG_FORMAT=json, gunicorn's own lines as JSON (logs.py); its loggers do not propagate, so that
-    the root logger has only the app's handler (app.py) and no line is written twice."""
+def _logging() -> dict:
+    """gunicorn's own lines through logs.py's formatters: JSON with SAGEMAKER_LOG_FORMAT=json, else gunicorn's text
+    layout with control characters escaped (a request's path is client text). Its loggers do not propagate, so that
+    the root logger has only the app's handler (app.py) and no line is written twice. In text, no access log (as
+    without a logging config: nginx's has every request)."""
     from ..config import log_format
 
-    if log_format() != "json":
-        return {}
+    json_format = log_format() == "json"
     loggers = {name: {"level": "INFO", "handlers": [handler], "propagate": False, "qualname": name}
                for name, handler in (("gunicorn.error", "error_console"), ("gunicorn.access", "console"))}
-    return {"root": {"level": "INFO", "handlers": []}, "loggers": loggers,
-            "formatters": {"generic": {"()": "sagemaker_tfs.shared.logs.JsonFormatter"}}}
+    if json_format:
+        generic = {"()": "sagemaker_tfs.shared.logs.JsonFormatter"}
+    else:
+        loggers["gunicorn.access"].update(level="WARNING", handlers=[])
+        generic = {"class": "sagemaker_tfs.shared.logs.TextFormatter", "datefmt": "[%Y-%m-%d %H:%M:%S %z]",
+                   "format": "%(asctime)s [%(process)d] [%(levelname)s] %(message)s"}  # gunicorn's
+    return {"root": {"level": "INFO", "handlers": []}, "loggers": loggers, "formatters": {"generic": generic}}
 
 
-logconfig_dict = _json_logging()
+logconfig_dict = _logging()
 
 # gunicorn >= 25.1 opens a control socket (status, kill workers, reload, shutdown) at $XDG_RUNTIME_DIR/gunicorn.ctl
 # or $HOME/.gunicorn/gunicorn.ctl, one path for every stack of the user; serve supervises gunicorn itself.
