@@ -61,9 +61,11 @@ def gated_copy(root: Path, gated: tuple[Path, object], name: str) -> tuple[Path,
 
 
 def model_server_state(stack: support.Stack, name: str, instance: int = 0) -> str | None:
-    """The state of `name` on a model server instance (read from its REST port directly), None when absent."""
+    """The state of `name` on a model server instance (read from its REST port directly), None when it does not
+    serve it: unknown (404), or removed by a reload, whose versions TFS goes on reporting as END."""
     answer = support.http_call(stack.model_server_ports[2 * instance + 1], "GET", f"/v1/models/{name}")
-    return answer.json()["model_version_status"][0]["state"] if answer.status == 200 else None
+    state = answer.json()["model_version_status"][0]["state"] if answer.status == 200 else None
+    return None if state == "END" else state
 
 
 def predictions(*values: float) -> str:

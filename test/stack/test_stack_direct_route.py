@@ -139,7 +139,7 @@ def test_every_answer_carries_a_request_id(direct):
     fallback = invoke(direct, "[2.0]")
     rid = fallback.headers["x-amzn-requestid"]
     # nginx's access line (written once the answer is sent) and the app agree on the id
-    support.wait_for(lambda: f'"POST /invocations HTTP/1.1" 200 ' in direct.log() and f" id={rid}\n" in direct.log(),
+    support.wait_for(lambda: '"POST /invocations HTTP/1.1" 200 ' in direct.log() and f" id={rid}\n" in direct.log(),
                      what=f"nginx's access line for {rid}")
 
 

@@ -32,6 +32,7 @@ def test_the_route_calls_the_default_model_on_every_instance(tmp_path):
     ({"SAGEMAKER_NGINX_DIRECT_INVOCATIONS": "false"}, None),
     ({}, Path("code/inference.py")),
     ({"SAGEMAKER_MULTI_MODEL": "true"}, None),
+    ({"SAGEMAKER_BATCH": "true"}, None),
 ])
 def test_no_route_when_the_app_must_answer(tmp_path, env, script):
     settings = _settings(tmp_path, **env)

@@ -108,3 +108,9 @@ def test_grpc_channel_arguments():
     assert channel_arguments("") == []
     assert channel_arguments("grpc.max_connection_age_ms=2000,grpc.lb_policy_name=grpclb,a=99999999999") == [
         ("grpc.max_connection_age_ms", 2000), ("grpc.lb_policy_name", "grpclb"), ("a", "99999999999")]
+
+
+def test_a_text_log_message_cannot_start_a_line_of_its_own():
+    """Client text in a message is escaped; an indented continuation line (a failed child's output) stays."""
+    assert logs.escape_controls("a\nFORGED\r\x1b[2J\u2028") == "a\\nFORGED\\r\\x1b[2J\\u2028"
+    assert logs.escape_controls("pip failed:\n    ERROR: x") == "pip failed:\n    ERROR: x"

@@ -11,5 +11,6 @@
     metrics_files.py    the metrics folder's file format
     reload_generation.py the metadata key of the registry's numbered reloads
     gpus.py             the machine's GPUs
+    str_enum.py         enum.StrEnum on Python 3.10 too
     logs.py             text or JSON log lines
 """

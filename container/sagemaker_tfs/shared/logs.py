@@ -44,13 +44,15 @@ class JsonFormatter(logging.Formatter):
 
 # Characters that would end or rewrite a text log line (line breaks, carriage returns, escape sequences, Unicode
 # line separators). Client text (model names, paths, custom attributes) reaches log messages: escaped, it cannot
-# forge a line. Tabs stay.
-_CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f\x85\u2028\u2029]")
+# forge a line. Tabs stay, and so does a line break before a space: an indented continuation line (serve quotes a
+# failed child's last lines so) can never be taken for a record of its own, which starts with its time.
+_CONTROL = re.compile("\n(?! )|[\x00-\x08\x0b-\x1f\x7f\x85\u2028\u2029]")
 _ESCAPES = {"\n": "\\n", "\r": "\\r"}
 
 
 def escape_controls(text: str) -> str:
-    """text with each control character written as an escape (\\n, \\r, \\x1b, \\u2028)."""
+    """text with each control character written as an escape (\\n, \\r, \\x1b, \\u2028), but for line breaks
+    that start an indented line."""
     if _CONTROL.search(text) is None:
         return text
     return _CONTROL.sub(lambda m: _ESCAPES.get(m[0]) or m[0].encode("unicode_escape").decode("ascii"), text)

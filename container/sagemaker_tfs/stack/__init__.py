@@ -8,4 +8,6 @@
     requirements.py      pip install of code/requirements.txt, the container's own packages pinned
     readiness.py         nginx's listening socket, for start-up
     metrics_page.py      serve's Prometheus page (SAGEMAKER_METRICS)
+    direct_metrics.py    the direct route's requests, counted from nginx's datagrams, for that page
+    reaper.py            kills what serve started if serve is killed (SIGKILL)
 """

@@ -77,8 +77,10 @@ def render(settings: Settings, direct_model: str | None = None, user: pwd.struct
 
 def direct_model(settings: Settings, script: Path | None) -> str | None:
     """The model the direct route calls: the default model of a single-model endpoint whose model servers run, when
-    no handler script applies and SAGEMAKER_NGINX_DIRECT_INVOCATIONS is on; else None (no direct route)."""
-    if (not settings.nginx_direct_invocations or settings.multi_model or script is not None
+    no handler script applies and SAGEMAKER_NGINX_DIRECT_INVOCATIONS is on; else None (no direct route). Never under
+    Batch Transform (SAGEMAKER_BATCH): its MultiRecord batches join records with line breaks, and a model server
+    reads only the first JSON value of a body, where the app reads them as JSON lines."""
+    if (not settings.nginx_direct_invocations or settings.multi_model or settings.batch or script is not None
             or not settings.model_server_rest_ports):
         return None
     return settings.default_model
