@@ -182,7 +182,7 @@ def reference_config(folder: Path, port: int, backend_port: int) -> str:
         raise SystemExit(f"no `log_format timed` or its id map in {nginx.TEMPLATE}: update reference_config")
     temp = " ".join(f"{kind}_temp_path {folder}/{kind};" for kind in nginx.TEMP_FOLDERS)
     return f"""daemon off;
-{nginx._user_directive()}worker_processes auto;
+{nginx._user_directive(None)}worker_processes auto;
 pid {folder}/nginx.pid;
 error_log stderr error;
 events {{ worker_connections 4096; }}
