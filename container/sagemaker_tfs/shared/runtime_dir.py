@@ -42,8 +42,6 @@ def claim(path: Path) -> IO[str]:
     try:
         _make_private(path)
         fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-    except RuntimeDirError:
-        raise
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise RuntimeDirError(f"{lock_path} is a symbolic link: serve writes only files it creates; "

@@ -5,12 +5,12 @@ nginx keeps its connections to gunicorn open and sends one request at a time on 
 serves every request start to end without a hand-over: no poller thread passing sockets to a pool (gthread), no
 event loop handing blocking handler code to threads. A handler that blocks (requests.post, TensorFlow, time.sleep)
 holds its own connection only; nginx opens another for the next request. The measurements behind the choice are in
-the README's benchmark section.
+docs/BENCHMARKS.md.
 
 The main thread accepts connections and keeps gunicorn's heartbeat. A connection silent for --keep-alive seconds
 (`serve` gives 75, above nginx's 60 for its idle upstream connections) is closed. On SIGTERM the worker stops
-accepting and ends every connection after its current request (`serve` stops nginx first, so no new request arrives); the arbiter's graceful
-timeout bounds the wait. Requests gunicorn's own parser would refuse are refused here with its statuses and
+accepting and ends every connection after its current request (`serve` stops nginx first, so no new request
+arrives); the arbiter's graceful timeout bounds the wait. Requests gunicorn's own parser would refuse are refused here with its statuses and
 messages, as JSON (refusals.py, gunicorn_settings' writer too).
 """
 
