@@ -8,9 +8,9 @@ Falcon app -> model server, default settings):
                       of any proxy
   no script           POST /invocations, no script: plain TFS JSON takes the direct route (nginx -> model server)
                       (also measures `direct`: the model server's REST :predict, without the proxy); and, on the
-                      same stack, `no script: CSV` (through the app), `no script: flat list` (the model server
-                      answers the direct route 400, nginx re-sends it to the app: model server backend only, the
-                      stand-in answers anything) and `no script: 1 MB` / `10 MB` (an {"instances": ...} body, at c1)
+                      same stack, `no script: CSV` (through the app), `no script: flat list` (nginx sends it to
+                      the app by its body: model server backend only, to compare with the route off) and `no script:
+                      1 MB` / `10 MB` (an {"instances": ...} body, at c1)
   no script (app)     the same rows with SAGEMAKER_NGINX_DIRECT_INVOCATIONS=false: every request through the app
   pair                POST /invocations, pass-through input_handler/output_handler
   handler (requests)  POST /invocations, a handler() that posts to context.rest_uri with a requests.Session
@@ -28,8 +28,8 @@ Backends:
 Headlines, against the stand-in, each with its target and a check mark or a cross: requests/s at concurrency 8 of
 no script, no script (app), pair, handler (session) and toolkit as a ratio of the reference's (targets: no script
 >= 0.85x, pair >= 0.25x); the p50 the no-script path adds at concurrency 1 over the stand-in called directly
-(target <= 0.05 ms); CSV, flat list and large bodies with the direct route on vs off (no target: the fallback's
-extra round trip is the price);
+(target <= 0.05 ms); CSV, flat list and large bodies with the direct route on vs off (no target; the flat list and
+CSV never reach the model server on the direct route: they should stay close to the route off);
 handler (session) vs pair at concurrency 8 (target >= 90%); the pair's requests/s at concurrency 8 (target >=
 2,500 on 2 cores) and the p50 it adds at concurrency 1 (target < 1 ms); toolkit vs pair at concurrency 8 (target
 >= 90%).
@@ -44,8 +44,8 @@ handler (session) vs pair at concurrency 8 (target >= 90%); the pair's requests/
   .venv/bin/python scripts/benchmark_proxy.py --direct-rounds 5 --duration 3   # only: no script (direct route) vs
         the reference at c8 and c1, alternating on a loaded machine; the medians of the c8 ratio (target >= 0.85x)
         and of the p50 added at c1 over the stand-in called directly (target <= 0.05 ms)
-  .venv/bin/python scripts/benchmark_proxy.py --fallback-rounds 5 --duration 2   # only: a flat list (the direct
-        route's fallback to the app) against the real model server at c8, route off vs on, alternating rounds
+  .venv/bin/python scripts/benchmark_proxy.py --fallback-rounds 5 --duration 2   # only: a flat list (nginx sends it
+        to the app by its body) against the real model server at c8, route off vs on, alternating rounds
 
 Needs nginx and wrk (scripts/install.sh installs both). Timings on a shared machine are noisy: compare figures
 of one run.
@@ -486,8 +486,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="only no script (the direct route) vs the reference against the stand-in, in this many "
                              "alternating rounds at c8 and c1")
     parser.add_argument("--fallback-rounds", type=int, default=0,
-                        help="only a flat list against the real model server at c8, the direct route off vs on (its "
-                             "fallback), in this many alternating rounds")
+                        help="only a flat list against the real model server at c8, the direct route off vs on (nginx "
+                             "sends it to the app by its body), in this many alternating rounds")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))  # stop what was started, as on ^C
     backends = args.backends.split(",")

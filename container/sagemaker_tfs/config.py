@@ -279,8 +279,7 @@ class Settings:
     nginx_direct_invocations: bool = var(
         "SAGEMAKER_NGINX_DIRECT_INVOCATIONS", _bool, True,
         "`false`: every `/invocations` goes through the app; by default nginx sends plain TensorFlow Serving JSON "
-        "straight to the model servers when no handler script applies, except under Batch Transform (README: How a "
-        "request flows)",
+        "straight to the model servers when no handler script applies (README: How a request flows)",
         render=_render_bool)
     batch: bool = var("SAGEMAKER_BATCH", _text, False, "set by Batch Transform; raises the batching queue default",
                       by_presence=True, render=_render_presence)

@@ -60,9 +60,11 @@ ROWS = [
     ("flat list", "[1.0, 2.0]", JSON, {}),
     ("list of lists", "[[1.0], [2.0]]", JSON, {}),
     ("scalar", "1.0", JSON, {}),
-    pytest.param("json lines of tfs requests", '{"instances": [1.0]}\n{"instances": [2.0]}\n', JSON, {},
-                 marks=pytest.mark.xfail(strict=True, reason="the model server reads the first value and ignores the "
-                                                            "rest (TFS's parser), the app reads JSON lines (400)")),
+    ("json lines of tfs requests", '{"instances": [1.0]}\n{"instances": [2.0]}\n', JSON, {}),
+    ("two tfs requests on a line", '{"instances": [1.0]} {"instances": [2.0]}', JSON, {}),
+    ("two tfs requests with a comma", '{"instances": [1.0]},{"instances": [2.0]}', JSON, {}),
+    ("tfs request then bytes", '{"instances": [1.0]}x', JSON, {}),
+    ("tfs request then a brace", '{"instances": [1.0]}}', JSON, {}),
     ("json lines as json", '[1.0]\n[2.0]\n', JSON, {}),
     ("json lines of numbers", "1.0\n2.0\n", JSON, {}),
     ("generic object", '{"x": 1.0}', JSON, {}),
@@ -114,6 +116,31 @@ def _seen(answer: support.Answer) -> tuple:
                          ids=[getattr(row, "values", row)[0] for row in ROWS])
 def test_both_routes_give_the_same_answer(direct, app, name, body, content_type, headers):
     assert _seen(_send(direct, body, content_type, headers)) == _seen(_send(app, body, content_type, headers))
+
+
+# (body, the route that answers): the model server for one TFS object and nothing after it, else the app
+BODIES = [
+    (TFS, "model server"),
+    (' \r\n\t{"instances": [1.0]} \n', "model server"),
+    ('{"signature_name": "serving_default", "instances": [1.0]}', "model server"),
+    ('{"instances": [1.0], "signature_name": "ser\\"ving_}{default"}', "app"),  # TFS's 400 falls back
+    ('{"inputs": {"x": [1.0]}}', "model server"),
+    ('{"instances": [1.0]}\n{"instances": [2.0]}', "app"),
+    ('{"instances": [1.0]} 2', "app"),
+    ('{"instances": [1.0]}}', "app"),
+    ('{"instances": [1.0]', "app"),
+    ('{"x": 1.0}', "app"),
+    ('{"y": 1, "instances": [1.0]}', "app"),  # when in doubt: a TFS key comes first
+    ("[1.0, 2.0]", "app"),
+    (("\ufeff" + TFS).encode(), "app"),
+]
+
+
+@pytest.mark.parametrize("body, route", BODIES)
+def test_the_body_decides_the_route(direct, body, route):
+    """Server-Timing says who answered: the direct route's model_server and total, or the app's stages."""
+    timing = invoke(direct, body).headers["server-timing"]
+    assert ("model server" if re.fullmatch(r"model_server;dur=\d+, total;dur=\d+", timing) else "app") == route, timing
 
 
 def test_exact_answers(direct):

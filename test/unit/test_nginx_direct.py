@@ -24,21 +24,25 @@ def test_the_route_calls_the_default_model_on_every_instance(tmp_path):
     assert model == "half_plus_three"
     config = nginx.render(settings, model)
     assert "server 127.0.0.1:20001;\n        server 127.0.0.1:20003;\n        keepalive 64;" in config
-    assert "proxy_pass http://model_servers/v1/models/half_plus_three:predict;" in config
-    assert "rewrite ^ /__direct? last;" in config
+    assert "rewrite ^ /v1/models/half_plus_three:predict break;\n            proxy_pass http://model_servers;" in config
+    assert "error_page 418 = @direct;" in config
+
+
+def test_batch_transform_takes_the_route(tmp_path):
+    """Its MultiRecord batches (JSON lines) go to the app by their body, its single records to the model server."""
+    assert nginx.direct_model(_settings(tmp_path, SAGEMAKER_BATCH="true"), None) == "half_plus_three"
 
 
 @pytest.mark.parametrize("env, script", [
     ({"SAGEMAKER_NGINX_DIRECT_INVOCATIONS": "false"}, None),
     ({}, Path("code/inference.py")),
     ({"SAGEMAKER_MULTI_MODEL": "true"}, None),
-    ({"SAGEMAKER_BATCH": "true"}, None),
 ])
 def test_no_route_when_the_app_must_answer(tmp_path, env, script):
     settings = _settings(tmp_path, **env)
     assert nginx.direct_model(settings, script) is None
     config = nginx.render(settings, None)
-    assert "__direct" not in config and "model_servers" not in config
+    assert "@direct" not in config and "model_servers" not in config
 
 
 @pytest.mark.parametrize("on", ["true", "false"])

@@ -64,11 +64,14 @@ def render(settings: Settings, direct_model: str | None = None, user: pwd.struct
         direct_http=DIRECT_HTTP.substitute(model_servers="".join(
             f"        server 127.0.0.1:{port};\n" for port in settings.model_server_rest_ports or ()),
             metrics_format=DIRECT_METRICS_FORMAT if settings.metrics else "",
-            server_timing_maps=DIRECT_SERVER_TIMING_MAPS if settings.server_timing else "")
+            server_timing_maps=DIRECT_SERVER_TIMING_MAPS if settings.server_timing else "",
+)
         if direct else "",
         direct_switch=DIRECT_SWITCH if direct else "",
+        direct_entry=DIRECT_ENTRY if direct else "",
         direct_locations=DIRECT_LOCATIONS.substitute(
-            model=direct_model, server_timing=DIRECT_SERVER_TIMING if settings.server_timing else "",
+            model=direct_model, sniff_size=SNIFF_SIZE, single_tfs_object=SINGLE_TFS_OBJECT,
+            server_timing=DIRECT_SERVER_TIMING if settings.server_timing else "",
             metrics_log=DIRECT_METRICS_LOG.substitute(socket=Path(settings.runtime_dir) / direct_metrics.SOCKET)
             if settings.metrics else "")
         if direct else "",
@@ -77,22 +80,36 @@ def render(settings: Settings, direct_model: str | None = None, user: pwd.struct
 
 def direct_model(settings: Settings, script: Path | None) -> str | None:
     """The model the direct route calls: the default model of a single-model endpoint whose model servers run, when
-    no handler script applies and SAGEMAKER_NGINX_DIRECT_INVOCATIONS is on; else None (no direct route). Never under
-    Batch Transform (SAGEMAKER_BATCH): its MultiRecord batches join records with line breaks, and a model server
-    reads only the first JSON value of a body, where the app reads them as JSON lines."""
-    if (not settings.nginx_direct_invocations or settings.multi_model or settings.batch or script is not None
+    no handler script applies and SAGEMAKER_NGINX_DIRECT_INVOCATIONS is on; else None (no direct route)."""
+    if (not settings.nginx_direct_invocations or settings.multi_model or script is not None
             or not settings.model_server_rest_ports):
         return None
     return settings.default_model
 
 
-# The direct route (README: How a request flows): a POST /invocations that needs nothing the default handler does
-# (TFS JSON as it is, JSON answered) goes from nginx to the default model's :predict, body unchanged. When in doubt,
-# the app: a Content-Type of JSON (parameters allowed), an Accept of JSON or anything (no parameters), no custom
-# attribute that names a model, version or method, no Content-Encoding, no chunked body. Any model server error
-# (a body that is not a TFS request gets 400) or an unreachable model server sends the same request, whose body
-# nginx kept, to the app (@app), so the client gets exactly the app's answer: the codecs stay the one
-# implementation. @app cannot loop: it never intercepts the app's answers.
+# The direct route (README: How a request flows; docs/ARCHITECTURE.md): a POST /invocations that needs nothing the
+# default handler does goes from nginx to the default model's :predict, body unchanged. When in doubt, the app.
+# - By its headers (the maps of DIRECT_HTTP): a Content-Type of JSON (parameters allowed), an Accept of JSON or
+#   anything (no parameters), no custom attribute that names a model, version or method, no Content-Encoding, no
+#   chunked body. Such a request goes to @direct, the others to the app as before.
+# - By its body (@model_server): one JSON object that starts with a TFS key and is followed by nothing. A flat list,
+#   JSON lines or a generic object go to the app without a call to the model server, whose 400 would also cost the
+#   client its connection (nginx closes it after an intercepted 400 or 500); and TFS's parser, which stops after
+#   the first value, never sees several.
+# - Any model server error, or a model server that cannot be reached, sends the same request (nginx kept its body)
+#   to the app (@app), so the client gets exactly the app's answer: the codecs stay the one implementation. @app
+#   never intercepts the app's answers, so it cannot loop.
+# The hops between these locations are error pages (418, 405), nginx's way to hand a request and its body to a named
+# location; none of them closes the client's connection.
+#
+# That body, as nginx's config quotes it (\\ is \, \" is "): blanks, "{", a TFS key, then strings, nested objects
+# (recursion) and other bytes up to the closing brace, then blanks only. Possessive: one pass, no backtracking.
+SINGLE_TFS_OBJECT = (r'^[ \t\r\n]*\{[ \t\r\n]*\"(?:instances|inputs|examples|signature_name)\"'
+                     r'(?:[^{}\"]++|\"(?:[^\"\\\\]++|\\\\.)*+\"|(\{(?:[^{}\"]++|\"(?:[^\"\\\\]++|\\\\.)*+\"|(?1))*+\}))*+'
+                     r'\}[ \t\r\n]*\z')
+# Bodies up to this size are kept in memory and looked at; larger ones go to the app (SageMaker sends at most 100 MB).
+SNIFF_SIZE = "100m"
+
 DIRECT_HTTP = Template("""
     map $$http_content_type $$direct_body {
         default 0;
@@ -128,18 +145,38 @@ DIRECT_HTTP = Template("""
 ${model_servers}        keepalive 64;
     }
 ${metrics_format}${server_timing_maps}""")
-DIRECT_SWITCH = """            if ($sagemaker_direct) {
-                rewrite ^ /__direct? last;
+DIRECT_SWITCH = """            recursive_error_pages on;  # the error pages that carry the request on: 418, then 404, then 400...
+            if ($sagemaker_direct) {
+                return 418;  # to @direct (the server's error_page 418): a named location, out of a client's reach
             }
 """
-DIRECT_LOCATIONS = Template("""        location = /__direct {
+DIRECT_ENTRY = "        error_page 418 = @direct;\n"
+DIRECT_LOCATIONS = Template("""        location @direct {
+            # The mirror reads the body, whole and in memory, before anything is chosen (its subrequest answers
+            # nothing); then empty_gif, which answers GET only, refuses the POST (405) and hands it on.
+            client_body_buffer_size ${sniff_size};
+            client_body_in_single_buffer on;
+            mirror /__body_read;
+            empty_gif;
+            recursive_error_pages on;
+            error_page 405 = @model_server;
+        }
+        location = /__body_read {
             internal;
-            proxy_pass http://model_servers/v1/models/${model}:predict;
+            return 204;
+        }
+        location @model_server {
+            # Only one JSON object that starts with a TFS key and is followed by nothing; anything else, or a body
+            # too large to be kept in memory (no $$request_body), goes to the app.
+            if ($$request_body !~ "${single_tfs_object}") {
+                return 418;
+            }
+            rewrite ^ /v1/models/${model}:predict break;
+            proxy_pass http://model_servers;
             add_header X-Amzn-RequestId $$sagemaker_request_id always;
 ${server_timing}${metrics_log}            proxy_intercept_errors on;
             recursive_error_pages on;  # @app's own failures (gunicorn down) get the server's JSON error pages
-            error_page 400 500 502 503 504 = @app;
-            error_page 404 /__errors/404;  # a client's own request for /__direct, never sent to the app
+            error_page 400 418 500 502 503 504 = @app;
             error_page 408 /__errors/408;
         }
         location @app {
