@@ -65,6 +65,12 @@ ROWS = [
     ("two tfs requests with a comma", '{"instances": [1.0]},{"instances": [2.0]}', JSON, {}),
     ("tfs request then bytes", '{"instances": [1.0]}x', JSON, {}),
     ("tfs request then a brace", '{"instances": [1.0]}}', JSON, {}),
+    ("nan", '{"instances": [NaN]}', JSON, {}),
+    ("infinity", '{"instances": [Infinity, -Infinity]}', JSON, {}),
+    ("inf", '{"instances": [Inf]}', JSON, {}),
+    ("big integer", '{"instances": [123456789012345678901234567890]}', JSON, {}),
+    ("duplicate key", '{"instances": [1.0], "instances": [2.0]}', JSON, {}),
+    ("escaped key", '{"\\u0069nstances": [1.0]}', JSON, {}),
     ("json lines as json", '[1.0]\n[2.0]\n', JSON, {}),
     ("json lines of numbers", "1.0\n2.0\n", JSON, {}),
     ("generic object", '{"x": 1.0}', JSON, {}),
@@ -171,7 +177,7 @@ def test_every_answer_carries_a_request_id(direct):
 
 
 def test_the_internal_location_is_not_reachable(direct):
-    answer = call(direct.url + "/__direct", TFS, method="POST", Content_Type=JSON)
+    answer = call(direct.url + "/__body_read", TFS, method="POST", Content_Type=JSON)
     assert (answer.status, answer.json()) == (404, {"error": "Not Found"})
 
 
@@ -184,7 +190,7 @@ def test_plain_tfs_json_does_not_go_through_the_app(direct, app):
         assert (answer.status, answer.text) == (200, PREDICTIONS)
     finally:
         os.killpg(group, signal.SIGCONT)
-    assert "location = /__direct" not in (app.runtime_dir / "nginx.conf").read_text()
+    assert "location @direct" not in (app.runtime_dir / "nginx.conf").read_text()
 
 
 def test_a_large_body_falls_back_whole(direct):

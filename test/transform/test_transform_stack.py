@@ -449,3 +449,21 @@ def test_a_stack_whose_port_another_process_took_is_started_again_on_other_ports
                         "before binding it; starting it again on other ports",
                         f"model container 0 lost one of its ports {tuple(chosen[2] + chosen[3])} to another process "
                         "before binding it; starting it again on other ports"]
+
+
+def test_json_batches_take_the_direct_route_only_when_they_are_one_tfs_request(stacks, tmp_path):
+    """No script, SAGEMAKER_BATCH: a MultiRecord batch of JSON lines goes to the app by its body (each line an
+    instance: one prediction per line), a SingleRecord TFS request to the model server (its answer as TFS gives it)."""
+    data = tmp_path / "in"
+    data.mkdir()
+    (data / "lines").write_text("[1.0]\n[2.0]\n[3.0]\n")
+    (data / "requests").write_text('{"instances": [1.0, 2.0]}\n{"instances": [3.0]}\n')
+    params = dict(content_type="application/json", accept="application/json", split_type="Line",
+                  assemble_with="Line")
+    multi = run(stacks["plain"], data / "lines", tmp_path / "multi", strategy="MultiRecord", **params)
+    assert multi["TransformJobStatus"] == "Completed", multi["LocalRun"]["Objects"]
+    assert json.loads((tmp_path / "multi" / "lines.out").read_text()) == {"predictions": [[3.5], [4.0], [4.5]]}
+    single = run(stacks["plain"], data / "requests", tmp_path / "single", strategy="SingleRecord", **params)
+    assert single["TransformJobStatus"] == "Completed", single["LocalRun"]["Objects"]
+    assert (tmp_path / "single" / "requests.out").read_text() == (
+        '{\n    "predictions": [3.5, 4.0\n    ]\n}\n{\n    "predictions": [4.5\n    ]\n}\n')

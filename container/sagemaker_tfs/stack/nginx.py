@@ -105,7 +105,8 @@ def direct_model(settings: Settings, script: Path | None) -> str | None:
 # That body, as nginx's config quotes it (\\ is \, \" is "): blanks, "{", a TFS key, then strings, nested objects
 # (recursion) and other bytes up to the closing brace, then blanks only. Possessive: one pass, no backtracking.
 SINGLE_TFS_OBJECT = (r'^[ \t\r\n]*\{[ \t\r\n]*\"(?:instances|inputs|examples|signature_name)\"'
-                     r'(?:[^{}\"]++|\"(?:[^\"\\\\]++|\\\\.)*+\"|(\{(?:[^{}\"]++|\"(?:[^\"\\\\]++|\\\\.)*+\"|(?1))*+\}))*+'
+                     r'(?:[^{}\"]++|\"(?:[^\"\\\\]++|\\\\.)*+\"'
+                     r'|(\{(?:[^{}\"]++|\"(?:[^\"\\\\]++|\\\\.)*+\"|(?1))*+\}))*+'
                      r'\}[ \t\r\n]*\z')
 # Bodies up to this size are kept in memory and looked at; larger ones go to the app (SageMaker sends at most 100 MB).
 SNIFF_SIZE = "100m"
@@ -145,7 +146,7 @@ DIRECT_HTTP = Template("""
 ${model_servers}        keepalive 64;
     }
 ${metrics_format}${server_timing_maps}""")
-DIRECT_SWITCH = """            recursive_error_pages on;  # the error pages that carry the request on: 418, then 404, then 400...
+DIRECT_SWITCH = """            recursive_error_pages on;  # the hand-overs are error pages: 418, 405, then 418 or 400
             if ($sagemaker_direct) {
                 return 418;  # to @direct (the server's error_page 418): a named location, out of a client's reach
             }
