@@ -224,7 +224,7 @@ def reference_proxy(root: Path, standin: Path) -> Iterator[str]:
         for args, env, listening in (
                 ([standin / "bin" / "tensorflow_model_server", f"--rest_api_port={backend_port}"],
                  {"STANDIN_DIR": str(standin)}, backend_port),
-                (nginx.command(config), {}, port)):
+                (nginx.command(config, nginx.version()), {}, port)):
             process = support.Background(args, env=env, stop_timeout=10)
             started.callback(process.log_path.unlink, missing_ok=True)
             started.enter_context(process)

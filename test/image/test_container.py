@@ -127,9 +127,11 @@ def test_the_image_holds_what_serve_runs_on_and_no_build_settings(image):
     assert config["Labels"]["com.amazonaws.sagemaker.capabilities.multi-models"] == "true"
     result = podman("run", "--rm", *limits(), "--entrypoint", "sh", image, "-c",
                     "python3 -c 'import platform; print(platform.python_version())'; for name in serve nginx "
-                    "tfs-model-server tensorflow_model_server; do command -v $name; done; ls -A /opt/sagemaker-tfs")
+                    "tfs-model-server tensorflow_model_server; do command -v $name; done; ls -A /opt/sagemaker-tfs; "
+                    "readlink /var/log/nginx/error.log")
     assert result.stdout.split("\n") == [
-        "3.10.13", "/opt/sagemaker-tfs/.venv/bin/serve", "/usr/sbin/nginx", ".venv", ""]  # nothing else
+        "3.10.13", "/opt/sagemaker-tfs/.venv/bin/serve", "/usr/sbin/nginx", ".venv",  # nothing else
+        "/dev/stderr", ""]  # where an nginx without -e (before 1.19.5) logs before it reads its config
 
 
 @pytest.fixture(scope="module")
@@ -275,3 +277,81 @@ def test_the_wheelhouse_installs_offline_on_every_supported_python(image, tmp_pa
     result = subprocess.run([venv / "bin" / "python", "-c", check], capture_output=True, text=True, timeout=60,
                             cwd=tmp_path)
     assert (result.returncode, result.stdout) == (0, f"({version.replace('.', ', ')})\n"), result.stderr
+
+
+# The nginx the tensorflow/serving 2.20 bases install (Ubuntu 22.04's apt): 1.18, with PCRE 8, as Debian 11 has it;
+# the Debian 12 stand-in base has 1.22 and PCRE2.
+OLD_NGINX_BASE = ["mmdebstrap", "--quiet", "--format=tar", "--variant=minbase", "--include=nginx", "bullseye"]
+# Stand-ins of the model server and of gunicorn, each answering who it is (only this test uses them).
+WHO_ANSWERS = """daemon off;
+pid {runtime}/who.pid;
+error_log stderr;
+events {{}}
+http {{
+    client_max_body_size 0;
+    client_body_temp_path {runtime}/who;
+    server {{
+        listen 127.0.0.1:9001;
+        location / {{ default_type application/json; return 200 '"model server"'; }}
+    }}
+    server {{
+        listen unix:{runtime}/gunicorn.sock;
+        location / {{ default_type application/json; return 200 '"app"'; }}
+    }}
+}}
+"""
+
+
+def test_the_nginx_of_the_real_bases_takes_serves_command_and_config(tmp_path):
+    """nginx 1.18 starts with the command and config serve gives it (no -e before 1.19.5), and its direct route
+    chooses by the body with PCRE 8 as it does with PCRE2: the model server for one TFS object, the app for the rest."""
+    from sagemaker_tfs.config import Settings
+    from sagemaker_tfs.stack import nginx
+
+    base = imported("nginx118", OLD_NGINX_BASE)
+    version = nginx.version(podman("run", "--rm", *limits(), base, "nginx", "-v").stderr)
+    assert version[:2] == (1, 18)
+    runtime = tmp_path / "runtime"
+    runtime.mkdir()
+    settings = Settings.from_env({"SAGEMAKER_RUNTIME_DIR": str(runtime), "SAGEMAKER_SAFE_PORT_RANGE": "9000-9001"})
+    settings = settings.resolved(str(runtime), "m")
+    config = nginx.write_config(settings, nginx.direct_model(settings, None))
+    (runtime / "who.conf").write_text(WHO_ANSWERS.format(runtime=runtime))
+    (runtime / "who").mkdir()
+    port = support.free_port()
+    start = f"nginx -c {runtime}/who.conf & exec {' '.join(nginx.command(config, version))}"
+    name = f"sagemaker-tfs-test-nginx-{port}"
+    podman("run", "-d", "--name", name, *limits(), "-p", f"127.0.0.1:{port}:8080", "-v", f"{tmp_path}:{tmp_path}",
+           base, "sh", "-c", start)
+    try:
+        deadline = time.monotonic() + 30
+        while support.http_status(f"http://127.0.0.1:{port}/ping") is None:
+            assert time.monotonic() < deadline, podman("logs", name).stderr
+            time.sleep(0.2)
+        json_type = {"Content-Type": "application/json"}
+        large = '{"instances": [' + ", ".join(["1.0"] * 400_000) + "]}"  # 2 MB: beyond nginx's usual 1 MB buffer
+        for body, headers, route in [
+            (JSON_BODY, json_type, "model server"),
+            (large, json_type, "model server"),
+            ('{"instances": [1.0], "signature_name": "a}{\\"b"}', json_type, "model server"),
+            ("[1.0, 2.0]", json_type, "app"),
+            ('{"instances": [1.0]}\n{"instances": [2.0]}\n', json_type, "app"),
+            ('{"instances": [1.0]}}', json_type, "app"),
+            (JSON_BODY, {"Content-Type": "text/csv"}, "app"),
+        ]:
+            answer = support.http_call(port, "POST", "/invocations", body, headers)
+            assert (answer.status, answer.json()) == (200, route), body[:80]
+        assert "[emerg]" not in podman("logs", name).stderr
+    finally:
+        podman("rm", "--force", name, check=False)
+    # the other configs serve writes: metrics and Server-Timing on the direct route, multi-model endpoints
+    variants = ({"SAGEMAKER_METRICS": "true", "SAGEMAKER_SERVER_TIMING": "true"}, {"SAGEMAKER_MULTI_MODEL": "true"})
+    for number, env in enumerate(variants):
+        folder = tmp_path / str(number)  # short: a unix socket's path has at most 107 bytes
+        folder.mkdir()
+        other = Settings.from_env({"SAGEMAKER_RUNTIME_DIR": str(folder), **env})
+        other = other.resolved(str(folder), None if other.multi_model else "m")
+        config = nginx.write_config(other, nginx.direct_model(other, None))
+        check = podman("run", "--rm", *limits(), "-v", f"{tmp_path}:{tmp_path}", base, "nginx", "-t", "-c",
+                       str(config), check=False)
+        assert check.returncode == 0, check.stderr

@@ -6,7 +6,9 @@ import grp
 import logging
 import os
 import pwd
+import re
 import stat
+import subprocess
 from pathlib import Path
 from string import Template
 
@@ -272,5 +274,21 @@ def _open_to(user: pwd.struct_passwd, runtime: Path, temp: Path) -> bool:
     return True
 
 
-def command(config_path: Path) -> list[str]:
-    return ["nginx", "-c", str(config_path), "-e", "stderr"]
+# nginx's -e (1.19.5 and later): where it logs before it has read its config. Older ones (Ubuntu 22.04's 1.18, the
+# tensorflow/serving 2.20 bases') open their compiled-in file instead, which the image links to stderr.
+ERROR_LOG_FLAG = (1, 19, 5)
+
+
+def version(text: str | None = None) -> tuple[int, ...]:
+    """nginx's version from what `nginx -v` prints ("nginx version: nginx/1.18.0"; run when `text` is None)."""
+    if text is None:
+        text = subprocess.run(["nginx", "-v"], capture_output=True, text=True).stderr
+    found = re.search(r"nginx/(\d+)\.(\d+)\.(\d+)", text)
+    if found is None:
+        raise StartupError(f"cannot tell nginx's version from `nginx -v`: {text.strip()!r}")
+    return tuple(int(part) for part in found.groups())
+
+
+def command(config_path: Path, nginx_version: tuple[int, ...]) -> list[str]:
+    args = ["nginx", "-c", str(config_path)]
+    return [*args, "-e", "stderr"] if nginx_version >= ERROR_LOG_FLAG else args

@@ -247,8 +247,8 @@ class Stack:
 
         config = nginx.write_config(s, direct_model)
         runtime_dir.remove(self.runtime / "nginx.pid")  # nginx writes it itself, through whatever is there
-        self.nginx = Child("nginx", nginx.command(config), self.env, self.runtime / "nginx-supervised.pid",
-                           self.child_exited.set, own_stdout=True)
+        self.nginx = Child("nginx", nginx.command(config, nginx.version()), self.env,
+                           self.runtime / "nginx-supervised.pid", self.child_exited.set, own_stdout=True)
         self.nginx.start()
         self._wait(lambda: readiness.listens(self.nginx.proc.pid, s.bind_port), self.nginx, deadline,
                    f"nginx to listen on port {s.bind_port}")
