@@ -66,8 +66,7 @@ def render(settings: Settings, direct_model: str | None = None, user: pwd.struct
         direct_http=DIRECT_HTTP.substitute(model_servers="".join(
             f"        server 127.0.0.1:{port};\n" for port in settings.model_server_rest_ports or ()),
             metrics_format=DIRECT_METRICS_FORMAT if settings.metrics else "",
-            server_timing_maps=DIRECT_SERVER_TIMING_MAPS if settings.server_timing else "",
-)
+            server_timing_maps=DIRECT_SERVER_TIMING_MAPS if settings.server_timing else "")
         if direct else "",
         direct_switch=DIRECT_SWITCH if direct else "",
         direct_entry=DIRECT_ENTRY if direct else "",
