@@ -10,4 +10,5 @@
     metrics_page.py      serve's Prometheus page (SAGEMAKER_METRICS)
     direct_metrics.py    the direct route's requests, counted from nginx's datagrams, for that page
     reaper.py            kills what serve started if serve is killed (SIGKILL)
+    processes.py         the machine's processes from /proc (process group, session), for those two
 """

@@ -19,6 +19,8 @@ import signal
 import subprocess
 import sys
 
+from .processes import processes
+
 _current: "Reaper | None" = None
 
 
@@ -79,17 +81,7 @@ def main() -> None:
 def _members(sessions: set[int]) -> list[int]:
     """The processes in those sessions (whole sessions: a child's own children too, even after the child died;
     an unrelated process could only be in one if it reused a session leader's pid and started a session)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat", "rb") as stat:
-                    fields = stat.read().rsplit(b")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[3]) in sessions:  # field 6, the session id
-                found.append(int(entry))
-    return found
+    return [process.pid for process in processes() if process.session in sessions]
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Callable
 
 from . import commands, direct_metrics, metrics_page, nginx, readiness, reaper, requirements
+from .processes import processes
 from ..shared import logs, model_tree, runtime_dir
 from ..shared.gpus import gpu_count
 from ..config import Settings
@@ -129,17 +130,7 @@ def signal_group(pgid: int, signum: int) -> bool:
 
 def group_alive(pgid: int) -> bool:
     """Whether a process of the group is still running (zombies, which nobody may reap here, do not count)."""
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2:].split()  # after "pid (comm) ": state, ppid, pgrp, ...
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            return True
-    return False
+    return any(process.group == pgid and process.state != "Z" for process in processes())
 
 
 class Stack:
