@@ -68,6 +68,15 @@ def timeval(seconds: float) -> bytes:
     return struct.pack("ll", whole, int((seconds - whole) * 1e6))
 
 
+def send(sock: socket.socket, head: bytes, body: Any) -> None:
+    """An HTTP message's head and body: one segment when the body is small, else the body as it is, not copied."""
+    if len(body) <= 65536:
+        sock.sendall(head + body)
+    else:
+        sock.sendall(head)
+        sock.sendall(body)
+
+
 class ProtocolError(Exception):
     """The server's answer is not valid HTTP/1.x."""
 
@@ -142,11 +151,7 @@ class Connection:
         head.append(b"\r\n")
         request = b"".join(head)
         try:
-            if len(body) <= 65536:  # one segment; a large body is sent as it is rather than copied
-                self.sock.sendall(request + body)
-            else:
-                self.sock.sendall(request)
-                self.sock.sendall(body)
+            send(self.sock, request, body)
             return self._read_answer(method)
         except BlockingIOError:  # SO_RCVTIMEO or SO_SNDTIMEO expired
             raise TimeoutError("timed out") from None

@@ -274,8 +274,8 @@ class HttpProtocol(asyncio.Protocol):
             return
         self.body.append(body)
 
-    def _too_large(self) -> None:
-        self._refuse(413, f"Request body too large: over {self.limits.max_body_bytes} bytes (the limit is "
+    def _too_large(self, once: str = "") -> None:
+        self._refuse(413, f"Request body too large{once}: over {self.limits.max_body_bytes} bytes (the limit is "
                           f"--rest_api_max_body_bytes)")
         raise _Refused  # stops the parser (feed_data raises it as an HttpParserCallbackError)
 
@@ -299,9 +299,7 @@ class HttpProtocol(asyncio.Protocol):
                     self._enqueue(response, keep_alive, method == "HEAD")
                     return
                 if body is None:
-                    self._refuse(413, f"Request body too large once decompressed: over "
-                                      f"{self.limits.max_body_bytes} bytes (the limit is --rest_api_max_body_bytes)")
-                    raise _Refused
+                    self._too_large(" once decompressed")
             response = self.app.handle(method, path, body)
         self._enqueue(response, keep_alive, method == "HEAD")
 

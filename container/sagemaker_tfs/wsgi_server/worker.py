@@ -32,7 +32,7 @@ import httptools
 from gunicorn.workers import base
 
 from .refusals import closing_error
-from ..model_client.http_client import timeval
+from ..model_client.http_client import send, timeval
 
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 _READ_SIZE = 65536  # larger reads allocate (and fault in) a large buffer per call
@@ -339,11 +339,7 @@ class ConnectionsWorker(base.Worker):
         if environ["REQUEST_METHOD"] == "HEAD":
             body = b""
         try:
-            if len(body) <= 65536:
-                sock.sendall(head + body)
-            else:
-                sock.sendall(head)
-                sock.sendall(body)
+            send(sock, head, body)
         except OSError:
             return False
         return keep_alive
