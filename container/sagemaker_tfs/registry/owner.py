@@ -2,8 +2,8 @@
 
 Loads and unloads of one name take turns in arrival order; different names proceed in parallel. A load runs
 the checks of docs/multi-model.md §3 in order, then has every gunicorn worker import the model's script
-(publication.py), then replaces the model list of every model server instance with TFS's HandleReloadConfigRequest, then publishes
-the model as ready: its 200 goes out once every worker routes it. A failure at any step removes every trace
+(publication.py), then replaces the model list of every model server instance with TFS's
+HandleReloadConfigRequest, then publishes the model as ready: its 200 goes out once every worker routes it. A failure at any step removes every trace
 (worker modules, model server entry). The model server config file always lists the ready models, so that a
 restarted instance starts with them; `instance_restarted` then brings it up to date.
 """
@@ -197,7 +197,7 @@ class Owner:
         try:
             errors = self.publisher.publish(self._snapshot(), deadline)  # step 9: every worker imports its code
         except TimeoutError:
-            raise LoadError(408, f"Failed to load model {name}: timed out after {self.wait_seconds} seconds") from None
+            raise self._timed_out(name) from None
         if name in errors:
             raise LoadError(500, f"Failed to load model {name}: {errors[name]}")
         failures = self._reload_everywhere(deadline)  # step 10
@@ -208,13 +208,16 @@ class Owner:
         try:
             self.publisher.publish(self._snapshot(), deadline)
         except TimeoutError:
-            raise LoadError(408, f"Failed to load model {name}: timed out after {self.wait_seconds} seconds") from None
+            raise self._timed_out(name) from None
+
+    def _timed_out(self, name: str) -> LoadError:
+        return LoadError(408, f"Failed to load model {name}: timed out after {self.wait_seconds} seconds")
 
     def _load_failure(self, name: str, failures: list[tuple[Instance, grpc.RpcError]]) -> LoadError:
         instance, error = failures[0]
         code = error.code()
         if code == grpc.StatusCode.DEADLINE_EXCEEDED:
-            return LoadError(408, f"Failed to load model {name}: timed out after {self.wait_seconds} seconds")
+            return self._timed_out(name)
         if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
             return LoadError(507, f"Memory exhausted: {error.details()}")
         if code == grpc.StatusCode.UNAVAILABLE:
