@@ -23,10 +23,14 @@ WORKDIR /opt/sagemaker-tfs
 RUN --mount=type=bind,source=scripts,target=/tmp/build-scripts \
     sh /tmp/build-scripts/check-base-python.sh --install
 # The build context is mounted, not copied: the wheelhouse and the install script leave no layer behind.
+# nginx before 1.19.5 (Ubuntu 22.04's 1.18) has no -e: what it logs before it reads serve's config goes to
+# /var/log/nginx/error.log, which is made stderr, for any user and on a read-only root (here, in the image only:
+# the install script also runs on hosts, whose nginx log it leaves alone).
 RUN --mount=type=bind,target=/tmp/build-context \
     PIP_NO_CACHE_DIR=1 INSTALL_PROFILE=image INSTALL_VENV=/opt/sagemaker-tfs/.venv \
     INSTALL_WHEELHOUSE="/tmp/build-context/${WHEELHOUSE}" /tmp/build-context/scripts/install.sh \
- && rm -rf /var/lib/apt/lists/* /root/.cache
+ && rm -rf /var/lib/apt/lists/* /root/.cache \
+ && ln -sf /dev/stderr /var/log/nginx/error.log
 
 ENV PATH=/opt/sagemaker-tfs/.venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \

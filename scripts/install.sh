@@ -42,9 +42,6 @@ pip=("$venv/bin/python" -m pip install -q --disable-pip-version-check)
 
 if [ "$profile" = image ]; then
     echo "install: the image profile into $venv" >&2
-    # nginx before 1.19.5 (Ubuntu 22.04's 1.18) has no -e: what it logs before it reads serve's config goes to this
-    # file, which is then stderr, for any user and on a read-only root
-    ln -sf /dev/stderr /var/log/nginx/error.log
     constraints=(-c scripts/image-constraints.txt)
     tfs_api=$(grep -o '^tensorflow-serving-api==[^ ]*' scripts/image-constraints.txt)
     if [ -n "${INSTALL_WHEELHOUSE:-}" ]; then
