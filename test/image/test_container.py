@@ -315,7 +315,7 @@ def test_the_nginx_of_the_real_bases_takes_serves_command_and_config(tmp_path):
     runtime.mkdir()
     settings = Settings.from_env({"SAGEMAKER_RUNTIME_DIR": str(runtime), "SAGEMAKER_SAFE_PORT_RANGE": "9000-9001"})
     settings = settings.resolved(str(runtime), "m")
-    config = nginx.write_config(settings, nginx.direct_model(settings, None))
+    config = nginx.write_config(settings, nginx.direct_model(settings, None), version)
     (runtime / "who.conf").write_text(WHO_ANSWERS.format(runtime=runtime))
     (runtime / "who").mkdir()
     port = support.free_port()
@@ -351,7 +351,7 @@ def test_the_nginx_of_the_real_bases_takes_serves_command_and_config(tmp_path):
         folder.mkdir()
         other = Settings.from_env({"SAGEMAKER_RUNTIME_DIR": str(folder), **env})
         other = other.resolved(str(folder), None if other.multi_model else "m")
-        config = nginx.write_config(other, nginx.direct_model(other, None))
+        config = nginx.write_config(other, nginx.direct_model(other, None), version)
         check = podman("run", "--rm", *limits(), "-v", f"{tmp_path}:{tmp_path}", base, "nginx", "-t", "-c",
                        str(config), check=False)
         assert check.returncode == 0, check.stderr

@@ -22,9 +22,12 @@ def test_the_route_calls_the_default_model_on_every_instance(tmp_path):
     settings = _settings(tmp_path)
     model = nginx.direct_model(settings, None)
     assert model == "half_plus_three"
-    config = nginx.render(settings, model)
+    config = nginx.render(settings, model, nginx.version())
     assert "server 127.0.0.1:20001;\n        server 127.0.0.1:20003;\n        keepalive 64;" in config
-    assert "rewrite ^ /v1/models/half_plus_three:predict break;\n            proxy_pass http://model_servers;" in config
+    assert ("rewrite ^ /v1/models/$sagemaker_direct_model$sagemaker_direct_version:$sagemaker_direct_method break;\n"
+            "            proxy_pass http://model_servers;") in config
+    assert 'map $http_x_amzn_sagemaker_custom_attributes $sagemaker_direct_model {\n        default "half_plus_three";' \
+        in config
     assert "error_page 418 = @direct;" in config
 
 
@@ -41,7 +44,7 @@ def test_batch_transform_takes_the_route(tmp_path):
 def test_no_route_when_the_app_must_answer(tmp_path, env, script):
     settings = _settings(tmp_path, **env)
     assert nginx.direct_model(settings, script) is None
-    config = nginx.render(settings, None)
+    config = nginx.render(settings, None, nginx.version())
     assert "@direct" not in config and "model_servers" not in config
 
 
@@ -50,7 +53,7 @@ def test_nginx_accepts_the_config(tmp_path, on):
     settings = _settings(tmp_path, SAGEMAKER_SERVER_TIMING=on, SAGEMAKER_METRICS=on)
     for folder in ("nginx", *(f"nginx/{name}" for name in nginx.TEMP_FOLDERS)):
         (tmp_path / folder).mkdir(exist_ok=True)
-    (tmp_path / "nginx.conf").write_text(nginx.render(settings, "half_plus_three"))
+    (tmp_path / "nginx.conf").write_text(nginx.render(settings, "half_plus_three", nginx.version()))
     check = subprocess.run(["nginx", "-t", "-c", str(tmp_path / "nginx.conf"), "-e", "stderr"],
                            capture_output=True, text=True)
     assert check.returncode == 0, check.stderr

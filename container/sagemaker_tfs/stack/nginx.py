@@ -12,7 +12,7 @@ import subprocess
 from pathlib import Path
 from string import Template
 
-from . import direct_metrics
+from . import direct_metrics, direct_route
 from ..config import Settings
 from ..errors import StartupError
 from ..shared import runtime_dir
@@ -48,10 +48,12 @@ def _user_directive(user: pwd.struct_passwd | None) -> str:
     return f"user {user.pw_name} {grp.getgrgid(user.pw_gid).gr_name};\n"
 
 
-def render(settings: Settings, direct_model: str | None = None, user: pwd.struct_passwd | None = None) -> str:
-    """nginx.conf; with `direct_model` (the default model, when no handler script applies), the direct route;
-    `user`: the workers' user when serve is root (None: root's)."""
+def render(settings: Settings, direct_model: str | None, nginx_version: tuple[int, ...],
+           user: pwd.struct_passwd | None = None) -> str:
+    """nginx.conf for that nginx version; with `direct_model` (the default model, when no handler script applies),
+    the direct route; `user`: the workers' user when serve is root (None: root's)."""
     direct = direct_model is not None
+    app_headers = _app_headers(nginx_version)
     return Template(TEMPLATE.read_text()).substitute(
         user_directive=_user_directive(user),
         runtime_dir=settings.runtime_dir,
@@ -63,19 +65,10 @@ def render(settings: Settings, direct_model: str | None = None, user: pwd.struct
         if settings.multi_model else "",
         multi_model_locations=MULTI_MODEL_LOCATIONS.substitute(management_timeout=management_timeout(settings))
         if settings.multi_model else "",
-        direct_http=DIRECT_HTTP.substitute(model_servers="".join(
-            f"        server 127.0.0.1:{port};\n" for port in settings.model_server_rest_ports or ()),
-            metrics_format=DIRECT_METRICS_FORMAT if settings.metrics else "",
-            server_timing_maps=DIRECT_SERVER_TIMING_MAPS if settings.server_timing else "")
-        if direct else "",
-        direct_switch=DIRECT_SWITCH if direct else "",
+        direct_http=_direct_http(settings, direct_model) if direct else "",
+        invocations=_invocations(app_headers, direct),
         direct_entry=DIRECT_ENTRY if direct else "",
-        direct_locations=DIRECT_LOCATIONS.substitute(
-            model=direct_model, sniff_size=SNIFF_SIZE, single_tfs_object=SINGLE_TFS_OBJECT,
-            server_timing=DIRECT_SERVER_TIMING if settings.server_timing else "",
-            metrics_log=DIRECT_METRICS_LOG.substitute(socket=Path(settings.runtime_dir) / direct_metrics.SOCKET)
-            if settings.metrics else "")
-        if direct else "",
+        direct_locations=_direct_locations(settings, app_headers) if direct else "",
     )
 
 
@@ -88,128 +81,92 @@ def direct_model(settings: Settings, script: Path | None) -> str | None:
     return settings.default_model
 
 
-# The direct route (README: How a request flows; docs/ARCHITECTURE.md): a POST /invocations that needs nothing the
-# default handler does goes from nginx to the default model's :predict, body unchanged. When in doubt, the app.
-# - By its headers (the maps of DIRECT_HTTP): a Content-Type of JSON (parameters allowed), an Accept of JSON or
-#   anything (no parameters), no custom attribute that names a model, version or method, no Content-Encoding, no
-#   chunked body. Such a request goes to @direct, the others to the app as before.
-# - By its body (@model_server): one JSON object that starts with a TFS key and is followed by nothing. A flat list,
-#   JSON lines or a generic object go to the app without a call to the model server, whose 400 would also cost the
-#   client its connection (nginx closes it after an intercepted 400 or 500); and TFS's parser, which stops after
-#   the first value, never sees several.
-# - Any model server error, or a model server that cannot be reached, sends the same request (nginx kept its body)
-#   to the app (@app), so the client gets exactly the app's answer: the codecs stay the one implementation. @app
-#   never intercepts the app's answers, so it cannot loop.
-# The hops between these locations are error pages (418, 405), nginx's way to hand a request and its body to a named
-# location; none of them closes the client's connection.
-#
-# That body, as nginx's config quotes it (\\ is \, \" is "): blanks, "{", a TFS key, then strings, nested objects
-# (recursion) and other bytes up to the closing brace, then blanks only. Possessive: one pass, no backtracking.
-SINGLE_TFS_OBJECT = (r'^[ \t\r\n]*\{[ \t\r\n]*\"(?:instances|inputs|examples|signature_name)\"'
-                     r'(?:[^{}\"]++|\"(?:[^\"\\\\]++|\\\\.)*+\"'
-                     r'|(\{(?:[^{}\"]++|\"(?:[^\"\\\\]++|\\\\.)*+\"|(?1))*+\}))*+'
-                     r'\}[ \t\r\n]*\z')
-# Bodies up to this size are kept in memory and looked at; larger ones go to the app (SageMaker sends at most 100 MB).
-SNIFF_SIZE = "100m"
+def _app_headers(nginx_version: tuple[int, ...]) -> str:
+    """The proxy_set_header lines of a location that sends /invocations to the app. A location that sets one
+    header sets them all: nginx then drops the server's list (Connection, Host)."""
+    lines = {"Connection": '""', "Host": "$host"}
+    if nginx_version < direct_route.JOINED_HEADER_LINES:  # the line nginx read, so that both routes read one
+        lines.update(direct_route.HANDED_OVER)
+    return "".join(f"            proxy_set_header {name} {value};\n" for name, value in lines.items())
 
-DIRECT_HTTP = Template("""
-    map $$http_content_type $$direct_body {
-        default 0;
-        "~*^application/json[ \\t]*(;.*)?$$" 1;
-    }
-    map $$http_accept $$direct_answer {
-        default 0;
-        "" 1;
-        "*/*" 1;
-        "~*^application/json$$" 1;
-    }
-    map $$http_x_amzn_sagemaker_custom_attributes $$direct_call {
-        default 1;
-        "~*tfs-model-name|tfs-model-version|tfs-method" 0;
-    }
-    map "$$http_content_encoding$$http_transfer_encoding" $$direct_plain {
-        default 0;
-        "" 1;
-    }
-    map "$$request_method:$$direct_body$$direct_answer$$direct_call$$direct_plain" $$sagemaker_direct {
-        default 0;
-        "POST:1111" 1;
-    }
-    # The client's request id, else one nginx makes (UUID layout, from $$request_id's 32 random hex digits).
-    map $$http_x_amzn_requestid $$sagemaker_request_id {
-        "" $$sagemaker_new_request_id;
-        default $$http_x_amzn_requestid;
-    }
-    map $$request_id $$sagemaker_new_request_id {
-        "~^(?<a>.{8})(?<b>.{4})(?<c>.{4})(?<d>.{4})(?<e>.{12})$$" "$$a-$$b-$$c-$$d-$$e";
-    }
-    upstream model_servers {
-${model_servers}        keepalive 64;
-    }
-${metrics_format}${server_timing_maps}""")
-DIRECT_SWITCH = """            recursive_error_pages on;  # the hand-overs are error pages: 418, 405, then 418 or 400
-            if ($sagemaker_direct) {
-                return 418;  # to @direct (the server's error_page 418): a named location, out of a client's reach
-            }
-"""
+
+# The direct route (direct_route.py holds its rules; docs/ARCHITECTURE.md draws it). Every hop between its
+# locations is an error page, nginx's way to hand a request and its body to a named location without closing the
+# client's connection: 418 from /invocations to @direct, 405 from @direct to @model_server, then 418 (a body the
+# rule refuses) or the model servers' error to @app. @app never intercepts the app's answers, so it cannot loop.
+def _direct_http(settings: Settings, model: str) -> str:
+    upstream = "".join(f"        server 127.0.0.1:{port};\n" for port in settings.model_server_rest_ports or ())
+    return (direct_route.header_maps() + direct_route.target_maps(model) + REQUEST_ID_MAPS
+            + f"    upstream model_servers {{\n{upstream}        keepalive 64;\n    }}\n"
+            + (DIRECT_METRICS_FORMAT if settings.metrics else "")
+            + (direct_route.SERVER_TIMING_MAPS if settings.server_timing else ""))
+
+
+def _invocations(app_headers: str, direct: bool) -> str:
+    switch = ("            recursive_error_pages on;  # the hand-overs are error pages: 418, 405, then 418 or an error\n"
+              "            if ($sagemaker_direct) {\n"
+              "                return 418;  # to @direct (the server's error_page 418): out of a client's reach\n"
+              "            }\n") if direct else ""
+    return f"        location = /invocations {{\n{switch}{app_headers}            proxy_pass http://proxy;\n        }}\n"
+
+
 DIRECT_ENTRY = "        error_page 418 = @direct;\n"
-DIRECT_LOCATIONS = Template("""        location @direct {
+REQUEST_ID_MAPS = """    # The client's request id, else one nginx makes (UUID layout, from $request_id's 32 random hex digits).
+    map $http_x_amzn_requestid $sagemaker_request_id {
+        "" $sagemaker_new_request_id;
+        default $http_x_amzn_requestid;
+    }
+    map $request_id $sagemaker_new_request_id {
+        "~^(?<a>.{8})(?<b>.{4})(?<c>.{4})(?<d>.{4})(?<e>.{12})$" "$a-$b-$c-$d-$e";
+    }
+"""
+
+
+def _direct_locations(settings: Settings, app_headers: str) -> str:
+    metrics_log = (f"            access_log /dev/stdout timed;\n            access_log syslog:server=unix:"
+                   f"{Path(settings.runtime_dir) / direct_metrics.SOCKET},nohostname,tag=direct direct_metrics;\n"
+                   if settings.metrics else "")
+    server_timing = direct_route.SERVER_TIMING if settings.server_timing else ""
+    errors = " ".join(str(status) for status in direct_route.MODEL_SERVER_ERRORS)
+    return f"""        location @direct {{
             # The mirror reads the body, whole and in memory, before anything is chosen (its subrequest answers
             # nothing); then empty_gif, which answers GET only, refuses the POST (405) and hands it on.
-            client_body_buffer_size ${sniff_size};
+            client_body_buffer_size {direct_route.SNIFF_BUFFER};
             client_body_in_single_buffer on;
             mirror /__body_read;
             empty_gif;
             recursive_error_pages on;
             error_page 405 = @model_server;
-        }
-        location = /__body_read {
+        }}
+        location = /__body_read {{
             internal;
             return 204;
-        }
-        location @model_server {
+        }}
+        location @model_server {{
             # Only one JSON object that starts with a TFS key and is followed by nothing; anything else, or a body
-            # too large to be kept in memory (no $$request_body), goes to the app.
-            if ($$request_body !~ "${single_tfs_object}") {
+            # too large to be kept in memory (no $request_body), goes to the app.
+            if ($request_body !~ {direct_route.quoted(direct_route.SINGLE_TFS_OBJECT)}) {{
                 return 418;
-            }
-            rewrite ^ /v1/models/${model}:predict break;
+            }}
+            rewrite ^ {direct_route.MODEL_SERVER_PATH} break;
             proxy_pass http://model_servers;
-            add_header X-Amzn-RequestId $$sagemaker_request_id always;
-${server_timing}${metrics_log}            proxy_intercept_errors on;
+            add_header X-Amzn-RequestId $sagemaker_request_id always;
+{server_timing}{metrics_log}            proxy_intercept_errors on;
             recursive_error_pages on;  # @app's own failures (gunicorn down) get the server's JSON error pages
-            error_page 400 418 500 502 503 504 = @app;
+            error_page 418 {errors} = @app;
             error_page 408 /__errors/408;
-        }
-        location @app {
+        }}
+        location @app {{
             rewrite ^ /invocations break;
-            proxy_set_header Connection "";
-            proxy_set_header Host $$host;
-            proxy_set_header X-Amzn-RequestId $$sagemaker_request_id;
+{app_headers}            proxy_set_header X-Amzn-RequestId $sagemaker_request_id;
             proxy_pass http://proxy;
-        }
-""")
-# SAGEMAKER_SERVER_TIMING: the model server's time to answer (its header) and the time so far, whole milliseconds
-# (nginx's resolution), from two regex maps: no arithmetic in nginx.
-DIRECT_SERVER_TIMING = ("            add_header Server-Timing "
-                        '"model_server;dur=$sagemaker_header_ms, total;dur=$sagemaker_request_ms" always;\n')
-DIRECT_SERVER_TIMING_MAPS = """    map $upstream_header_time $sagemaker_header_ms {
-        default "";
-        "~^0\\.0*(?<ms>[0-9]+)$" $ms;
-        "~^(?<s>[1-9][0-9]*)\\.(?<ms>[0-9]{3})$" $s$ms;
-    }
-    map $request_time $sagemaker_request_ms {
-        default "";
-        "~^0\\.0*(?<ms>[0-9]+)$" $ms;
-        "~^(?<s>[1-9][0-9]*)\\.(?<ms>[0-9]{3})$" $s$ms;
-    }
+        }}
 """
+
+
 # SAGEMAKER_METRICS: a datagram per request of the direct route to serve's counter (direct_metrics.py); a fallback is
 # logged by @app, whose access_log is the server's, and counted by the app.
 DIRECT_METRICS_FORMAT = f"    log_format direct_metrics '{direct_metrics.LOG_FORMAT}';\n"
-DIRECT_METRICS_LOG = Template("""            access_log /dev/stdout timed;
-            access_log syslog:server=unix:${socket},nohostname,tag=direct direct_metrics;
-""")
 
 
 # Multi-model endpoints: invocations go to gunicorn, the management routes to the registry owner in serve
@@ -239,8 +196,8 @@ def management_timeout(settings: Settings) -> int:
     return max(settings.tfs_wait_time_seconds, settings.gunicorn_timeout_seconds) + 60
 
 
-def write_config(settings: Settings, direct_model: str | None = None) -> Path:
-    """Render nginx.conf into the runtime folder (with its temp folders); returns its path.
+def write_config(settings: Settings, direct_model: str | None, nginx_version: tuple[int, ...]) -> Path:
+    """Render nginx.conf for that nginx into the runtime folder (with its temp folders); returns its path.
 
     When serve is root, nginx's workers run as worker_user(): its group may traverse the runtime folder (0710, to
     reach gunicorn's socket and the management socket, which it may connect to) and the temp folders are the
@@ -254,7 +211,7 @@ def write_config(settings: Settings, direct_model: str | None = None) -> Path:
     if user is not None and not _open_to(user, runtime, temp):
         user = None
     path = runtime / "nginx.conf"
-    runtime_dir.write_file(path, render(settings, direct_model, user))
+    runtime_dir.write_file(path, render(settings, direct_model, nginx_version, user))
     return path
 
 

@@ -236,9 +236,10 @@ class Stack:
         self._wait(lambda: runtime_dir.ready_workers(self.runtime) >= s.gunicorn_workers, self.gunicorn, deadline,
                    "every gunicorn worker to load the app")
 
-        config = nginx.write_config(s, direct_model)
+        version = nginx.version()
+        config = nginx.write_config(s, direct_model, version)
         runtime_dir.remove(self.runtime / "nginx.pid")  # nginx writes it itself, through whatever is there
-        self.nginx = Child("nginx", nginx.command(config, nginx.version()), self.env,
+        self.nginx = Child("nginx", nginx.command(config, version), self.env,
                            self.runtime / "nginx-supervised.pid", self.child_exited.set, own_stdout=True)
         self.nginx.start()
         self._wait(lambda: readiness.listens(self.nginx.proc.pid, s.bind_port), self.nginx, deadline,
