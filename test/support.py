@@ -209,11 +209,19 @@ class Answer:
 
 
 def http_call(port: int, method: str, path: str, body: bytes | str | None = None,
-              headers: dict[str, str] | None = None, timeout: float = 120) -> Answer:
-    """One HTTP request to 127.0.0.1:port on a fresh connection."""
+              headers: dict[str, str] | list[tuple[str, str]] | None = None, timeout: float = 120) -> Answer:
+    """One HTTP request to 127.0.0.1:port on a fresh connection; `headers` as a list of (name, value) sends each
+    line as given, repeats and order kept (with a Content-Length of the body)."""
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     try:
-        connection.request(method, path, body, headers or {})
+        if isinstance(headers, list):
+            data = body.encode() if isinstance(body, str) else body or b""
+            connection.putrequest(method, path, skip_accept_encoding=True)
+            for name, value in [*headers, ("Content-Length", str(len(data)))]:
+                connection.putheader(name, value)
+            connection.endheaders(data)
+        else:
+            connection.request(method, path, body, headers or {})
         response = connection.getresponse()
         return Answer(response.status, {k.lower(): v for k, v in response.getheaders()}, response.read())
     finally:

@@ -13,11 +13,14 @@ import os
 import re
 import signal
 import time
+from collections import Counter
 
 import numpy
 import pytest
 
 import support
+from direct_route_cases import APP, ATTRIBUTE_FORMS, BODIES, MODEL_SERVER
+from generated_requests import Requests
 from stack_support import ATTRIBUTES, call, invoke, pretty_predictions
 
 JSON = "application/json"
@@ -124,29 +127,72 @@ def test_both_routes_give_the_same_answer(direct, app, name, body, content_type,
     assert _seen(_send(direct, body, content_type, headers)) == _seen(_send(app, body, content_type, headers))
 
 
-# (body, the route that answers): the model server for one TFS object and nothing after it, else the app
-BODIES = [
-    (TFS, "model server"),
-    (' \r\n\t{"instances": [1.0]} \n', "model server"),
-    ('{"signature_name": "serving_default", "instances": [1.0]}', "model server"),
-    ('{"instances": [1.0], "signature_name": "ser\\"ving_}{default"}', "app"),  # TFS's 400 falls back
-    ('{"inputs": {"x": [1.0]}}', "model server"),
-    ('{"instances": [1.0]}\n{"instances": [2.0]}', "app"),
-    ('{"instances": [1.0]} 2', "app"),
-    ('{"instances": [1.0]}}', "app"),
-    ('{"instances": [1.0]', "app"),
-    ('{"x": 1.0}', "app"),
-    ('{"y": 1, "instances": [1.0]}', "app"),  # when in doubt: a TFS key comes first
-    ("[1.0, 2.0]", "app"),
-    (("\ufeff" + TFS).encode(), "app"),
-]
-
-
-@pytest.mark.parametrize("body, route", BODIES)
-def test_the_body_decides_the_route(direct, body, route):
+def _answered_by(answer: support.Answer) -> str:
     """Server-Timing says who answered: the direct route's model_server and total, or the app's stages."""
-    timing = invoke(direct, body).headers["server-timing"]
-    assert ("model server" if re.fullmatch(r"model_server;dur=\d+, total;dur=\d+", timing) else "app") == route, timing
+    return MODEL_SERVER if DIRECT_TIMING.fullmatch(answer.headers["server-timing"]) else APP
+
+
+DIRECT_TIMING = re.compile(r"model_server;dur=(\d*), total;dur=(\d+)")
+
+
+@pytest.mark.parametrize("body, route", BODIES, ids=range(len(BODIES)))
+def test_the_body_decides_the_route(direct, app, body, route):
+    """The fast test's table (test/unit/test_direct_route_rule.py), on real model servers: a body the route takes
+    is answered by the model server, unless it answers with an error, which sends it to the app."""
+    answer = invoke(direct, body)
+    assert _answered_by(answer) == (route if invoke(app, body).status == 200 else APP)
+
+
+@pytest.mark.parametrize("attributes, path", ATTRIBUTE_FORMS, ids=range(len(ATTRIBUTE_FORMS)))
+def test_every_custom_attribute_form_gets_one_answer(direct, app, attributes, path):
+    assert _seen(_send(direct, TFS, JSON, {ATTRIBUTES: attributes})) == _seen(_send(app, TFS, JSON,
+                                                                                     {ATTRIBUTES: attributes}))
+
+
+def test_a_named_model_version_and_method_take_the_route(direct):
+    named = invoke(direct, TFS, attributes="tfs-model-name=half_plus_two,tfs-model-version=124")
+    assert (named.status, named.text, _answered_by(named)) == (200, pretty_predictions("2.5, 3.0, 4.5"), MODEL_SERVER)
+    regress = invoke(direct, '{"signature_name": "regress_x_to_y", "examples": [{"x": 2.0}]}',
+                     attributes="tfs-method=regress,tfs-model-name=half_plus_two")
+    assert (regress.status, regress.json(), _answered_by(regress)) == (200, {"results": [3.0]}, MODEL_SERVER)
+
+
+def test_a_model_the_model_servers_do_not_serve_gets_the_apps_answer(direct, app):
+    """The model servers' 404 sends the request to the app, whose answer the client gets."""
+    missing = invoke(direct, TFS, attributes="tfs-model-name=missing")
+    assert _answered_by(missing) == APP
+    assert _seen(missing) == _seen(invoke(app, TFS, attributes="tfs-model-name=missing",
+                                          X_Amzn_RequestId=missing.headers["x-amzn-requestid"]))
+    assert missing.status == 404 and missing.content_type == JSON and "missing" in missing.json()["error"]
+
+
+# SAGEMAKER_TEST_SEED and SAGEMAKER_TEST_REQUESTS explore further; the default is fixed, so that a run cannot fail
+# by chance.
+SEED = int(os.environ.get("SAGEMAKER_TEST_SEED", "27"))
+COUNT = int(os.environ.get("SAGEMAKER_TEST_REQUESTS", "2000"))
+
+
+def test_generated_requests_get_one_answer_on_both_routes(direct, app):
+    """Seeded random requests (test/stack/generated_requests.py): the same status, Content-Type, body and request
+    id from the stack with the route and the one without; Server-Timing's total never below model_server."""
+    requests = Requests(SEED)
+    routes: Counter = Counter()
+    differences = []
+    log_before = len(direct.log())
+    for number in range(COUNT):
+        body, headers = requests.make()
+        lines = [*headers, ("X-Amzn-RequestId", f"generated-{number}")]
+        got, want = (support.http_call(stack.port, "POST", "/invocations", body, lines) for stack in (direct, app))
+        routes[_answered_by(got)] += 1
+        timing = DIRECT_TIMING.fullmatch(got.headers["server-timing"])
+        if timing and timing.group(1):
+            assert int(timing.group(2)) >= int(timing.group(1)), (SEED, number, got.headers["server-timing"])
+        if _seen(got) != _seen(want):
+            differences.append((number, headers, body[:200], _seen(got), _seen(want)))
+    assert not differences, f"seed {SEED}: {len(differences)} of {COUNT} differ; the first: {differences[0]}"
+    assert min(routes[MODEL_SERVER], routes[APP]) >= COUNT // 10, routes  # both routes well exercised
+    print(f"seed {SEED}: {COUNT} requests, answered by {dict(routes)}")
+    assert not re.search(r"\[(alert|crit|error)\]", direct.log()[log_before:]), direct.log()[log_before:][:3000]
 
 
 def test_exact_answers(direct):

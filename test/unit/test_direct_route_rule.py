@@ -9,7 +9,6 @@ test (test/stack/test_stack_direct_route.py) proves that both routes give the sa
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
 import random
@@ -88,17 +87,8 @@ class Route:
     def send(self, body: bytes | str = TFS, headers: list[tuple[str, str]] | None = None) -> tuple[int, dict]:
         """POST /invocations with these header lines (in order, repeats kept), Content-Type JSON unless given."""
         headers = headers if headers is not None else [("Content-Type", JSON)]
-        body = body.encode() if isinstance(body, str) else body
-        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
-        try:
-            connection.putrequest("POST", "/invocations", skip_accept_encoding=True)
-            for name, value in [*headers, ("Content-Length", str(len(body)))]:
-                connection.putheader(name, value)
-            connection.endheaders(body)
-            response = connection.getresponse()
-            return response.status, json.loads(response.read())
-        finally:
-            connection.close()
+        answer = support.http_call(self.port, "POST", "/invocations", body, headers, timeout=60)
+        return answer.status, answer.json()
 
     def log(self) -> str:
         return self.nginx.log()
