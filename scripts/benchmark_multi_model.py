@@ -13,6 +13,17 @@
                    the 20 models, divided by 20
 
   .venv/bin/python scripts/benchmark_multi_model.py [--duration 5] [--loads 50] [--json results.json]
+  .venv/bin/python scripts/benchmark_multi_model.py --versus-original GIT_DIR [--duration 5]   # only: POST
+        /models/<name>/invoke of one loaded model at c8 and c1, ours vs the original AWS container's multi-model
+        path, both against the same stand-in model server (benchmark_proxy.py's: near-zero cost)
+
+The original: a clone or git directory of the public aws/sagemaker-tensorflow-serving-container repository, read at
+run time (nothing of it is kept in this one). Its python_service.py, tfs_utils.py and multi_model_utils.py run as its
+image runs them: in /sagemaker (bind-mounted from a temporary folder in a mount namespace of their own, so nothing is
+written to the machine's /sagemaker), under gunicorn with one gevent worker, behind an nginx with its /models
+location (no keep-alive to gunicorn); its loads start the stand-in as `tensorflow_model_server`, as they would the
+real one. Their packages (falcon 3, which still has falcon.API, gevent, gunicorn, requests, grpcio) go into
+.venv-original at the repo root. Needs root (unshare, mount).
 
 Needs nginx and wrk (scripts/install.sh installs both). The default run takes about a minute. Timings on a
 shared machine are noisy: compare figures of one run.
@@ -38,7 +49,7 @@ sys.path.insert(0, str(REPO / "test" / "multi_model"))
 sys.path.insert(0, str(REPO / "scripts"))
 import gated_model  # noqa: E402  (a model whose load waits until a file exists)
 import support  # noqa: E402  (free ports, Stack: serve on free ports)
-from benchmark_proxy import wrk  # noqa: E402
+from benchmark_proxy import make_standin, wrk  # noqa: E402
 
 SPREAD = 20
 BODY = '{"instances": [1.0, 2.0, 5.0]}'
@@ -83,15 +94,125 @@ end
     return script
 
 
+ORIGINAL_FILES = ("python_service.py", "tfs_utils.py", "multi_model_utils.py")
+ORIGINAL_PACKAGES = ("falcon>=3,<4", "gevent", "gunicorn", "packaging", "requests", "grpcio")
+ORIGINAL_NGINX = """daemon off;
+worker_processes auto;
+pid {folder}/nginx.pid;
+error_log stderr error;
+events {{ worker_connections 2048; }}
+http {{
+    access_log {folder}/access.log combined;
+    client_body_temp_path {folder}/client_body;
+    proxy_temp_path {folder}/proxy;
+    upstream gunicorn_upstream {{
+        server unix:{folder}/gunicorn.sock fail_timeout=1;
+    }}
+    server {{
+        listen 127.0.0.1:{port};
+        client_max_body_size 0;
+        location /models {{
+            proxy_pass http://gunicorn_upstream/models;
+        }}
+        keepalive_timeout 3;
+    }}
+}}
+"""
+
+
+def original_environment() -> Path:
+    """.venv-original with the original's packages; its python."""
+    venv = REPO / ".venv-original"
+    python = venv / "bin" / "python"
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", venv], check=True)
+    subprocess.run([python, "-m", "pip", "install", "-q", "--disable-pip-version-check", *ORIGINAL_PACKAGES],
+                   check=True)
+    return python
+
+
+def invoke_rows(url: str, work: Path, duration: int) -> dict[int, dict]:
+    """wrk on <url>/models/hp/invoke at c8 and c1, after a check of its answer."""
+    answer = support.http_call(int(url.rsplit(":", 1)[1]), "POST", "/models/hp/invoke", BODY,
+                               {"Content-Type": "application/json"})
+    assert answer.status == 200 and json.loads(answer.body) == {"predictions": [3.5, 4.0, 5.5]}, answer.body[:300]
+    return {connections: wrk(url, lua_script(work, ["/models/hp/invoke"]), connections, duration)
+            for connections in (8, 1)}
+
+
+def load(port: int, model: Path) -> None:
+    answer = support.http_call(port, "POST", "/models", json.dumps({"model_name": "hp", "url": str(model)}),
+                               {"Content-Type": "application/json"})
+    assert answer.status == 200, answer.body[:300]
+
+
+def versus_original(original: Path, duration: int) -> dict:
+    """Ours and the original's POST /models/hp/invoke, one after the other against the same stand-in."""
+    python = original_environment()
+    work = Path(tempfile.mkdtemp(prefix="benchmark-mme-original-"))
+    try:
+        env = make_standin(work)
+        model = support.copy_model(support.HALF_PLUS_TWO, work / "models", "hp")
+        rows = {}
+        with support.Stack(work / "models", {**env, "SAGEMAKER_MULTI_MODEL": "true"}) as stack:
+            load(stack.port, model)
+            rows["ours"] = invoke_rows(stack.url, work, duration)
+        folder = work / "original"
+        for sub in ("sagemaker", "client_body", "proxy"):
+            (folder / sub).mkdir(parents=True)
+        work.chmod(0o755)  # nginx's workers (nobody, under root) reach gunicorn's socket, as in the original's image
+        for name in ORIGINAL_FILES:
+            (folder / "sagemaker" / name).write_bytes(subprocess.run(
+                ["git", "--git-dir", original, "show", f"HEAD:docker/build_artifacts/sagemaker/{name}"],
+                check=True, capture_output=True).stdout)
+        low, high = support.free_port_range(20)
+        port = support.free_port()
+        (folder / "nginx.conf").write_text(ORIGINAL_NGINX.format(folder=folder, port=port))
+        gunicorn = (f"{python.parent / 'gunicorn'} -b unix:{folder}/gunicorn.sock -k gevent --chdir /sagemaker "
+                    f"--workers 1 --threads 1 --log-level warning --timeout 60 -e SAGEMAKER_MULTI_MODEL=true "
+                    f"-e SAGEMAKER_SAFE_PORT_RANGE={low}-{high} -e SAGEMAKER_TFS_WAIT_TIME_SECONDS=60 python_service:app")
+        made = not Path("/sagemaker").exists()  # a mount point for the namespace's bind mount, removed after
+        Path("/sagemaker").mkdir(exist_ok=True)
+        try:
+            with support.Background(["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                                     f"mount --bind {folder / 'sagemaker'} /sagemaker && exec {gunicorn}"],
+                                    env=env, stop_timeout=10) as service, \
+                    support.Background(["nginx", "-c", folder / "nginx.conf", "-e", "stderr"], stop_timeout=10):
+                service.wait_until(lambda: (folder / "gunicorn.sock").exists(), timeout=60, what="listening")
+                support.wait_for(lambda: support.port_is_open(port), what="the original's nginx listening")
+                load(port, model)
+                rows["original"] = invoke_rows(f"http://127.0.0.1:{port}", work, duration)
+        finally:
+            if made:
+                Path("/sagemaker").rmdir()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    for connections in (8, 1):
+        ours, theirs = rows["ours"][connections], rows["original"][connections]
+        print(f"multi-model invoke at c{connections}: ours {ours['requests_per_s']} req/s (p50 {ours['p50_ms']} ms), "
+              f"the original {theirs['requests_per_s']} req/s (p50 {theirs['p50_ms']} ms): "
+              f"{ours['requests_per_s'] / theirs['requests_per_s']:.1f}x", flush=True)
+    ratio = rows["ours"][8]["requests_per_s"] / rows["original"][8]["requests_per_s"]
+    print(f"multi-model invoke, ours vs the original at c8: {ratio:.1f}x (target >= 10x) {'✓' if ratio >= 10 else '✗'}")
+    return {"versus_original": rows, "invoke_c8_vs_original": round(ratio, 2)}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--duration", type=int, default=5, help="seconds of each wrk row")
     parser.add_argument("--loads", type=int, default=50, help="loads measured for the load latency")
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
+    parser.add_argument("--versus-original", type=Path, metavar="GIT_DIR",
+                        help="only: invocations, ours vs the original's, against the stand-in")
     args = parser.parse_args()
     for tool in ("nginx", "wrk"):
         if not shutil.which(tool):
             sys.exit(f"{tool} is not installed (scripts/install.sh installs it)")
+    if args.versus_original:
+        results = versus_original(args.versus_original, args.duration)
+        if args.json:
+            args.json.write_text(json.dumps(results, indent=2) + "\n")
+        return 0
     work = Path(tempfile.mkdtemp(prefix="benchmark-mme-"))
     root = work / "models"
     for i in range(SPREAD + 1):

@@ -8,7 +8,9 @@ Falcon app -> model server, default settings):
                       of any proxy
   no script           POST /invocations, no script: plain TFS JSON takes the direct route (nginx -> model server)
                       (also measures `direct`: the model server's REST :predict, without the proxy); and, on the
-                      same stack, `no script: CSV` (through the app), `no script: flat list` (nginx sends it to
+                      same stack, `no script: named model` (tfs-model-name in the custom attributes, as
+                      TensorFlowPredictor(model_name=...) sends it: the direct route too), `no script: CSV` (through
+                      the app), `no script: flat list` (nginx sends it to
                       the app by its body: model server backend only, to compare with the route off) and `no script:
                       1 MB` / `10 MB` (an {"instances": ...} body, at c1)
   no script (app)     the same rows with SAGEMAKER_NGINX_DIRECT_INVOCATIONS=false: every request through the app
@@ -26,9 +28,10 @@ Backends:
                 `tensorflow_model_server` on serve's PATH, so serve starts it exactly as it would the real binary;
                 it isolates the proxy's own cost
 Headlines, against the stand-in, each with its target and a check mark or a cross: requests/s at concurrency 8 of
-no script, no script (app), pair, handler (session) and toolkit as a ratio of the reference's (targets: no script
->= 0.85x, pair >= 0.25x); the p50 the no-script path adds at concurrency 1 over the stand-in called directly
-(target <= 0.05 ms); CSV, flat list and large bodies with the direct route on vs off (no target; the flat list and
+no script, no script: named model, no script (app), pair, handler (session) and toolkit as a ratio of the
+reference's (targets: no script and named model >= 0.85x, pair >= 0.25x); the p50 the no-script path and the named
+model add at concurrency 1 over what the reference adds (each over the stand-in called directly; target <= 0.015
+ms); CSV, flat list and large bodies with the direct route on vs off (no target; the flat list and
 CSV never reach the model server on the direct route: they should stay close to the route off);
 handler (session) vs pair at concurrency 8 (target >= 90%); the pair's requests/s at concurrency 8 (target >=
 2,500 on 2 cores) and the p50 it adds at concurrency 1 (target < 1 ms); toolkit vs pair at concurrency 8 (target
@@ -41,9 +44,9 @@ handler (session) vs pair at concurrency 8 (target >= 90%); the pair's requests/
   .venv/bin/python scripts/benchmark_proxy.py --backends stand-in --targets pair,toolkit --concurrency 8
   .venv/bin/python scripts/benchmark_proxy.py --backends stand-in --targets "reference,no script,handler (session)"
   .venv/bin/python scripts/benchmark_proxy.py --paired-rounds 5 --duration 3   # toolkit vs pair only, alternating
-  .venv/bin/python scripts/benchmark_proxy.py --direct-rounds 5 --duration 3   # only: no script (direct route) vs
-        the reference at c8 and c1, alternating on a loaded machine; the medians of the c8 ratio (target >= 0.85x)
-        and of the p50 added at c1 over the stand-in called directly (target <= 0.05 ms)
+  .venv/bin/python scripts/benchmark_proxy.py --direct-rounds 5 --duration 3   # only: no script (direct route),
+        plain and named model, vs the reference at c8 and c1, alternating on a loaded machine; the medians of the c8
+        ratios (target >= 0.85x) and of the p50 added at c1 over what the reference adds (target <= 0.015 ms)
   .venv/bin/python scripts/benchmark_proxy.py --fallback-rounds 5 --duration 2   # only: a flat list (nginx sends it
         to the app by its body) against the real model server at c8, route off vs on, alternating rounds
 
@@ -120,16 +123,18 @@ def output_fn(prediction, accept):
 }
 REFERENCE = "reference"
 APP_ONLY = {"no script (app)": {"SAGEMAKER_NGINX_DIRECT_INVOCATIONS": "false"}}  # extra settings of a target
-# More bodies on the no-script stacks: label suffix -> (body, Content-Type, expected predictions or None (any 200),
-# backends, concurrency levels or None (the run's)).
+# More requests on the no-script stacks: label suffix -> (body, Content-Type, expected predictions or None (any 200),
+# backends, concurrency levels or None (the run's), other headers).
 MB_INSTANCES = 1_000_000 // len("1.0, ")
+NAMED = {"X-Amzn-SageMaker-Custom-Attributes": f"tfs-model-name={MODEL}"}  # TensorFlowPredictor(model_name=...)
 NO_SCRIPT_BODIES = {
-    "CSV": ("1.0\n2.0\n5.0", "text/csv", [3.5, 4.0, 5.5], ("stand-in", "model server"), None),
-    "flat list": ("[1.0, 2.0, 5.0]", "application/json", [[3.5, 4.0, 5.5]], ("model server",), None),
+    "named model": (REQUEST_BODY, "application/json", [3.5, 4.0, 5.5], ("stand-in", "model server"), None, NAMED),
+    "CSV": ("1.0\n2.0\n5.0", "text/csv", [3.5, 4.0, 5.5], ("stand-in", "model server"), None, {}),
+    "flat list": ("[1.0, 2.0, 5.0]", "application/json", [[3.5, 4.0, 5.5]], ("model server",), None, {}),
     "1 MB": ('{"instances": [' + ", ".join(["1.0"] * MB_INSTANCES) + "]}", "application/json", None,
-             ("stand-in", "model server"), (1,)),
+             ("stand-in", "model server"), (1,), {}),
     "10 MB": ('{"instances": [' + ", ".join(["1.0"] * (10 * MB_INSTANCES)) + "]}", "application/json", None,
-              ("stand-in", "model server"), (1,)),
+              ("stand-in", "model server"), (1,), {}),
 }
 TARGETS = (REFERENCE, *SCRIPTS)
 
@@ -138,13 +143,45 @@ STANDIN_STATUS = json.dumps({"model_version_status": [{"version": str(VERSION), 
 STANDIN_PREDICTIONS = '{\n    "predictions": [3.5, 4.0, 5.5\n    ]\n}'
 STANDIN_BINARY = '''\
 #!/bin/sh
-# A near-zero-cost stand-in for tensorflow_model_server: nginx answering canned bodies on --rest_api_port.
-for arg; do case "$arg" in --rest_api_port=*) port="${arg#*=}";; esac; done
+# A near-zero-cost stand-in for tensorflow_model_server: nginx answering canned bodies on --rest_api_port, and on
+# --port a gRPC server answering HandleReloadConfigRequest (a multi-model endpoint's loads) with an empty success.
+for arg; do case "$arg" in --rest_api_port=*) port="${arg#*=}";; --port=*) grpc_port="${arg#*=}";; esac; done
+[ -z "$grpc_port" ] || "$STANDIN_PYTHON" "$STANDIN_DIR/grpc_standin.py" "$grpc_port" &
 conf="$STANDIN_DIR/standin-$port.conf"
 mkdir -p "$STANDIN_DIR/temp-$port"
 sed -e "s/@PORT@/$port/g" -e "s|@TEMP@|$STANDIN_DIR/temp-$port|g" "$STANDIN_DIR/standin.conf.in" > "$conf"
 exec nginx -c "$conf" -e stderr
 '''
+
+
+GRPC_STANDIN = '''\
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+import grpc
+
+reload = grpc.unary_unary_rpc_method_handler(lambda request, context: b"")  # ReloadConfigResponse{}: success
+server = grpc.server(ThreadPoolExecutor(2))
+server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
+    "tensorflow.serving.ModelService", {"HandleReloadConfigRequest": reload}),))
+server.add_insecure_port(f"127.0.0.1:{sys.argv[1]}")
+server.start()
+server.wait_for_termination()
+'''
+
+
+def make_standin(root: Path) -> dict[str, str]:
+    """The stand-in installed as `tensorflow_model_server` in root/standin/bin; returns the environment that puts
+    it first on PATH (for serve, or anything that starts tensorflow_model_server)."""
+    standin = root / "standin"
+    (standin / "bin").mkdir(parents=True)
+    (standin / "standin.conf.in").write_text(standin_template())
+    (standin / "grpc_standin.py").write_text(GRPC_STANDIN)
+    binary = standin / "bin" / "tensorflow_model_server"
+    binary.write_text(STANDIN_BINARY)
+    binary.chmod(0o755)
+    return {"PATH": f"{standin / 'bin'}:{os.environ['PATH']}", "STANDIN_DIR": str(standin),
+            "STANDIN_PYTHON": sys.executable}
 
 
 def standin_template() -> str:
@@ -264,9 +301,9 @@ class WrongAnswer(Exception):
 
 
 def check_answer(url: str, body: str = REQUEST_BODY, content_type: str = "application/json",
-                 expected: list | None = [3.5, 4.0, 5.5]) -> None:
+                 expected: list | None = [3.5, 4.0, 5.5], headers: dict[str, str] | None = None) -> None:
     """The first request's answer is 200 with the `expected` predictions (None: any 200); else WrongAnswer."""
-    request = urllib.request.Request(url, body.encode(), {"Content-Type": content_type})
+    request = urllib.request.Request(url, body.encode(), {"Content-Type": content_type, **(headers or {})})
     try:
         with urllib.request.urlopen(request, timeout=10) as response:
             body = response.read()
@@ -326,29 +363,36 @@ def paired_rounds(root: Path, lua: Path, duration: int, rounds: int,
 
 
 def direct_rounds(root: Path, lua: Path, standin: Path, env: dict[str, str], duration: int, rounds: int) -> None:
-    """No script (the direct route) vs the reference, both against the stand-in, measured alternately so that the
-    machine's changing load weighs on both alike: per round the c8 rate ratio and the p50 added at c1 over the
-    stand-in called directly; prints each round and the medians with their targets."""
-    ratios, added = [], []
+    """No script (the direct route), plain and naming its model, vs the reference, all against the stand-in,
+    measured alternately so that the machine's changing load weighs on all alike: per round the c8 rate ratios and
+    the p50 each adds at c1 over what the reference adds (both over the stand-in called directly); prints each
+    round and the medians with their targets."""
+    named = wrk_script(root, REQUEST_BODY, "application/json", NAMED)
+    ratios: dict[str, list[float]] = {"no script": [], "named model": []}
+    added: dict[str, list[float]] = {"no script": [], "named model": []}
     with reference_proxy(root, standin) as reference, support.Stack(model_folder(root, None), env=env) as stack:
         low = int(stack.env["SAGEMAKER_SAFE_PORT_RANGE"].split("-")[0])
-        urls = {"reference": reference, "no script": f"{stack.url}/invocations",
-                "stand-in": f"http://127.0.0.1:{low + 1}/v1/models/{MODEL}:predict"}
-        for url in urls.values():
+        urls = {"reference": (reference, lua), "no script": (f"{stack.url}/invocations", lua),
+                "named model": (f"{stack.url}/invocations", named),
+                "stand-in": (f"http://127.0.0.1:{low + 1}/v1/models/{MODEL}:predict", lua)}
+        for url, _ in urls.values():
             check_answer(url)
+        check_answer(urls["named model"][0], headers=NAMED)
         for number in range(1, rounds + 1):
-            c8 = {label: wrk(urls[label], lua, 8, duration)["requests_per_s"] for label in ("reference", "no script")}
-            c1 = {label: wrk(url, lua, 1, duration)["p50_ms"] for label, url in urls.items()}
-            ratios.append(c8["no script"] / c8["reference"])
-            added.append(c1["no script"] - c1["stand-in"])
-            print(f"round {number}: c8 no script {c8['no script']} / reference {c8['reference']} req/s = "
-                  f"{ratios[-1]:.2f}x; c1 p50 no script {c1['no script']:.3f}, reference {c1['reference']:.3f}, "
-                  f"stand-in {c1['stand-in']:.3f} ms", flush=True)
-    ratio, p50 = sorted(ratios)[len(ratios) // 2], sorted(added)[len(added) // 2]
-    print(f"\nno script (direct route) vs the reference at c8, median of {rounds} rounds: {ratio:.2f}x (target >= "
-          f"0.85x) {'✓' if ratio >= 0.85 else '✗'}")
-    print(f"p50 added at c1 by no script over the stand-in called directly, median: {p50:.3f} ms (target <= "
-          f"0.05 ms) {'✓' if p50 <= 0.05 else '✗'}")
+            c8 = {label: wrk(url, script, 8, duration)["requests_per_s"] for label, (url, script) in urls.items()
+                  if label != "stand-in"}
+            c1 = {label: wrk(url, script, 1, duration)["p50_ms"] for label, (url, script) in urls.items()}
+            for label in ratios:
+                ratios[label].append(c8[label] / c8["reference"])
+                added[label].append(c1[label] - c1["reference"])
+            print(f"round {number}: c8 req/s " + ", ".join(f"{label} {rate}" for label, rate in c8.items())
+                  + "; c1 p50 ms " + ", ".join(f"{label} {p50:.3f}" for label, p50 in c1.items()), flush=True)
+    for label in ratios:
+        ratio, p50 = sorted(ratios[label])[rounds // 2], sorted(added[label])[rounds // 2]
+        print(f"\n{label} (direct route) vs the reference at c8, median of {rounds} rounds: {ratio:.2f}x (target >= "
+              f"0.85x) {'✓' if ratio >= 0.85 else '✗'}")
+        print(f"p50 {label} adds at c1 over what the reference adds, median: {p50:.3f} ms (target <= 0.015 ms) "
+              f"{'✓' if p50 <= 0.015 else '✗'}")
 
 
 def measure(stack: support.Stack, name: str, target: str, lua: Path, duration: int, table: list,
@@ -362,16 +406,19 @@ def measure(stack: support.Stack, name: str, target: str, lua: Path, duration: i
         for label, url in urls.items():
             measure_url(url, name, label, lua, duration, table, concurrency)
         if target in ("no script", "no script (app)"):
-            for suffix, (body, content_type, expected, backends, levels) in NO_SCRIPT_BODIES.items():
+            for suffix, (body, content_type, expected, backends, levels, headers) in NO_SCRIPT_BODIES.items():
                 if name in backends:
-                    measure_url(urls[target], name, f"{target}: {suffix}", wrk_script(lua.parent, body, content_type),
-                                duration, table, list(levels or concurrency), (body, content_type, expected))
+                    measure_url(urls[target], name, f"{target}: {suffix}",
+                                wrk_script(lua.parent, body, content_type, headers), duration, table,
+                                list(levels or concurrency), (body, content_type, expected, headers))
 
 
-def wrk_script(folder: Path, body: str, content_type: str) -> Path:
-    """wrk's Lua script posting `body` (text without `]==]`) as `content_type`."""
-    path = folder / f"post-{abs(hash((body, content_type)))}.lua"
-    path.write_text(f"wrk.method = 'POST'\nwrk.body = [==[{body}]==]\nwrk.headers['Content-Type'] = '{content_type}'\n")
+def wrk_script(folder: Path, body: str, content_type: str, headers: dict[str, str] | None = None) -> Path:
+    """wrk's Lua script posting `body` (text without `]==]`) as `content_type`, with other `headers`."""
+    headers = {"Content-Type": content_type, **(headers or {})}
+    path = folder / f"post-{abs(hash((body, tuple(headers.items()))))}.lua"
+    path.write_text(f"wrk.method = 'POST'\nwrk.body = [==[{body}]==]\n"
+                    + "".join(f"wrk.headers['{name}'] = '{value}'\n" for name, value in headers.items()))
     return path
 
 
@@ -449,12 +496,20 @@ def headlines(table: list[dict]) -> dict:
     reference = rate_c8(REFERENCE)
     headline("reference_standin_c8", "reference (nginx -> stand-in) at c8", (REFERENCE,),
              None if reference is None else (reference, ""), "{:.0f} req/s")
-    for target, least in (("no script", 0.85), ("no script (app)", None), ("pair", 0.25), ("handler (session)", None),
+    for target, least in (("no script", 0.85), ("no script: named model", 0.85), ("no script (app)", None),
+                          ("no script (app): named model", None), ("pair", 0.25), ("handler (session)", None),
                           ("toolkit", None)):
         headline(f"{slug(target)}_vs_reference_c8", f"{target} vs the reference at c8", (target, REFERENCE),
                  ratio_c8(target, REFERENCE), "{:.2f}x", None if least is None else (">=", least))
     headline("no_script_added_p50_c1_ms", "p50 added at c1 by no script over the stand-in called directly",
-             ("no script", "direct"), added_p50_c1("no script"), "{:.3f} ms", ("<=", 0.05))
+             ("no script", "direct"), added_p50_c1("no script"), "{:.3f} ms")
+    reference_p50 = added_p50_c1(REFERENCE)
+    for target in ("no script", "no script: named model"):
+        added = added_p50_c1(target)
+        headline(f"{slug(target)}_added_p50_c1_over_reference_ms",
+                 f"p50 added at c1 by {target} over what the reference adds", (target, REFERENCE, "direct"),
+                 None if None in (added, reference_p50) else (added[0] - reference_p50[0], ""), "{:.3f} ms",
+                 ("<=", 0.015))
     headline("no_script_app_added_p50_c1_ms", "p50 added at c1 by no script (app) over the stand-in called directly",
              ("no script (app)", "direct"), added_p50_c1("no script (app)"), "{:.3f} ms")
     for target in ("handler (session)", "toolkit"):
@@ -502,17 +557,12 @@ def main(argv: list[str] | None = None) -> int:
     root = Path(tempfile.mkdtemp(prefix="benchmark-proxy-"))
     lua = root / "post.lua"
     lua.write_text(f"wrk.method = 'POST'\nwrk.body = '{REQUEST_BODY}'\nwrk.headers['Content-Type'] = 'application/json'\n")
-    standin = root / "standin"
-    (standin / "bin").mkdir(parents=True)
-    (standin / "standin.conf.in").write_text(standin_template())
-    binary = standin / "bin" / "tensorflow_model_server"
-    binary.write_text(STANDIN_BINARY)
-    binary.chmod(0o755)
+    standin_env = make_standin(root)
+    standin = Path(standin_env["STANDIN_DIR"])
     settings = Settings.from_env()  # what serve will use: its defaults unless SAGEMAKER_* variables are set here
     print(f"{os.cpu_count()} cores; gunicorn: {settings.gunicorn_workers} {settings.gunicorn_worker_class} worker(s) "
           f"x {settings.gunicorn_threads} thread(s); body {REQUEST_BODY}; wrk {args.duration} s per row", flush=True)
     table: list[dict] = []
-    standin_env = {"PATH": f"{standin / 'bin'}:{os.environ['PATH']}", "STANDIN_DIR": str(standin)}
     if args.direct_rounds:
         try:
             direct_rounds(root, lua, standin, standin_env, args.duration, args.direct_rounds)
