@@ -170,7 +170,8 @@ def versus_original(original: Path, duration: int) -> dict:
         (folder / "nginx.conf").write_text(ORIGINAL_NGINX.format(folder=folder, port=port))
         gunicorn = (f"{python.parent / 'gunicorn'} -b unix:{folder}/gunicorn.sock -k gevent --chdir /sagemaker "
                     f"--workers 1 --threads 1 --log-level warning --timeout 60 -e SAGEMAKER_MULTI_MODEL=true "
-                    f"-e SAGEMAKER_SAFE_PORT_RANGE={low}-{high} -e SAGEMAKER_TFS_WAIT_TIME_SECONDS=60 python_service:app")
+                    f"-e SAGEMAKER_SAFE_PORT_RANGE={low}-{high} -e SAGEMAKER_TFS_WAIT_TIME_SECONDS=60 "
+                    "python_service:app")
         made = not Path("/sagemaker").exists()  # a mount point for the namespace's bind mount, removed after
         Path("/sagemaker").mkdir(exist_ok=True)
         try:
@@ -193,7 +194,8 @@ def versus_original(original: Path, duration: int) -> dict:
               f"the original {theirs['requests_per_s']} req/s (p50 {theirs['p50_ms']} ms): "
               f"{ours['requests_per_s'] / theirs['requests_per_s']:.1f}x", flush=True)
     ratio = rows["ours"][8]["requests_per_s"] / rows["original"][8]["requests_per_s"]
-    print(f"multi-model invoke, ours vs the original at c8: {ratio:.1f}x (target >= 10x) {'✓' if ratio >= 10 else '✗'}")
+    print(f"multi-model invoke, ours vs the original at c8: {ratio:.1f}x (target >= 10x) "
+          f"{'✓' if ratio >= 10 else '✗'}")
     return {"versus_original": rows, "invoke_c8_vs_original": round(ratio, 2)}
 
 

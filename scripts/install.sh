@@ -17,8 +17,9 @@ profile=${INSTALL_PROFILE:-full}
 venv=${INSTALL_VENV:-.venv}
 case "$profile" in
     # wrk and h2load (nghttp2-client): the benchmarks' clients; podman (with runc, its network stack netavark and
-    # iptables) and mmdebstrap (with gpg): test/image/test_container.py builds and runs the image on a stand-in base
-    full) apt_packages="nginx wrk nghttp2-client podman runc netavark aardvark-dns iptables mmdebstrap gpg" ;;
+    # iptables) and mmdebstrap (with gpg): test/image/test_container.py builds and runs the image on a stand-in base;
+    # pcre2-utils: pcre2test, with which test/unit/test_direct_route_rule.py runs a pattern of nginx's in PCRE2
+    full) apt_packages="nginx wrk nghttp2-client podman runc netavark aardvark-dns iptables mmdebstrap gpg pcre2-utils" ;;
     image) apt_packages="nginx" ;;
     *) echo "install: INSTALL_PROFILE=$profile is not valid: must be full or image" >&2; exit 2 ;;
 esac

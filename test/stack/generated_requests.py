@@ -31,8 +31,8 @@ class Requests:
 
     def make(self) -> tuple[bytes, list[tuple[str, str]]]:
         pick = self.random.choice
-        body = pick([self._tfs_object] * 8 + [self._flat, self._json_lines, self._broken, self._deep, self._decorated,
-                                               self._other])()
+        body = pick([self._tfs_object] * 8
+                    + [self._flat, self._json_lines, self._broken, self._deep, self._decorated, self._other])()
         plain = self.random.random() < 0.5  # headers the route takes: the SDK's, or a named model
         headers = []
         content_type = pick(CONTENT_TYPES[:8] if plain else CONTENT_TYPES)
@@ -47,7 +47,7 @@ class Requests:
             headers.append(("Content-Encoding", pick(["gzip", "identity", ""])))
             if headers[-1][1] == "gzip" and self.random.random() < 0.7:
                 body = gzip.compress(body)
-        if headers and not plain and self.random.random() < 0.3:  # a header line repeated, with another value or the same one
+        if headers and not plain and self.random.random() < 0.3:  # a line repeated, with another value or the same
             name, value = pick(headers)
             other = {"Content-Type": CONTENT_TYPES, "Accept": ACCEPTS}.get(name)
             again = pick(other) if other and self.random.random() < 0.7 else value

@@ -72,8 +72,8 @@ class Route:
     def __init__(self, runtime: Path):
         low, high = support.free_port_range(2)
         self.port = support.free_port()
-        settings = Settings.from_env({"SAGEMAKER_RUNTIME_DIR": str(runtime), "SAGEMAKER_SAFE_PORT_RANGE": f"{low}-{high}",
-                                      "SAGEMAKER_BIND_TO_PORT": str(self.port)})
+        settings = Settings.from_env({"SAGEMAKER_RUNTIME_DIR": str(runtime), "SAGEMAKER_BIND_TO_PORT": str(self.port),
+                                      "SAGEMAKER_SAFE_PORT_RANGE": f"{low}-{high}"})
         settings = settings.resolved(str(runtime), "half_plus_three")
         self.config = nginx.write_config(settings, nginx.direct_model(settings, None), NGINX_VERSION)
         self.servers = [ThreadingHTTPServer(("127.0.0.1", settings.model_server_rest_ports[0]), _ModelServer),

@@ -26,8 +26,8 @@ def test_the_route_calls_the_default_model_on_every_instance(tmp_path):
     assert "server 127.0.0.1:20001;\n        server 127.0.0.1:20003;\n        keepalive 64;" in config
     assert ("rewrite ^ /v1/models/$sagemaker_direct_model$sagemaker_direct_version:$sagemaker_direct_method break;\n"
             "            proxy_pass http://model_servers;") in config
-    assert 'map $http_x_amzn_sagemaker_custom_attributes $sagemaker_direct_model {\n        default "half_plus_three";' \
-        in config
+    assert ('map $http_x_amzn_sagemaker_custom_attributes $sagemaker_direct_model {\n'
+            '        default "half_plus_three";') in config
     assert "error_page 418 = @direct;" in config
 
 

@@ -113,9 +113,10 @@ def _object(levels: int) -> str:
 SINGLE_TFS_OBJECT = (rf"^{_BLANKS}\{{{_BLANKS}{_TFS_KEY}(?:{_OTHER}|{_STRING}|{_object(NESTING - 1)})*+\}}"
                      rf"{_BLANKS}\z")
 # Bodies under LOOKED_AT bytes are kept in memory and looked at; larger ones go to the app. nginx keeps a body of
-# up to a quarter more than client_body_buffer_size in memory (and the bytes that came with the request's head). PCRE stops a match after 10,000,000 steps of its JIT
-# (its default match limit, which nginx keeps), and the pattern takes at most 2 steps for 3 bytes (a body of `{1}`
-# or `{}` objects): 7.5 MiB stay below 5.3 million. SageMaker's real-time requests are at most 6 MB.
+# up to a quarter more than client_body_buffer_size in memory (and the bytes that came with the request's head).
+# PCRE stops a match after 10,000,000 steps of its JIT (its default match limit, which nginx keeps), and the pattern
+# takes at most 2 steps for 3 bytes (a body of `{1}` or `{}` objects): 7.5 MiB stay below 5.3 million. SageMaker's
+# real-time requests are at most 6 MB.
 SNIFF_BUFFER = 6 * 1024 * 1024
 LOOKED_AT = SNIFF_BUFFER + SNIFF_BUFFER // 4
 

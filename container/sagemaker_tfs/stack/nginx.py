@@ -102,16 +102,22 @@ def _direct_http(settings: Settings, model: str) -> str:
             + (direct_route.SERVER_TIMING_MAPS if settings.server_timing else ""))
 
 
+DIRECT_SWITCH = """            recursive_error_pages on;  # its hand-overs are error pages: 418, 405, then 418 or errors
+            if ($sagemaker_direct) {
+                return 418;  # to @direct (the server's error_page 418): out of a client's reach
+            }
+"""
+
+
 def _invocations(app_headers: str, direct: bool) -> str:
-    switch = ("            recursive_error_pages on;  # the hand-overs are error pages: 418, 405, then 418 or an error\n"
-              "            if ($sagemaker_direct) {\n"
-              "                return 418;  # to @direct (the server's error_page 418): out of a client's reach\n"
-              "            }\n") if direct else ""
-    return f"        location = /invocations {{\n{switch}{app_headers}            proxy_pass http://proxy;\n        }}\n"
+    switch = DIRECT_SWITCH if direct else ""
+    return (f"        location = /invocations {{\n{switch}{app_headers}"
+            "            proxy_pass http://proxy;\n        }\n")
 
 
 DIRECT_ENTRY = "        error_page 418 = @direct;\n"
-REQUEST_ID_MAPS = """    # The client's request id, else one nginx makes (UUID layout, from $request_id's 32 random hex digits).
+# The client's request id, else one nginx makes (UUID layout, from $request_id's 32 random hex digits).
+REQUEST_ID_MAPS = """\
     map $http_x_amzn_requestid $sagemaker_request_id {
         "" $sagemaker_new_request_id;
         default $http_x_amzn_requestid;
