@@ -13,9 +13,10 @@
                    the 20 models, divided by 20
 
   .venv/bin/python scripts/benchmark_multi_model.py [--duration 5] [--loads 50] [--json results.json]
-  .venv/bin/python scripts/benchmark_multi_model.py --versus-original GIT_DIR [--duration 5]   # only: POST
-        /models/<name>/invoke of one loaded model at c8 and c1, ours vs the original AWS container's multi-model
-        path, both against the same stand-in model server (benchmark_proxy.py's: near-zero cost)
+  .venv/bin/python scripts/benchmark_multi_model.py --versus-original GIT_DIR [--rounds 5] [--duration 5]   # only:
+        POST /models/<name>/invoke of one loaded model at c8 and c1, ours vs the original AWS container's
+        multi-model path, both up side by side against the same stand-in model server (benchmark_proxy.py's:
+        near-zero cost), measured in alternating rounds; the medians
 
 The original: a clone or git directory of the public aws/sagemaker-tensorflow-serving-container repository, read at
 run time (nothing of it is kept in this one). Its python_service.py, tfs_utils.py and multi_model_utils.py run as its
@@ -32,6 +33,7 @@ shared machine are noisy: compare figures of one run.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import shutil
 import statistics
@@ -40,6 +42,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -131,13 +134,9 @@ def original_environment() -> Path:
     return python
 
 
-def invoke_rows(url: str, work: Path, duration: int) -> dict[int, dict]:
-    """wrk on <url>/models/hp/invoke at c8 and c1, after a check of its answer."""
-    answer = support.http_call(int(url.rsplit(":", 1)[1]), "POST", "/models/hp/invoke", BODY,
-                               {"Content-Type": "application/json"})
+def check_invoke(port: int) -> None:
+    answer = support.http_call(port, "POST", "/models/hp/invoke", BODY, {"Content-Type": "application/json"})
     assert answer.status == 200 and json.loads(answer.body) == {"predictions": [3.5, 4.0, 5.5]}, answer.body[:300]
-    return {connections: wrk(url, lua_script(work, ["/models/hp/invoke"]), connections, duration)
-            for connections in (8, 1)}
 
 
 def load(port: int, model: Path) -> None:
@@ -146,57 +145,71 @@ def load(port: int, model: Path) -> None:
     assert answer.status == 200, answer.body[:300]
 
 
-def versus_original(original: Path, duration: int) -> dict:
-    """Ours and the original's POST /models/hp/invoke, one after the other against the same stand-in."""
+@contextlib.contextmanager
+def original_service(original: Path, python: Path, work: Path, env: dict[str, str]) -> Iterator[int]:
+    """The original's multi-model service as its image runs it (see the docstring); yields its nginx's port."""
+    folder = work / "original"
+    for sub in ("sagemaker", "client_body", "proxy"):
+        (folder / sub).mkdir(parents=True)
+    work.chmod(0o755)  # nginx's workers (nobody, under root) reach gunicorn's socket, as in the original's image
+    for name in ORIGINAL_FILES:
+        (folder / "sagemaker" / name).write_bytes(subprocess.run(
+            ["git", "--git-dir", original, "show", f"HEAD:docker/build_artifacts/sagemaker/{name}"],
+            check=True, capture_output=True).stdout)
+    low, high = support.free_port_range(20)
+    port = support.free_port()
+    (folder / "nginx.conf").write_text(ORIGINAL_NGINX.format(folder=folder, port=port))
+    gunicorn = (f"{python.parent / 'gunicorn'} -b unix:{folder}/gunicorn.sock -k gevent --chdir /sagemaker "
+                f"--workers 1 --threads 1 --log-level warning --timeout 60 -e SAGEMAKER_MULTI_MODEL=true "
+                f"-e SAGEMAKER_SAFE_PORT_RANGE={low}-{high} -e SAGEMAKER_TFS_WAIT_TIME_SECONDS=60 "
+                "python_service:app")
+    made = not Path("/sagemaker").exists()  # a mount point for the namespace's bind mount, removed after
+    Path("/sagemaker").mkdir(exist_ok=True)
+    try:
+        with support.Background(["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                                 f"mount --bind {folder / 'sagemaker'} /sagemaker && exec {gunicorn}"],
+                                env=env, stop_timeout=10) as service, \
+                support.Background(["nginx", "-c", folder / "nginx.conf", "-e", "stderr"], stop_timeout=10):
+            service.wait_until(lambda: (folder / "gunicorn.sock").exists(), timeout=60, what="listening")
+            support.wait_for(lambda: support.port_is_open(port), what="the original's nginx listening")
+            yield port
+    finally:
+        if made:
+            Path("/sagemaker").rmdir()
+
+
+def versus_original(original: Path, duration: int, rounds: int) -> dict:
+    """Ours and the original's POST /models/hp/invoke against the same stand-in, both up side by side and measured
+    in alternating rounds (so that the machine's changing load weighs on both alike); the medians."""
     python = original_environment()
     work = Path(tempfile.mkdtemp(prefix="benchmark-mme-original-"))
     try:
         env = make_standin(work)
         model = support.copy_model(support.HALF_PLUS_TWO, work / "models", "hp")
-        rows = {}
-        with support.Stack(work / "models", {**env, "SAGEMAKER_MULTI_MODEL": "true"}) as stack:
-            load(stack.port, model)
-            rows["ours"] = invoke_rows(stack.url, work, duration)
-        folder = work / "original"
-        for sub in ("sagemaker", "client_body", "proxy"):
-            (folder / sub).mkdir(parents=True)
-        work.chmod(0o755)  # nginx's workers (nobody, under root) reach gunicorn's socket, as in the original's image
-        for name in ORIGINAL_FILES:
-            (folder / "sagemaker" / name).write_bytes(subprocess.run(
-                ["git", "--git-dir", original, "show", f"HEAD:docker/build_artifacts/sagemaker/{name}"],
-                check=True, capture_output=True).stdout)
-        low, high = support.free_port_range(20)
-        port = support.free_port()
-        (folder / "nginx.conf").write_text(ORIGINAL_NGINX.format(folder=folder, port=port))
-        gunicorn = (f"{python.parent / 'gunicorn'} -b unix:{folder}/gunicorn.sock -k gevent --chdir /sagemaker "
-                    f"--workers 1 --threads 1 --log-level warning --timeout 60 -e SAGEMAKER_MULTI_MODEL=true "
-                    f"-e SAGEMAKER_SAFE_PORT_RANGE={low}-{high} -e SAGEMAKER_TFS_WAIT_TIME_SECONDS=60 "
-                    "python_service:app")
-        made = not Path("/sagemaker").exists()  # a mount point for the namespace's bind mount, removed after
-        Path("/sagemaker").mkdir(exist_ok=True)
-        try:
-            with support.Background(["unshare", "--mount", "--propagation", "private", "sh", "-c",
-                                     f"mount --bind {folder / 'sagemaker'} /sagemaker && exec {gunicorn}"],
-                                    env=env, stop_timeout=10) as service, \
-                    support.Background(["nginx", "-c", folder / "nginx.conf", "-e", "stderr"], stop_timeout=10):
-                service.wait_until(lambda: (folder / "gunicorn.sock").exists(), timeout=60, what="listening")
-                support.wait_for(lambda: support.port_is_open(port), what="the original's nginx listening")
-                load(port, model)
-                rows["original"] = invoke_rows(f"http://127.0.0.1:{port}", work, duration)
-        finally:
-            if made:
-                Path("/sagemaker").rmdir()
+        lua = lua_script(work, ["/models/hp/invoke"])
+        rows: dict[int, list[tuple[dict, dict]]] = {8: [], 1: []}
+        with support.Stack(work / "models", {**env, "SAGEMAKER_MULTI_MODEL": "true"}) as stack, \
+                original_service(original, python, work, env) as port:
+            urls = {"ours": stack.url, "the original": f"http://127.0.0.1:{port}"}
+            for url in urls.values():
+                load(int(url.rsplit(":", 1)[1]), model)
+                check_invoke(int(url.rsplit(":", 1)[1]))
+            for number in range(1, rounds + 1):
+                for connections in (8, 1):
+                    ours, theirs = (wrk(url, lua, connections, duration) for url in urls.values())
+                    rows[connections].append((ours, theirs))
+                    print(f"round {number} c{connections}: ours {ours['requests_per_s']} req/s (p50 "
+                          f"{ours['p50_ms']} ms), the original {theirs['requests_per_s']} req/s (p50 "
+                          f"{theirs['p50_ms']} ms): {ours['requests_per_s'] / theirs['requests_per_s']:.1f}x",
+                          flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    for connections in (8, 1):
-        ours, theirs = rows["ours"][connections], rows["original"][connections]
-        print(f"multi-model invoke at c{connections}: ours {ours['requests_per_s']} req/s (p50 {ours['p50_ms']} ms), "
-              f"the original {theirs['requests_per_s']} req/s (p50 {theirs['p50_ms']} ms): "
-              f"{ours['requests_per_s'] / theirs['requests_per_s']:.1f}x", flush=True)
-    ratio = rows["ours"][8]["requests_per_s"] / rows["original"][8]["requests_per_s"]
-    print(f"multi-model invoke, ours vs the original at c8: {ratio:.1f}x (target >= 10x) "
-          f"{'✓' if ratio >= 10 else '✗'}")
-    return {"versus_original": rows, "invoke_c8_vs_original": round(ratio, 2)}
+    medians = {connections: statistics.median(ours["requests_per_s"] / theirs["requests_per_s"]
+                                              for ours, theirs in pairs) for connections, pairs in rows.items()}
+    print(f"\nmulti-model invoke, ours vs the original, median of {rounds} rounds: c8 {medians[8]:.1f}x (target >= "
+          f"10x) {'✓' if medians[8] >= 10 else '✗'}; c1 {medians[1]:.1f}x")
+    return {"versus_original": {f"c{c}": pairs for c, pairs in rows.items()},
+            "invoke_vs_original": {f"c{c}": round(m, 2) for c, m in medians.items()}}
 
 
 def main() -> int:
@@ -206,12 +219,13 @@ def main() -> int:
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
     parser.add_argument("--versus-original", type=Path, metavar="GIT_DIR",
                         help="only: invocations, ours vs the original's, against the stand-in")
+    parser.add_argument("--rounds", type=int, default=5, help="with --versus-original: alternating rounds")
     args = parser.parse_args()
     for tool in ("nginx", "wrk"):
         if not shutil.which(tool):
             sys.exit(f"{tool} is not installed (scripts/install.sh installs it)")
     if args.versus_original:
-        results = versus_original(args.versus_original, args.duration)
+        results = versus_original(args.versus_original, args.duration, args.rounds)
         if args.json:
             args.json.write_text(json.dumps(results, indent=2) + "\n")
         return 0
