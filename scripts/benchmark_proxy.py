@@ -47,6 +47,9 @@ handler (session) vs pair at concurrency 8 (target >= 90%); the pair's requests/
   .venv/bin/python scripts/benchmark_proxy.py --direct-rounds 5 --duration 3   # only: no script (direct route),
         plain and named model, vs the reference at c8 and c1, alternating on a loaded machine; the medians of the c8
         ratios (target >= 0.85x) and of the p50 added at c1 over what the reference adds (target <= 0.015 ms)
+  .venv/bin/python scripts/benchmark_proxy.py --latency-pairs 20000   # only: the c1 latency no script (plain, named
+        model, with a client's request id) adds over the reference, as the median of paired differences (one
+        request to each target in turn on keep-alive connections: drift cancels); target <= 15 µs
   .venv/bin/python scripts/benchmark_proxy.py --fallback-rounds 5 --duration 2   # only: a flat list (nginx sends it
         to the app by its body) against the real model server at c8, route off vs on, alternating rounds
 
@@ -64,9 +67,11 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -395,6 +400,74 @@ def direct_rounds(root: Path, lua: Path, standin: Path, env: dict[str, str], dur
               f"{'✓' if p50 <= 0.015 else '✗'}")
 
 
+class KeptAlive:
+    """One keep-alive connection sending one prepared POST again and again (reopened when the server closes it)."""
+
+    def __init__(self, port: int, path: str, headers: dict[str, str] | None = None):
+        self.port = port
+        head = "".join(f"{name}: {value}\r\n" for name, value in {
+            "Host": "x", "Content-Type": "application/json", **(headers or {}),
+            "Content-Length": str(len(REQUEST_BODY))}.items())
+        self.request = f"POST {path} HTTP/1.1\r\n{head}\r\n{REQUEST_BODY}".encode()
+        self.sock: socket.socket | None = None
+
+    def exchange(self) -> int:
+        """Nanoseconds from sending the request to the last byte of its answer."""
+        if self.sock is None:
+            self.sock = socket.create_connection(("127.0.0.1", self.port), timeout=10)
+            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        started = time.perf_counter_ns()
+        self.sock.sendall(self.request)
+        data = b""
+        while b"\r\n\r\n" not in data or len(data) < self._length(data):
+            got = self.sock.recv(65536)
+            if not got:  # closed (nginx's keepalive_requests): again on a new connection, untimed
+                self.sock = None
+                return self.exchange()
+            data += got
+        return time.perf_counter_ns() - started
+
+    @staticmethod
+    def _length(data: bytes) -> int:
+        head, _, _ = data.partition(b"\r\n\r\n")
+        found = re.search(rb"(?im)^content-length:\s*(\d+)", head)
+        return len(head) + 4 + (int(found.group(1)) if found else 0)
+
+
+def latency_pairs(root: Path, standin: Path, env: dict[str, str], count: int) -> None:
+    """c1 latency as paired differences: one request to each target in turn (the order rotating), each on its own
+    keep-alive connection, `count` times; the median of (target - reference) per turn is what the target adds
+    over the reference, with the machine's drift cancelled (the p50s of separate wrk runs drift by more than the
+    differences measured). Also the stack's stand-in against the reference's own, which should be 0."""
+    with reference_proxy(root, standin) as reference, support.Stack(model_folder(root, None), env=env) as stack:
+        low = int(stack.env["SAGEMAKER_SAFE_PORT_RANGE"].split("-")[0])
+        backend = int(re.search(r"server 127\.0\.0\.1:(\d+);", (root / "reference" / "nginx.conf").read_text())[1])
+        targets = {"reference": KeptAlive(int(reference.rsplit(":", 1)[1].split("/")[0]), "/invocations"),
+                   "no script": KeptAlive(stack.port, "/invocations"),
+                   "named model": KeptAlive(stack.port, "/invocations", NAMED),
+                   "no script, with a client's request id": KeptAlive(stack.port, "/invocations",
+                                                                     {"X-Amzn-RequestId": "benchmark"}),
+                   "reference's stand-in": KeptAlive(backend, f"/v1/models/{MODEL}:predict"),
+                   "stack's stand-in": KeptAlive(low + 1, f"/v1/models/{MODEL}:predict")}
+        for target in targets.values():
+            for _ in range(200):  # warm-up
+                target.exchange()
+        times: dict[str, list[int]] = {name: [] for name in targets}
+        order = list(targets)
+        for _ in range(count):
+            order = order[1:] + order[:1]
+            for name in order:
+                times[name].append(targets[name].exchange())
+    print(f"c1 latency, {count} turns: p50 " + ", ".join(f"{name} {sorted(t)[count // 2] / 1000:.1f} µs"
+                                                       for name, t in times.items()))
+    for name, base in (("no script", "reference"), ("named model", "reference"),
+                       ("no script, with a client's request id", "reference"),
+                       ("stack's stand-in", "reference's stand-in")):
+        added = sorted(b - a for a, b in zip(times[base], times[name]))[count // 2] / 1000
+        target = " (target <= 15 µs) " + ("✓" if added <= 15 else "✗") if base == "reference" else ""
+        print(f"{name} over {base}, median of the paired differences: {added:.1f} µs{target}")
+
+
 def measure(stack: support.Stack, name: str, target: str, lua: Path, duration: int, table: list,
             concurrency: list[int]) -> None:
     """The rows of one stack: its target at each concurrency (and the model server directly, once per backend)."""
@@ -540,6 +613,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--direct-rounds", type=int, default=0,
                         help="only no script (the direct route) vs the reference against the stand-in, in this many "
                              "alternating rounds at c8 and c1")
+    parser.add_argument("--latency-pairs", type=int, default=0,
+                        help="only: c1 latency of no script (plain, named model) against the reference as the median "
+                             "of this many paired differences (one request to each in turn)")
     parser.add_argument("--fallback-rounds", type=int, default=0,
                         help="only a flat list against the real model server at c8, the direct route off vs on (nginx "
                              "sends it to the app by its body), in this many alternating rounds")
@@ -566,6 +642,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.direct_rounds:
         try:
             direct_rounds(root, lua, standin, standin_env, args.duration, args.direct_rounds)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+        return 0
+    if args.latency_pairs:
+        try:
+            latency_pairs(root, standin, standin_env, args.latency_pairs)
         finally:
             shutil.rmtree(root, ignore_errors=True)
         return 0
