@@ -76,8 +76,8 @@ def header_maps() -> str:
 
 
 def target_maps(default_model: str) -> str:
-    """The model server path's parts from the custom attributes (which the rules above have already checked):
-    $sagemaker_direct_path = /v1/models/<name, else the default model>[/versions/<version>]:<method, else predict>."""
+    """The parts of MODEL_SERVER_PATH from the custom attributes (which the rules above have already checked):
+    /v1/models/<name, else the default model>[/versions/<version>]:<method, else predict>."""
     attributes = "$http_x_amzn_sagemaker_custom_attributes"
     parts = (("model", default_model, "tfs-model-name", "$attr_model"),
              ("version", "", "tfs-model-version", "/versions/$attr_version"),
