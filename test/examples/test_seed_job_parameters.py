@@ -12,6 +12,7 @@ import requests
 
 from examples_support import build_module
 from sagemaker_tfs.transform import transform
+import support
 from support import Stack
 
 PAYLOAD_ERROR = "Too much data for max payload size"
@@ -59,6 +60,8 @@ def test_the_start_up_functions_ran_with_the_context_before_the_first_request(st
                            headers={"Content-Type": "application/json"})
     assert (answer.status_code, answer.headers["Content-Type"]) == (200, "application/json")
     assert answer.content.decode() == output(3)
+    # the script's print reaches the stack's log through serve's pipe, maybe after the answer: wait for its line
+    support.wait_for(lambda: "input_fn\n" in stack.log(), what="input_fn's line in the stack's log")
     log = stack.log()
     assert log.index("pre_model_fn\n") < log.index("model_fn\n") < log.index("model_warmup_fn\n") < \
         log.index("input_fn\n")
