@@ -11,13 +11,18 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from ..proxy.context import METHODS
+from ..proxy.context import CUSTOM_ATTRIBUTES_HEADER, METHODS
 from ..shared.model_names import MODEL_NAME
 
 
 def quoted(text: str) -> str:
     """`text` as an nginx config string: in double quotes, `\\` and `"` escaped (nginx's parser unescapes them)."""
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def http_variable(header: str) -> str:
+    """nginx's variable of a request header: $http_<name, lower case, '-' as '_'>."""
+    return "$http_" + header.lower().replace("-", "_")
 
 
 # ---- 1. The headers ----------------------------------------------------------------------------------------------
@@ -38,29 +43,28 @@ class HeaderRule(NamedTuple):
     """A request takes the route only when every rule's header holds one of the values it `takes` (map keys: a
     string, or a regex after `~`, `~*` for any case). One rule per header; add a condition here and nowhere else."""
 
-    header: str  # the nginx variable: $http_<name, lower case, '-' as '_'>
+    header: str
     takes: tuple[str, ...]
 
 
 HEADER_RULES = (
-    HeaderRule("$http_content_type", (r"~*^application/json[ \t]*(;.*)?$",)),  # JSON, parameters allowed
-    HeaderRule("$http_accept", ("", "*/*", "~*^application/json$")),  # JSON, without parameters (q=0 refuses it)
-    HeaderRule("$http_content_encoding", ("",)),  # the model servers read plain bodies only
-    HeaderRule("$http_transfer_encoding", ("",)),  # no chunked body: the mirror below needs its length
-    HeaderRule("$http_x_amzn_sagemaker_custom_attributes", ("", "~" + ATTRIBUTES)),
+    HeaderRule("Content-Type", (r"~*^application/json[ \t]*(;.*)?$",)),  # JSON, parameters allowed
+    HeaderRule("Accept", ("", "*/*", "~*^application/json$")),  # JSON, without parameters (q=0 refuses it)
+    HeaderRule("Content-Encoding", ("",)),  # the model servers read plain bodies only
+    HeaderRule("Transfer-Encoding", ("",)),  # no chunked body: the mirror below needs its length
+    HeaderRule(CUSTOM_ATTRIBUTES_HEADER, ("", "~" + ATTRIBUTES)),
 )
 # The headers a repeated line of which must not split the routes. nginx before 1.23 keeps only a header's first
 # line in $http_<name> (it cannot see the others), so there the app is handed that line too, and both routes read
 # the same value; 1.23 joins the lines with ", ", which no rule takes: such a request goes to the app whole.
 JOINED_HEADER_LINES = (1, 23, 0)
-HANDED_OVER = {"Content-Type": "$http_content_type", "Accept": "$http_accept",
-               "Content-Encoding": "$http_content_encoding",
-               "X-Amzn-SageMaker-Custom-Attributes": "$http_x_amzn_sagemaker_custom_attributes"}
+HANDED_OVER = ("Content-Type", "Accept", "Content-Encoding", CUSTOM_ATTRIBUTES_HEADER)
 
 
 def _rule_variable(rule: HeaderRule) -> str:
     """$sagemaker_direct_<header> (short: nginx's variables hash takes names of about 50 characters at most)."""
-    return "$sagemaker_direct_" + rule.header.removeprefix("$http_").removeprefix("x_amzn_sagemaker_")
+    name = http_variable(rule.header).removeprefix("$http_")
+    return "$sagemaker_direct_" + name.removeprefix("x_amzn_sagemaker_")
 
 
 def header_maps() -> str:
@@ -68,7 +72,8 @@ def header_maps() -> str:
     maps = []
     for rule in HEADER_RULES:
         keys = "".join(f"        {quoted(key)} 1;\n" for key in rule.takes)
-        maps.append(f"    map {rule.header} {_rule_variable(rule)} {{\n        default 0;\n{keys}    }}\n")
+        maps.append(f"    map {http_variable(rule.header)} {_rule_variable(rule)} {{\n"
+                    f"        default 0;\n{keys}    }}\n")
     every = "".join(_rule_variable(rule) for rule in HEADER_RULES)
     maps.append(f'    map "$request_method:{every}" $sagemaker_direct {{\n        default 0;\n'
                 f'        "POST:{"1" * len(HEADER_RULES)}" 1;\n    }}\n')
@@ -78,7 +83,7 @@ def header_maps() -> str:
 def target_maps(default_model: str) -> str:
     """The parts of MODEL_SERVER_PATH from the custom attributes (which the rules above have already checked):
     /v1/models/<name, else the default model>[/versions/<version>]:<method, else predict>."""
-    attributes = "$http_x_amzn_sagemaker_custom_attributes"
+    attributes = http_variable(CUSTOM_ATTRIBUTES_HEADER)
     parts = (("model", default_model, "tfs-model-name", "$attr_model"),
              ("version", "", "tfs-model-version", "/versions/$attr_version"),
              ("method", "predict", "tfs-method", "$attr_method"))

@@ -86,7 +86,7 @@ def _app_headers(nginx_version: tuple[int, ...]) -> str:
     header sets them all: nginx then drops the server's list (Connection, Host)."""
     lines = {"Connection": '""', "Host": "$host"}
     if nginx_version < direct_route.JOINED_HEADER_LINES:  # the line nginx read, so that both routes read one
-        lines.update(direct_route.HANDED_OVER)
+        lines.update({name: direct_route.http_variable(name) for name in direct_route.HANDED_OVER})
     return "".join(f"            proxy_set_header {name} {value};\n" for name, value in lines.items())
 
 
