@@ -10,7 +10,7 @@ from pathlib import Path
 import falcon.testing
 
 from app_support import Answer, Calls, ModelServer, app_env
-from sagemaker_tfs.proxy.app import create_app
+from sagemaker_tfs.app.routes import create_app
 
 
 class InProcessApp(Calls):

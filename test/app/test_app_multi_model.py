@@ -9,7 +9,7 @@ import falcon.testing
 
 from app_support import OTHER_MODEL, ModelServer
 from sagemaker_tfs.config import Settings
-from sagemaker_tfs.proxy.app import create_app
+from sagemaker_tfs.app.routes import create_app
 from sagemaker_tfs.registry.publication import Publisher
 
 

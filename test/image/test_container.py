@@ -274,7 +274,7 @@ def test_the_wheelhouse_installs_offline_on_every_supported_python(image, tmp_pa
     result = subprocess.run([support.REPO / "scripts" / "install.sh"], capture_output=True, text=True, timeout=300,
                             env=env)
     assert result.returncode == 0, result.stdout + result.stderr
-    check = "import sys, sagemaker_tfs.serve, sagemaker_tfs.proxy.app; print(sys.version_info[:2])"
+    check = "import sys, sagemaker_tfs.serve, sagemaker_tfs.app.routes; print(sys.version_info[:2])"
     result = subprocess.run([venv / "bin" / "python", "-c", check], capture_output=True, text=True, timeout=60,
                             cwd=tmp_path)
     assert (result.returncode, result.stdout) == (0, f"({version.replace('.', ', ')})\n"), result.stderr

@@ -31,7 +31,7 @@ IMAGE_SIZE_LIMIT = 120 * 2**20  # about 60 MB today; the full environment is abo
 
 IMPORT_CHECK = textwrap.dedent("""
     import importlib.metadata, importlib.util, json, sys
-    import sagemaker_tfs.codecs, sagemaker_tfs.proxy.app, sagemaker_tfs.serve
+    import sagemaker_tfs.codecs, sagemaker_tfs.app.routes, sagemaker_tfs.serve
     proxy_imports = sorted({name.split(".")[0] for name in sys.modules} & {"tensorflow", "numpy"})
     from tensorflow_serving.apis import (classification_pb2, model_service_pb2_grpc, predict_pb2,
                                          prediction_service_pb2_grpc, regression_pb2)

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from sagemaker_tfs.model_server import json_response
-from sagemaker_tfs.model_server.batching import BatchingParameters, BatchRows, BatchScheduler
-from sagemaker_tfs.model_server.status import ServingError, invalid_argument
+from sagemaker_tfs.model_server.batch_scheduler import BatchingParameters, BatchRows, BatchScheduler
+from sagemaker_tfs.model_server.error_codes import ServingError, invalid_argument
 
 
 class DoublingServable:

@@ -126,7 +126,7 @@ def test_json_logs_name_the_request_and_tensorflow_is_quiet(tmp_path):
     failed = [line for line in lines if line.get("request_id") == "rid-json-2"]
     assert [line["message"] for line in failed] == ["input_handler called"]
     loggers = {line["logger"] for line in lines}
-    assert {"serve", "gunicorn.error", "sagemaker_tfs.proxy", "sagemaker_tfs.model_server"} <= loggers
+    assert {"serve", "gunicorn.error", "sagemaker_tfs.app", "sagemaker_tfs.model_server"} <= loggers
     assert "oneDNN" not in log_text and "cuda drivers" not in log_text and "cpu_feature_guard" not in log_text
 
 

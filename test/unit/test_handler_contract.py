@@ -9,7 +9,7 @@ import pytest
 
 from sagemaker_tfs.shared.handler_contract import Contract, IncompleteContract, detect
 from sagemaker_tfs.packaging import PackagingError, handler_contract
-from sagemaker_tfs.proxy import script as proxy_script
+from sagemaker_tfs.app import script as proxy_script
 
 PAIR = "def input_handler(data, context):\n    pass\n\ndef output_handler(response, context):\n    pass\n"
 HOW_TO_FIX = ("define handler(data, context), or both input_handler(data, context) and "

@@ -31,10 +31,10 @@ from ..shared.reload_generation import GENERATION_METADATA
 from .grpc_server import Abort, GrpcServer, Later
 from .metrics import ModelServerMetrics, status_name
 from .model_config import ModelConfigError, configs_from_list
-from .registry import Registry
+from .servable_manager import Registry
 from .runner import Runner, deadline_options
 from .servable import Servable, Signature
-from .status import Code, ServingError, invalid_argument
+from .error_codes import Code, ServingError, invalid_argument
 
 log = logging.getLogger(__name__)
 

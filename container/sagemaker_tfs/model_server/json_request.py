@@ -21,7 +21,7 @@ import numpy as np
 from . import dtypes
 from .json_text import debug, type_name
 from .servable import TensorInfo
-from .status import Code, ServingError, invalid_argument
+from .error_codes import Code, ServingError, invalid_argument
 
 _NUMERIC_RANGES = {
     dtypes.DT_INT8: (-(2**7), 2**7 - 1),

@@ -15,7 +15,7 @@ import numpy as np
 
 from . import dtypes
 from .json_text import float_texts, string
-from .status import invalid_argument
+from .error_codes import invalid_argument
 
 Layout = Callable[[int], tuple[str, str, str]]  # level -> (open, separator, close)
 

@@ -22,9 +22,9 @@ from tensorflow_serving.apis import model_pb2
 from ..shared.version_folders import INT64_MAX
 from . import json_request, json_response, signatures
 from .http_server import Pending, Response, html_error
-from .registry import Registry
+from .servable_manager import Registry
 from .runner import Runner
-from .status import Code, ServingError, invalid_argument
+from .error_codes import Code, ServingError, invalid_argument
 
 log = logging.getLogger(__name__)
 

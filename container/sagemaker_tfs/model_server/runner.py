@@ -20,7 +20,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .batching import BatchScheduler
+from .batch_scheduler import BatchScheduler
 from .metrics import ModelServerMetrics
 from .servable import RunOptions, Servable
 

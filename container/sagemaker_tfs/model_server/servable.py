@@ -19,7 +19,7 @@ import numpy as np
 
 from ..shared.logs import quiet_tensorflow
 from . import dtypes
-from .status import Code, ServingError, from_tensorflow
+from .error_codes import Code, ServingError, from_tensorflow
 
 log = logging.getLogger(__name__)
 

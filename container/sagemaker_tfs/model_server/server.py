@@ -12,11 +12,11 @@ import warnings
 from pathlib import Path
 
 from . import servable
-from .batching import BatchingConfigError, BatchScheduler, load_batching_parameters
+from .batch_scheduler import BatchingConfigError, BatchScheduler, load_batching_parameters
 from .flags import Flags, default_threads
 from .metrics import ModelServerMetrics, MonitoringConfigError, load_monitoring_config
 from .model_config import ModelConfig, ModelConfigError, list_versions, load_config_file
-from .registry import Registry
+from .servable_manager import Registry
 
 log = logging.getLogger("sagemaker_tfs.model_server")
 

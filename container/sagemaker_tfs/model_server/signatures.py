@@ -14,7 +14,7 @@ from google.protobuf import text_format
 
 from . import dtypes
 from .servable import Servable, Signature
-from .status import Code, ServingError, invalid_argument
+from .error_codes import Code, ServingError, invalid_argument
 
 DEFAULT_SIGNATURE = "serving_default"
 

@@ -79,7 +79,7 @@ def batching_parameters_text(settings: Settings) -> str:
 WORKER_CLASSES = {"connections": "sagemaker_tfs.wsgi_server.worker.ConnectionsWorker"}  # ours, by their setting names
 
 
-APP_FACTORY = "sagemaker_tfs.proxy.app:create_app()"  # one for single- and multi-model endpoints
+APP_FACTORY = "sagemaker_tfs.app.routes:create_app()"  # one for single- and multi-model endpoints
 
 
 def gunicorn_command(settings: Settings) -> list[str]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from ..proxy.context import CUSTOM_ATTRIBUTES_HEADER, METHODS
+from ..app.context import CUSTOM_ATTRIBUTES_HEADER, METHODS
 from ..shared.model_names import MODEL_NAME
 
 

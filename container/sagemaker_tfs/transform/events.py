@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .batching import Batch
+from .batch_strategy import Batch
 from .outcomes import Failure
 
 

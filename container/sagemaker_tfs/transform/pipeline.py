@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
-from .batching import PAYLOAD_TOO_LARGE, Batch, Item, TooLarge, pack
+from .batch_strategy import PAYLOAD_TOO_LARGE, Batch, Item, TooLarge, pack
 from .client import InvocationError, InvocationsClient, InvocationSettings
 from .dataprocessing import DataProcessing, RecordError, assemble
 from .events import BatchDone, Event, ObjectRead, ObjectSplit, RecordRefused

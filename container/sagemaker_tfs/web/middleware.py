@@ -28,7 +28,7 @@ from . import answers
 from .answers import Answer
 from .metrics import ProxyMetrics, Timings
 
-log = logging.getLogger("sagemaker_tfs.proxy")
+log = logging.getLogger("sagemaker_tfs.app")
 
 REQUEST_ID_HEADER = "X-Amzn-RequestId"
 TARGET_MODEL_HEADER = "X-Amzn-SageMaker-Target-Model"

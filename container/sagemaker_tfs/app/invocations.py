@@ -20,7 +20,7 @@ from ..web.metrics import Timings
 from ..model_client.model_servers import ModelServer, ModelServerClient, model_path
 from .script import Handlers
 
-log = logging.getLogger("sagemaker_tfs.proxy")
+log = logging.getLogger("sagemaker_tfs.app")
 
 
 class Invocations:

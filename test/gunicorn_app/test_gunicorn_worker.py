@@ -13,7 +13,7 @@ import socket
 import pytest
 
 from app_support import write_model_dir
-from proxy_harness import App
+from gunicorn_harness import App
 
 BODY = b'{"instances": [1.0, 2.0, 5.0]}'
 PREDICTIONS = {"predictions": [3.5, 4.0, 5.5]}

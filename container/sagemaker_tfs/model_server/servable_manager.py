@@ -17,7 +17,7 @@ from typing import Callable
 
 from .model_config import ModelConfig, ModelConfigError, list_versions, load_config_file
 from .servable import Servable
-from .status import Code, ServingError, invalid_argument, not_found
+from .error_codes import Code, ServingError, invalid_argument, not_found
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """SingleRecord and MultiRecord packing against MaxPayloadInMB."""
 
-from sagemaker_tfs.transform.batching import Batch, Item, TooLarge, pack
+from sagemaker_tfs.transform.batch_strategy import Batch, Item, TooLarge, pack
 
 
 def items(*bodies: bytes) -> list[Item]:

@@ -10,14 +10,14 @@ from app_support import Answer, Calls, ModelServer, app_env
 
 
 class App(support.Background, Calls):
-    """gunicorn running `sagemaker_tfs.proxy.app:create_app()` on a free loopback port, as `serve` would set
+    """gunicorn running `sagemaker_tfs.app.routes:create_app()` on a free loopback port, as `serve` would set
     it up (app_env), with the default worker class unless told otherwise."""
 
     def __init__(self, model_dir: Path, model_server: ModelServer | None, env: dict[str, str] | None = None,
                  workers: int = 1, threads: int = 1, worker_class: str = "connections"):
         self.port = support.free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        super().__init__([support.VENV_BIN / "gunicorn", "sagemaker_tfs.proxy.app:create_app()",
+        super().__init__([support.VENV_BIN / "gunicorn", "sagemaker_tfs.app.routes:create_app()",
                           "--bind", f"127.0.0.1:{self.port}", "--workers", str(workers), "--threads", str(threads),
                           "--worker-class", WORKER_CLASSES.get(worker_class, worker_class), "--graceful-timeout", "5",
                           "--no-control-socket"],

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from app_support import model_server  # noqa: F401 (the session's model server fixture)
-from proxy_harness import App
+from gunicorn_harness import App
 
 
 @pytest.fixture

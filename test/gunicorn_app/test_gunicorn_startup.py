@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from app_support import write_model_dir
-from proxy_harness import App
+from gunicorn_harness import App
 
 
 @pytest.fixture(scope="module")

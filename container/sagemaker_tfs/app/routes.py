@@ -1,4 +1,4 @@
-"""The Falcon app gunicorn runs: `gunicorn 'sagemaker_tfs.proxy.app:create_app()'` (one app per worker), for a
+"""The Falcon app gunicorn runs: `gunicorn 'sagemaker_tfs.app.routes:create_app()'` (one app per worker), for a
 single-model endpoint and for a multi-model one (SAGEMAKER_MULTI_MODEL=true) alike.
 
 Routes:
@@ -48,7 +48,7 @@ from . import script
 from .invocations import Invocations
 from .multi_model import Invoke, NoModelInvocations, WorkerModels
 
-log = logging.getLogger("sagemaker_tfs.proxy")
+log = logging.getLogger("sagemaker_tfs.app")
 
 class Ping:
     """/ping: 200 when `model` is AVAILABLE on every instance, or, with `model` None (multi-model), when every

@@ -12,7 +12,7 @@ import pytest
 
 from app_scripts import PAIR_SCRIPT
 from app_support import write_model_dir
-from proxy_harness import App
+from gunicorn_harness import App
 
 
 @pytest.fixture(scope="module")

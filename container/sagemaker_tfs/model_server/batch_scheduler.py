@@ -32,7 +32,7 @@ import numpy as np
 
 from . import protos
 from .servable import Servable
-from .status import Code, ServingError, invalid_argument
+from .error_codes import Code, ServingError, invalid_argument
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ import pytest
 
 from app_scripts import HANDLER_FILES, HANDLER_SCRIPT
 from app_support import write_model_dir
-from proxy_harness import App
+from gunicorn_harness import App
 
 
 @pytest.fixture(scope="module")

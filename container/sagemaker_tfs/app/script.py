@@ -14,7 +14,7 @@ from ..shared.handler_contract import (HANDLER_NAMES, HOW_TO_FIX, TOOLKIT_NAMES,
                                        MixedContracts, detect, ignored)
 from ..toolkit import functions
 
-log = logging.getLogger("sagemaker_tfs.proxy")
+log = logging.getLogger("sagemaker_tfs.app")
 
 # The original container's message, kept so that searches for it find the explanation.
 HANDLERS_NOT_IMPLEMENTED = "Handlers are not implemented correctly in user script."
