@@ -1,4 +1,4 @@
-"""The handler scripts the app's tests run, in-process (test/app) and under gunicorn (test/proxy)."""
+"""The handler scripts the app's tests run, in-process (test/app) and under gunicorn (test/gunicorn_app)."""
 
 # handler(data, context); the request's "case" field says what to do. HANDLER_FILES go next to it in code/.
 HANDLER_SCRIPT = '''

@@ -1,4 +1,4 @@
-"""What the tests of the proxy app share, in-process (test/app) and under gunicorn (test/proxy): the real
+"""What the tests of the app share, in-process (test/app) and under gunicorn (test/gunicorn_app): the real
 model server they run against, model folders with a code/ folder, the app's environment as `serve` sets it,
 and the calls a test makes."""
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 HERE = Path(__file__).parent
-SLOW = [HERE / name for name in ("stack", "multi_model", "examples", "image", "proxy",
+SLOW = [HERE / name for name in ("stack", "multi_model", "examples", "image", "gunicorn_app",
                                  "transform/test_transform_stack.py", "model_server/test_model_server_cli.py",
                                  "model_server/test_model_server_reload.py", "model_server/test_model_server_limits.py",
                                  "model_server/test_model_server_metrics.py",

@@ -1,4 +1,4 @@
-"""The proxy app built in this process (create_app with an env mapping) and called with falcon.testing, against
+"""The app built in this process (create_app with an env mapping) and called with falcon.testing, against
 the real model server (app_support): no gunicorn, no socket between the test and the app."""
 
 from __future__ import annotations

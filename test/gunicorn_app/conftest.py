@@ -1,4 +1,4 @@
-"""Fixtures of the proxy tests: one real model server for the session, apps started per module or test."""
+"""Fixtures of the tests of the app under gunicorn: one real model server for the session, apps started per module or test."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Running the proxy app under gunicorn for tests, against the real model server (app_support)."""
+"""Running the app under gunicorn for tests, against the real model server (app_support)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The default gunicorn worker class (proxy/worker.py, a thread per connection) on raw sockets, byte for byte:
+"""The default gunicorn worker class (wsgi_server/worker.py, a thread per connection) on raw sockets, byte for byte:
 keep-alive, pipelining, chunked bodies, 100-continue, refusals as JSON, header names it drops, a handler that
 blocks without holding up other connections, `context.session`, and SIGTERM letting a request in flight finish.
 The app behind it is the real one, calling the real model server."""

@@ -25,14 +25,14 @@ import sagemaker_tfs
 import support
 
 # Packages the image must not hold: TensorFlow and what only the embedded model server or s3 jobs need.
-ABSENT = ["tensorflow", "tensorflow-cpu", "keras", "numpy", "uvloop", "boto3"]  # httptools: the proxy worker's parser
+ABSENT = ["tensorflow", "tensorflow-cpu", "keras", "numpy", "uvloop", "boto3"]  # httptools: the app worker's parser
 LOWEST_PYTHON = Path("/root/.pyenv/versions/3.10.13/bin/python3")  # pyenv's, on this kind of machine
 IMAGE_SIZE_LIMIT = 120 * 2**20  # about 60 MB today; the full environment is about 2.7 GB
 
 IMPORT_CHECK = textwrap.dedent("""
     import importlib.metadata, importlib.util, json, sys
     import sagemaker_tfs.codecs, sagemaker_tfs.app.routes, sagemaker_tfs.serve
-    proxy_imports = sorted({name.split(".")[0] for name in sys.modules} & {"tensorflow", "numpy"})
+    app_imports = sorted({name.split(".")[0] for name in sys.modules} & {"tensorflow", "numpy"})
     from tensorflow_serving.apis import (classification_pb2, model_service_pb2_grpc, predict_pb2,
                                          prediction_service_pb2_grpc, regression_pb2)
     from tensorflow_serving.config import model_server_config_pb2
@@ -46,7 +46,7 @@ IMPORT_CHECK = textwrap.dedent("""
         except importlib.metadata.PackageNotFoundError:
             pass
     print(json.dumps({
-        "proxy_imports": proxy_imports,
+        "app_imports": app_imports,
         "installed": installed,
         "tensorflow_file": getattr(tensorflow, "__file__", None),
         "tensorflow_python": importlib.util.find_spec("tensorflow.python") is not None,
@@ -117,7 +117,7 @@ def test_the_image_environment_holds_no_tensorflow(image_bin):
                             text=True, timeout=60, env=clean_env(), cwd=image_bin)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout) == {
-        "proxy_imports": [],  # serve, the app and the codecs import neither TensorFlow nor numpy
+        "app_imports": [],  # serve, the app and the codecs import neither TensorFlow nor numpy
         "installed": [],
         "tensorflow_file": None,  # `tensorflow` is only the namespace of tensorflow-protos/'s modules
         "tensorflow_python": False,  # TensorFlow itself is not there

@@ -1,6 +1,6 @@
 """Every error the stack answers is `{"error": "..."}` with Content-Type application/json, whoever produced it:
 nginx refusing a malformed request or a body over SAGEMAKER_NGINX_CLIENT_MAX_BODY_SIZE, or gunicorn refusing
-headers before the app sees them (under each worker class: ours, proxy/worker.py, answers as gunicorn's own
+headers before the app sees them (under each worker class: ours, wsgi_server/worker.py, answers as gunicorn's own
 do). The requests are sent on raw sockets, byte for byte.
 """
 

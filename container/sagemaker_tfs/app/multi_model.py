@@ -1,4 +1,4 @@
-"""The app's routes of a multi-model endpoint (proxy/app.py builds them when SAGEMAKER_MULTI_MODEL=true):
+"""The app's routes of a multi-model endpoint (app/routes.py builds them when SAGEMAKER_MULTI_MODEL=true):
 
   POST /models/{name}/invoke   the model's handler chain, as /invocations in single-model mode (docs/multi-model.md §4)
   POST /invocations            400: a multi-model endpoint needs the model in the path

@@ -25,6 +25,8 @@ from requests.cookies import RequestsCookieJar
 from requests.structures import CaseInsensitiveDict
 from requests.utils import get_encoding_from_headers
 
+from ..shared.sockets import send, timeval
+
 HOST = "127.0.0.1"
 
 SELF_CONNECT = "Connection refused: the connection reached itself"  # strerror of a reset self-connect
@@ -60,21 +62,6 @@ def request_body(data: Any) -> tuple[Any, dict[str, str]]:
 def _preview(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
-
-
-def timeval(seconds: float) -> bytes:
-    """A socket timeout as SO_RCVTIMEO and SO_SNDTIMEO take it (struct timeval)."""
-    whole = int(seconds)
-    return struct.pack("ll", whole, int((seconds - whole) * 1e6))
-
-
-def send(sock: socket.socket, head: bytes, body: Any) -> None:
-    """An HTTP message's head and body: one segment when the body is small, else the body as it is, not copied."""
-    if len(body) <= 65536:
-        sock.sendall(head + body)
-    else:
-        sock.sendall(head)
-        sock.sendall(body)
 
 
 class ProtocolError(Exception):

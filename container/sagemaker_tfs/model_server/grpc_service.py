@@ -31,7 +31,7 @@ from ..shared.reload_generation import GENERATION_METADATA
 from .grpc_server import Abort, GrpcServer, Later
 from .metrics import ModelServerMetrics, status_name
 from .model_config import ModelConfigError, configs_from_list
-from .servable_manager import Registry
+from .servable_manager import ServableManager
 from .runner import Runner, deadline_options
 from .servable import Servable, Signature
 from .error_codes import Code, ServingError, invalid_argument
@@ -135,17 +135,17 @@ def _metered(api: str):
     return decorate
 
 
-def _resolve(registry: Registry, spec, has_spec: bool) -> Servable:
+def _resolve(servables: ServableManager, spec, has_spec: bool) -> Servable:
     if not has_spec:
         raise invalid_argument("Missing ModelSpec")
     if not spec.name:
         raise invalid_argument("ModelSpec has no name specified.")
     choice = spec.WhichOneof("version_choice")
     if choice == "version":
-        return registry.resolve(spec.name, version=spec.version.value)
+        return servables.resolve(spec.name, version=spec.version.value)
     if choice == "version_label":
-        return registry.resolve(spec.name, label=spec.version_label)
-    return registry.resolve(spec.name)
+        return servables.resolve(spec.name, label=spec.version_label)
+    return servables.resolve(spec.name)
 
 
 def _set_spec(target, servable: Servable, signature_name: str | None) -> None:
@@ -209,9 +209,9 @@ def _serialized_examples(request_input) -> list[bytes]:
 
 
 class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
-    def __init__(self, registry: Registry, runner: Runner, pool: ThreadPoolExecutor,
+    def __init__(self, servables: ServableManager, runner: Runner, pool: ThreadPoolExecutor,
                  metrics: ModelServerMetrics | None = None):
-        self.registry = registry
+        self.servables = servables
         self.runner = runner
         self.pool = pool
         self.metrics = metrics
@@ -225,7 +225,7 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
     @_metered("Predict")
     async def Predict(self, request: predict_pb2.PredictRequest, context):
         spec = request.model_spec
-        servable = _resolve(self.registry, spec, request.HasField("model_spec"))
+        servable = _resolve(self.servables, spec, request.HasField("model_spec"))
         signature = signatures.predict_signature(servable, spec.signature_name, rest=False)
         feeds = {name: ndarray(proto) for name, proto in _predict_inputs(request.inputs, signature)}
         aliases, fetches = _predict_outputs(request.output_filter, signature)
@@ -263,7 +263,7 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
 
     async def _examples_response(self, request, response, fill, context):
         """Classify or Regress: resolve the model, fill the response's result from its examples by fill()."""
-        servable = _resolve(self.registry, request.model_spec, request.HasField("model_spec"))
+        servable = _resolve(self.servables, request.model_spec, request.HasField("model_spec"))
         _set_spec(response.model_spec, servable, signatures.signature_key(request.model_spec.signature_name))
         await fill(servable, request.model_spec.signature_name, _serialized_examples(request.input), context,
                    response.result)
@@ -295,7 +295,7 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
             seen.add(key)
         if len(names) > 1:
             raise invalid_argument("All ModelSpecs in a MultiInferenceRequest must access the same model name.")
-        servable = _resolve(self.registry, request.tasks[0].model_spec, True)
+        servable = _resolve(self.servables, request.tasks[0].model_spec, True)
         serialized = _serialized_examples(request.input)
         response = inference_pb2.MultiInferenceResponse()
         for task in request.tasks:
@@ -314,7 +314,7 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
 
     @_guarded
     async def GetModelMetadata(self, request: get_model_metadata_pb2.GetModelMetadataRequest, context):
-        servable = _resolve(self.registry, request.model_spec, request.HasField("model_spec"))
+        servable = _resolve(self.servables, request.model_spec, request.HasField("model_spec"))
         if not request.metadata_field:
             raise invalid_argument("GetModelMetadataRequest must specify at least one metadata_field")
         for field in request.metadata_field:
@@ -328,8 +328,8 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
 
 
 class ModelService(model_service_pb2_grpc.ModelServiceServicer):
-    def __init__(self, registry: Registry, pool: ThreadPoolExecutor):
-        self.registry = registry
+    def __init__(self, servables: ServableManager, pool: ThreadPoolExecutor):
+        self.servables = servables
         self.pool = pool
 
     @_guarded
@@ -338,7 +338,7 @@ class ModelService(model_service_pb2_grpc.ModelServiceServicer):
             raise invalid_argument("Missing ModelSpec")
         spec = request.model_spec
         version = spec.version.value if spec.HasField("version") else None
-        response = self.registry.status_proto(spec.name, version)
+        response = self.servables.status_proto(spec.name, version)
         return response
 
     @_guarded
@@ -353,7 +353,7 @@ class ModelService(model_service_pb2_grpc.ModelServiceServicer):
             raise invalid_argument(str(exc)) from None
         metadata = dict(context.invocation_metadata())
         generation = metadata.get(GENERATION_METADATA)
-        await Later(self.pool.submit(self.registry.reload, configs,
+        await Later(self.pool.submit(self.servables.reload, configs,
                                      int(generation) if generation and generation.isdigit() else None,
                                      context.time_remaining()))
         response = model_management_pb2.ReloadConfigResponse()
@@ -387,7 +387,7 @@ class RunningGrpc(NamedTuple):
         self.pool.shutdown(wait=False, cancel_futures=True)
 
 
-def start_grpc_server(registry: Registry, runner: Runner, port: int, socket_path: str, max_threads: int,
+def start_grpc_server(servables: ServableManager, runner: Runner, port: int, socket_path: str, max_threads: int,
                       host: str = "0.0.0.0", arguments: list[tuple[str, int | str]] = (),
                       metrics: ModelServerMetrics | None = None) -> RunningGrpc:
     """Serve both services on host:port (and a UNIX socket); raises OSError if the port is taken.
@@ -398,8 +398,8 @@ def start_grpc_server(registry: Registry, runner: Runner, port: int, socket_path
     pool = ThreadPoolExecutor(max_threads, thread_name_prefix="grpc")  # its threads start with its first task
     server = GrpcServer(list(options.items()))
     prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(
-        PredictionService(registry, runner, pool, metrics), server)
-    model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelService(registry, pool), server)
+        PredictionService(servables, runner, pool, metrics), server)
+    model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelService(servables, pool), server)
     if port and server.add_insecure_port(f"{_grpc_host(host)}:{port}") != port:
         raise OSError(f"cannot listen for gRPC on port {port}")
     if socket_path and not server.add_insecure_port(f"unix:{socket_path}"):

@@ -22,7 +22,7 @@ from tensorflow_serving.apis import model_pb2
 from ..shared.version_folders import INT64_MAX
 from . import json_request, json_response, signatures
 from .http_server import Pending, Response, html_error
-from .servable_manager import Registry
+from .servable_manager import ServableManager
 from .runner import Runner
 from .error_codes import Code, ServingError, invalid_argument
 
@@ -97,8 +97,8 @@ class RestApi:
     """Maps a request (method, raw path, body) to a Response, or a Pending one: the Application that
     http_server.HttpProtocol serves."""
 
-    def __init__(self, registry: Registry, runner: Runner, cors: bool = False):
-        self.registry = registry
+    def __init__(self, servables: ServableManager, runner: Runner, cors: bool = False):
+        self.servables = servables
         self.runner = runner
         self.extra_headers = (b"Access-Control-Allow-Origin: *\r\nAccess-Control-Allow-Methods: POST, GET\r\n"
                               b"Access-Control-Allow-Headers: Content-Type\r\n") if cors else b""
@@ -184,7 +184,7 @@ class RestApi:
     def _predict(self, route: Route, body: bytes) -> Response | Pending:
         doc = json_request.request_object(body)
         signature_name = json_request.signature_name(doc)
-        servable = self.registry.resolve(route.name, route.version, route.label)
+        servable = self.servables.resolve(route.name, route.version, route.label)
         signature = signatures.predict_signature(servable, signature_name, rest=True)
         may_hold_bools = b"true" in body or b"false" in body
         tensors, row_format = json_request.predict_inputs(doc, signature.inputs, may_hold_bools)
@@ -197,7 +197,7 @@ class RestApi:
         classify = route.verb is Verb.CLASSIFY
         doc = json_request.request_object(body)
         signature_name = json_request.signature_name(doc)
-        servable = self.registry.resolve(route.name, route.version, route.label)
+        servable = self.servables.resolve(route.name, route.version, route.label)
         run = (signatures.classify_run if classify else signatures.regress_run)(servable, signature_name)
         examples = json_request.serialized_examples(doc)
         count = len(examples)
@@ -209,11 +209,11 @@ class RestApi:
         return _then(outputs, lambda result: json_response.regress_body(signatures.regression(result, count)))
 
     def _status(self, route: Route, _body: bytes) -> Response:
-        response = self.registry.status_proto(route.name, route.version)  # TFS ignores a status request's label
+        response = self.servables.status_proto(route.name, route.version)  # TFS ignores a status request's label
         return Response(200, _proto_json(response).encode("utf-8"))
 
     def _metadata(self, route: Route, _body: bytes) -> Response:
-        servable = self.registry.resolve(route.name, route.version, route.label)
+        servable = self.servables.resolve(route.name, route.version, route.label)
         spec = model_pb2.ModelSpec(name=servable.name, signature_name="")
         spec.version.value = servable.version
         signature_map = servable.signature_def_map()

@@ -50,7 +50,7 @@ class Model:
         self.latest = servables[max(servables)] if servables else None
 
 
-class Registry:
+class ServableManager:
     def __init__(self, configs: list[ModelConfig], loader: Loader, max_load_retries: int = 0,
                  retry_interval_seconds: float = 60.0):
         self.models = {config.name: Model(config) for config in configs}

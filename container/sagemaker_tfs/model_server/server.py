@@ -16,7 +16,7 @@ from .batch_scheduler import BatchingConfigError, BatchScheduler, load_batching_
 from .flags import Flags, default_threads
 from .metrics import ModelServerMetrics, MonitoringConfigError, load_monitoring_config
 from .model_config import ModelConfig, ModelConfigError, list_versions, load_config_file
-from .servable_manager import Registry
+from .servable_manager import ServableManager
 
 log = logging.getLogger("sagemaker_tfs.model_server")
 
@@ -92,15 +92,15 @@ def run(flags: Flags) -> int:
     warnings.filterwarnings("ignore", "overflow encountered in cast", RuntimeWarning)
     servable.import_tensorflow()
     loader = functools.partial(servable.load, options=session_options(flags))
-    registry = Registry(configs, metered_loader(loader, metrics) if metrics is not None else loader,
+    servables = ServableManager(configs, metered_loader(loader, metrics) if metrics is not None else loader,
                         flags.max_num_load_retries, flags.load_retry_interval_micros / 1e6)
-    previous = signal.signal(signal.SIGTERM, lambda *_: registry.stop())  # a stop during loading ends the retries
-    registry.refresh()  # every configured model gets its load attempt before any port opens (as in TFS)
+    previous = signal.signal(signal.SIGTERM, lambda *_: servables.stop())  # a stop during loading ends the retries
+    servables.refresh()  # every configured model gets its load attempt before any port opens (as in TFS)
     signal.signal(signal.SIGTERM, previous)
-    if registry.stopped:
+    if servables.stopped:
         log.info("stopping: signal received while loading models")
         return 0
-    for line in registry.summary():
+    for line in servables.summary():
         log.info("model %s", line)
     try:
         import uvloop
@@ -109,15 +109,15 @@ def run(flags: Flags) -> int:
     except ImportError:  # uvloop is a dependency; plain asyncio still works
         runner = asyncio.run
     try:
-        return runner(_serve(flags, registry, batching, metrics, monitoring))
+        return runner(_serve(flags, servables, batching, metrics, monitoring))
     except StartupError as exc:
         log.error("Failed to start server. Error: %s", exc)
         return 1
     finally:
-        registry.stop()
+        servables.stop()
 
 
-async def _serve(flags: Flags, registry: Registry, batching, metrics, monitoring) -> int:
+async def _serve(flags: Flags, servables: ServableManager, batching, metrics, monitoring) -> int:
     from .grpc_service import channel_arguments, start_grpc_server
     from .http_server import Limits, start_server
     from .rest import RestApi
@@ -137,7 +137,7 @@ async def _serve(flags: Flags, registry: Registry, batching, metrics, monitoring
     try:
         if flags.port or flags.grpc_socket_path:
             try:
-                grpc_server = start_grpc_server(registry, runner, flags.port, flags.grpc_socket_path,
+                grpc_server = start_grpc_server(servables, runner, flags.port, flags.grpc_socket_path,
                                                 flags.grpc_max_threads or default_threads(), flags.listen_address,
                                                 channel_arguments(flags.grpc_channel_arguments), metrics)
             except OSError as exc:
@@ -145,7 +145,7 @@ async def _serve(flags: Flags, registry: Registry, batching, metrics, monitoring
             log.info("Running gRPC ModelServer at %s:%d ...", flags.listen_address, flags.port)
         if flags.rest_api_port:
             try:
-                api = RestApi(registry, runner, flags.rest_api_enable_cors_support)
+                api = RestApi(servables, runner, flags.rest_api_enable_cors_support)
                 if metrics is not None:
                     api = MonitoredApi(api, metrics, monitoring.prometheus_path)
                 limits = Limits(flags.rest_api_max_body_bytes, flags.rest_api_request_timeout_seconds,
@@ -156,17 +156,17 @@ async def _serve(flags: Flags, registry: Registry, batching, metrics, monitoring
                                    f"{exc.strerror or exc}") from None
             log.info("Exporting HTTP/REST API at:%s:%d ...", flags.listen_address, flags.rest_api_port)
         if flags.file_system_poll_wait_seconds > 0:
-            threading.Thread(target=registry.poll_forever, args=(flags.file_system_poll_wait_seconds,),
+            threading.Thread(target=servables.poll_forever, args=(flags.file_system_poll_wait_seconds,),
                              name="version-poll", daemon=True).start()
         if flags.model_config_file and flags.model_config_file_poll_wait_seconds > 0:
-            threading.Thread(target=registry.poll_config_file_forever,
+            threading.Thread(target=servables.poll_config_file_forever,
                              args=(flags.model_config_file, flags.model_config_file_poll_wait_seconds),
                              name="config-poll", daemon=True).start()
         await stop.wait()
         log.info("stopping: signal received")
         return 0
     finally:
-        registry.stop()
+        servables.stop()
         if rest_server is not None:
             rest_server.close()
         if grpc_server is not None:

@@ -1,5 +1,6 @@
-"""The registry of a multi-model endpoint (`SAGEMAKER_MULTI_MODEL=true`, docs/multi-model.md), in `serve`'s process:
-models loaded and unloaded at run time. The workers' side (the invoke routes) is proxy/multi_model.py.
+"""The registry of a multi-model endpoint (`SAGEMAKER_MULTI_MODEL=true`, docs/multi-model.md): models loaded and
+unloaded at run time. Its owner runs in `serve`'s process; publication.Subscriber runs in every gunicorn worker and
+keeps the worker's copy, which the invoke routes (app/multi_model.py) follow.
 
     source.py       a load's `url`: confinement to the model root, the layout, the code folder (checks 3, 5-7)
     limits.py       SAGEMAKER_MULTI_MODEL_MAX_MODELS and the memory in use (cgroup-aware): the 507s before a load

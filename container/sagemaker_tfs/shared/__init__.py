@@ -13,4 +13,5 @@
     gpus.py             the machine's GPUs
     str_enum.py         enum.StrEnum on Python 3.10 too
     logs.py             text or JSON log lines
+    sockets.py          sending an HTTP message and socket timeouts (the app's client and the worker)
 """

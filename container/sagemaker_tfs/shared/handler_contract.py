@@ -1,6 +1,6 @@
 """Which handler contract a script uses, decided from the names it defines: the one detector.
 
-The proxy (proxy/script.py) asks it about an imported module's attributes, `package-model` (packaging.py) about
+The proxy (app/script.py) asks it about an imported module's attributes, `package-model` (packaging.py) about
 the names found in the source without running it; each words its own error around the same finding.
 """
 

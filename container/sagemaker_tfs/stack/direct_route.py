@@ -26,7 +26,7 @@ def http_variable(header: str) -> str:
 
 
 # ---- 1. The headers ----------------------------------------------------------------------------------------------
-# The custom attributes the route can follow: tfs-model-name, tfs-model-version and tfs-method (proxy/context.py's
+# The custom attributes the route can follow: tfs-model-name, tfs-model-version and tfs-method (app/context.py's
 # tfs_attributes reads the same keys), each at most once, with values the app accepts, among other attributes that
 # hold no `tfs-` in any case; no blank anywhere (so that nginx 1.23's join of two header lines, ", ", never passes),
 # no ".." (never in a URL), at most 18 version digits (always within int64). Anything else is the app's to read.

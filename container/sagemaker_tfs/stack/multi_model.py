@@ -1,7 +1,7 @@
 """What `serve` does differently with SAGEMAKER_MULTI_MODEL=true: no model at start-up, the registry owner
 (registry/owner.py) with its two UNIX sockets in the runtime dir (registry.sock for the workers, models.sock for
 nginx's /models routes), and restarted model servers brought back to the current models. The workers run the same
-app as a single-model endpoint's, with the multi-model routes (proxy/multi_model.py)."""
+app as a single-model endpoint's, with the multi-model routes (app/multi_model.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""What both Falcon apps share (the proxy app of the gunicorn workers, and `serve`'s /models API).
+"""What both Falcon apps share (the app of the gunicorn workers, and `serve`'s /models API).
 
     middleware.py   the request id, the error handlers (every error mapped to its JSON answer once), timings
     answers.py      handler return values and errors as (status, body, content type)

@@ -1,4 +1,4 @@
-"""The gunicorn worker class of the proxy (`SAGEMAKER_GUNICORN_WORKER_CLASS=connections`, the default): one thread per
+"""The gunicorn worker class of the app (`SAGEMAKER_GUNICORN_WORKER_CLASS=connections`, the default): one thread per
 connection, each reading its requests with httptools (C) and calling the WSGI app itself.
 
 nginx keeps its connections to gunicorn open and sends one request at a time on each, so a thread per connection
@@ -32,7 +32,7 @@ import httptools
 from gunicorn.workers import base
 
 from .refusals import closing_error
-from ..model_client.http_client import send, timeval
+from ..shared.sockets import send, timeval
 
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 _READ_SIZE = 65536  # larger reads allocate (and fault in) a large buffer per call
