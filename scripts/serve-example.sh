@@ -16,7 +16,7 @@ rm -rf "$work" && mkdir -p "$work/model"
 .venv/bin/python "$source_dir/build.py" "$work/export"
 code_args=()
 [ -d "$source_dir/code" ] && code_args=(--code "$source_dir/code")
-.venv/bin/package-model build "$work/export" "${code_args[@]}" -o "$work/model.tar.gz"
+.venv/bin/sagemaker-tfs package-model build "$work/export" "${code_args[@]}" -o "$work/model.tar.gz"
 tar -xzf "$work/model.tar.gz" -C "$work/model"
 echo "serving $work/model on http://localhost:$port (try: scripts/send-requests.sh http://localhost:$port)"
 SAGEMAKER_MODEL_DIR="$PWD/$work/model" SAGEMAKER_BIND_TO_PORT="$port" exec .venv/bin/serve

@@ -1,9 +1,10 @@
-"""`package-model`: build a model.tar.gz in the layout the container serves, and check one before deploying.
+"""`sagemaker-tfs package-model`: build a model.tar.gz in the layout the container serves, and check one before
+deploying.
 
-  package-model build EXPORT_DIR [--code CODE_DIR] -o model.tar.gz
+  sagemaker-tfs package-model build EXPORT_DIR [--code CODE_DIR] -o model.tar.gz
       EXPORT_DIR holds numbered version folders (<export>/1/saved_model.pb), or one folder per model
       (<export>/<name>/1/saved_model.pb). The archive gets them at its root, next to code/.
-  package-model check model.tar.gz | MODEL_DIR
+  sagemaker-tfs package-model check model.tar.gz | MODEL_DIR
       Applies the rules `serve` applies (model_tree.py), plus: code/inference.py compiles and defines
       handler(data, context) or both input_handler and output_handler, or inference toolkit functions
       (model_fn, input_fn, predict_fn, output_fn, transform_fn; then a SavedModel is optional);
@@ -180,8 +181,10 @@ def build(export_dir: Path, output: Path, code_dir: Path | None = None) -> list[
     return summary
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="package-model", description=__doc__,
+def main(argv: list[str] | None = None, prog: str = "sagemaker-tfs package-model") -> int:
+    """The command; `prog` names it in the help and in its messages (the deprecated `package-model` alias:
+    "package-model")."""
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
     build_cmd = commands.add_parser("build", help="build model.tar.gz from an export folder and a code folder")
@@ -191,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     check_cmd = commands.add_parser("check", help="check a model.tar.gz or a model folder")
     check_cmd.add_argument("target", type=Path)
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="package-model: warning: %(message)s")
+    logging.basicConfig(level=logging.WARNING, format=f"{prog}: warning: %(message)s")
     try:
         if args.command == "build":
             summary = build(args.export_dir, args.output, args.code)
@@ -200,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
             summary = check(args.target)
             print(f"{args.target}: OK")
     except PackagingError as exc:
-        print(f"package-model: error: {exc}", file=sys.stderr)
+        print(f"{prog}: error: {exc}", file=sys.stderr)
         return 1
     for line in summary:
         print(f"  {line}")

@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     if args[:1] == ["serve"]:  # SageMaker runs `docker run <image> serve`; the entrypoint is serve already
         args = args[1:]
     if args and args[0] in ("-h", "--help"):
-        print(__doc__.strip() + "\n\nConfiguration: SAGEMAKER_* environment variables (see README.md).")
+        print(__doc__.strip() + "\n\nConfiguration: SAGEMAKER_* environment variables (docs/settings.md lists them).")
         return 0
     if args:
         print(f"serve: error: unexpected arguments {' '.join(args)}; configure with SAGEMAKER_* variables",

@@ -3,8 +3,8 @@ writes the empty export folder and the story's two inputs, 100,000 JSON lines {"
 
     python model_examples/seed_job_parameters/build.py [EXPORT_DIR] [--lines N]
 
-writes EXPORT_DIR/ (empty: `package-model build EXPORT_DIR --code code` makes an archive of code/ only) and
-EXPORT_DIR/../batch_input/testdata1.jsonl and testdata2.jsonl.
+writes EXPORT_DIR/ (empty: `sagemaker-tfs package-model build EXPORT_DIR --code code` makes an archive of code/
+only) and EXPORT_DIR/../batch_input/testdata1.jsonl and testdata2.jsonl.
 """
 
 import argparse

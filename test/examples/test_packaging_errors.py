@@ -1,5 +1,6 @@
-"""Wrong archives, made the way users make them (tar of a wrong folder), are refused by `package-model check` and
-by `serve` with a message that says what to fix; `package-model build` refuses a wrong export folder."""
+"""Wrong archives, made the way users make them (tar of a wrong folder), are refused by `sagemaker-tfs package-model
+check` and by `serve` with a message that says what to fix; `sagemaker-tfs package-model build` refuses a wrong
+export folder."""
 
 import shutil
 import tarfile
@@ -69,8 +70,8 @@ def assert_says(output: str, parts: list[str]) -> None:
 
 def test_package_model_check_refuses_it(wrong_archive):
     archive, _, parts = wrong_archive
-    result = run(VENV_BIN / "package-model", "check", archive, expect=1)
-    assert result.stderr.startswith("package-model: error: ")
+    result = run(VENV_BIN / "sagemaker-tfs", "package-model", "check", archive, expect=1)
+    assert result.stderr.startswith("sagemaker-tfs package-model: error: ")
     assert_says(result.stderr, parts)
 
 
@@ -84,6 +85,7 @@ def test_serve_refuses_it(wrong_archive, tmp_path):
 
 def test_package_model_build_refuses_a_version_folder_given_as_the_export_folder(packaged, tmp_path):
     version_dir = packaged("half_plus_three").export_dir / "1"
-    result = run(VENV_BIN / "package-model", "build", version_dir, "-o", tmp_path / "model.tar.gz", expect=1)
+    result = run(VENV_BIN / "sagemaker-tfs", "package-model", "build", version_dir, "-o", tmp_path / "model.tar.gz",
+                 expect=1)
     assert_says(result.stderr, ["no SavedModel found in a version folder", "where <version> is a number such as 1"])
     assert not (tmp_path / "model.tar.gz").exists()

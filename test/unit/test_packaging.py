@@ -2,7 +2,6 @@
 
 import shutil
 import subprocess
-import sys
 import tarfile
 from pathlib import Path
 
@@ -51,7 +50,7 @@ def test_build_puts_versions_and_code_at_the_root(tmp_path):
 
 def test_cli_build_and_check(tmp_path):
     out = tmp_path / "m.tar.gz"
-    cmd = [sys.executable, "-m", "sagemaker_tfs.packaging"]
+    cmd = [support.VENV_BIN / "sagemaker-tfs", "package-model"]
     done = subprocess.run(cmd + ["build", str(export(tmp_path)), "--code", str(code(tmp_path)), "-o", str(out)],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
@@ -82,10 +81,10 @@ def test_script_outside_code_is_refused_in_an_archive(tmp_path):
     archive = tmp_path / "bad.tar.gz"
     with tarfile.open(archive, "w:gz") as tar:
         tar.add(folder / "1", arcname="1")
-    cli = subprocess.run([sys.executable, "-m", "sagemaker_tfs.packaging", "check", str(archive)],
+    cli = subprocess.run([support.VENV_BIN / "sagemaker-tfs", "package-model", "check", str(archive)],
                          capture_output=True, text=True)
     assert cli.returncode == 1
-    assert cli.stderr.startswith("package-model: error: found ")
+    assert cli.stderr.startswith("sagemaker-tfs package-model: error: found ")
     assert "/model/1/code/inference.py, but the handler script must be " in cli.stderr
     assert "/model/code/inference.py (a code/ folder next to the version folders); move it there" in cli.stderr
 

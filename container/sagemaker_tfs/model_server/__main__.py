@@ -1,4 +1,4 @@
-"""`tfs-model-server` / `python -m sagemaker_tfs.model_server`: the command line entry point."""
+"""`tfs-model-server`, `sagemaker-tfs model-server`, `python -m sagemaker_tfs.model_server`: the command line."""
 
 from __future__ import annotations
 
@@ -12,15 +12,15 @@ from ..config import log_format
 from .flags import FlagError, parse, usage
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, prog: str = "tfs-model-server") -> int:
     args = sys.argv[1:] if argv is None else argv
     if any(a in ("--help", "-help", "-h", "--helpfull") for a in args):
-        sys.stdout.write(usage())
+        sys.stdout.write(usage(prog))
         return 0
     try:
         flags = parse(args)
     except FlagError as exc:
-        sys.stderr.write(f"tfs-model-server: {exc}\n{usage()}")
+        sys.stderr.write(f"{prog}: {exc}\n{usage(prog)}")
         return 2
     if flags.version:
         sys.stdout.write(version_text())

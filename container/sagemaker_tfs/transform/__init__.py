@@ -8,7 +8,7 @@
 Modules, in the order data flows: job (parameters, validation, CreateTransformJob request), storage (inputs and
 outputs, local or s3://), records (SplitType), batching (BatchStrategy, MaxPayloadInMB), dataprocessing (filters,
 joins, assembly), jsonpath, client (POST /invocations), containers (the stacks of our container), pipeline (the
-threads), api (transform(), the job description), progress and cli (the `transform` command).
+threads), api (transform(), the job description), progress and cli (the `sagemaker-tfs transform` command).
 """
 
 from .api import LocalOptions, TransformJobStopped, run, transform

@@ -1,6 +1,6 @@
-"""`transform`: run a SageMaker Batch Transform job locally.
+"""`sagemaker-tfs transform`: run a SageMaker Batch Transform job locally.
 
-  transform --model MODEL [--request create-transform-job.json] [job parameters] [local options]
+  sagemaker-tfs transform --model MODEL [--request create-transform-job.json] [job parameters] [local options]
 
 MODEL is a model folder, a model.tar.gz (local or s3://) or the URL of a running container. Job parameters take
 the SageMaker Python SDK's names (--split-type Line) or the API's (--SplitType Line); they override the request
@@ -52,8 +52,8 @@ class _Formatter(logging.Formatter):
         return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{int(record.msecs):03d}"
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="transform", description=__doc__.split("\n\n")[0].strip(),
+def parser(prog: str = "sagemaker-tfs transform") -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0].strip(),
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", required=True, help="model folder, model.tar.gz (local or s3://), or endpoint URL(s), "
                                                   "comma-separated")
@@ -121,8 +121,9 @@ def _raise_interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+def main(argv: list[str] | None = None, prog: str = "sagemaker-tfs transform") -> int:
+    """The command; `prog` names it in the help and in its messages (the deprecated `transform` alias: "transform")."""
+    args = parser(prog).parse_args(argv)
     progress = ProgressBar()
     handler = _LogHandler(progress)
     handler.setFormatter(_Formatter("%(asctime)s:%(message)s"))
@@ -132,23 +133,23 @@ def main(argv: list[str] | None = None) -> int:
     logger.setLevel(logging.INFO)
     logger.propagate = False
     try:
-        return _main(args, progress)
+        return _main(args, progress, prog)
     finally:
         logger.removeHandler(handler)
         logger.setLevel(saved[0])
         logger.propagate = saved[1]
 
 
-def _main(args: argparse.Namespace, progress: ProgressBar) -> int:
+def _main(args: argparse.Namespace, progress: ProgressBar, prog: str) -> int:
     try:
         job = _build_job(args)
     except (ValidationError, OSError) as exc:
-        print(f"transform: {exc}", file=sys.stderr)
+        print(f"{prog}: {exc}", file=sys.stderr)
         return 2
     if args.print_request or args.dry_run:
         _write_json(job.to_request(), "-")
         if not job.data.startswith("s3://") or not job.output_path.startswith("s3://"):
-            print("transform: note: SageMaker needs s3:// URIs for S3Uri and S3OutputPath", file=sys.stderr)
+            print(f"{prog}: note: SageMaker needs s3:// URIs for S3Uri and S3OutputPath", file=sys.stderr)
     if args.dry_run:
         return 0
     options = LocalOptions(args.s3_endpoint_url, args.work_dir, args.startup_timeout, args.inclusive_slice_end,
