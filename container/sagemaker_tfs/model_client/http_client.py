@@ -290,10 +290,12 @@ def _response(status: int, reason: str, headers: list[tuple[str, str]], content:
     more than the rest of the call)."""
     response = requests.Response.__new__(requests.Response)
     table = CaseInsensitiveDict()
-    store = table._store  # what CaseInsensitiveDict.update does, a repeated header's values joined as urllib3 does
+    # what CaseInsensitiveDict.update does; a repeated header's values joined, its first spelling kept, as urllib3's
+    # headers are (test/app/test_http_client_requests_internals.py guards the internals used here)
+    store = table._store
     for name, value in headers:
         key = name.lower()
-        store[key] = (name, store[key][1] + ", " + value) if key in store else (name, value)
+        store[key] = (store[key][0], store[key][1] + ", " + value) if key in store else (name, value)
     content_type = table.get("Content-Type", "")
     # requests' rule, short-cut for the model server's own type
     encoding = "utf-8" if content_type == "application/json" else get_encoding_from_headers(table)

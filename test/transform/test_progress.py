@@ -1,0 +1,44 @@
+"""The progress bar `transform` draws on a terminal: what the line says, and that it stays off a file or pipe."""
+
+from __future__ import annotations
+
+import io
+
+from sagemaker_tfs.transform import progress
+from sagemaker_tfs.transform.pipeline import Stats
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_the_line_redraws_in_place_with_the_jobs_totals(monkeypatch):
+    clock = iter([100.0, 100.0, 110.0])
+    monkeypatch.setattr(progress.time, "monotonic", lambda: next(clock))
+    stream = Terminal()
+    bar = progress.ProgressBar(stream)
+    bar(Stats(objects=2, bytes_total=1000))  # the first update starts the clock
+    bar(Stats(objects=2, objects_done=1, records_done=1500, records_failed=3, requests=1200, bytes_total=1000,
+              bytes_done=500))
+    first, second = stream.getvalue().split("\r")[1:]
+    assert first == ("[........................]   0%  objects 0/2  records 0  requests 0  0 records/s  0 s"
+                     "\x1b[K")
+    assert second == ("[############............]  50%  objects 1/2  records 1,500 (3 failed)  requests 1,200  "
+                      "150 records/s  10 s\x1b[K")
+    bar.clear()
+    assert stream.getvalue().endswith("\r\x1b[K")
+
+
+def test_every_object_done_is_a_full_bar_whatever_the_bytes():
+    stream = Terminal()
+    progress.ProgressBar(stream)(Stats(objects=1, objects_done=1, bytes_total=0))
+    assert stream.getvalue().startswith("\r[########################] 100%  objects 1/1")
+
+
+def test_nothing_is_drawn_on_a_stream_that_is_not_a_terminal():
+    stream = io.StringIO()
+    bar = progress.ProgressBar(stream)
+    bar(Stats(objects=1))
+    bar.clear()
+    assert stream.getvalue() == ""
