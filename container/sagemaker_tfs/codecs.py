@@ -70,7 +70,7 @@ import re
 from typing import Any
 
 from .shared import media_types, npy
-from .shared.text_records import csv_rows, json_lines, not_one_value
+from .shared.text_records import csv_line, csv_rows, json_lines, lines, not_one_value
 from .errors import HandlerError
 from .shared.media_types import CSV, JSON, JSONS, Format
 from .shared.media_types import JSON_LINES as JSONLINES
@@ -78,7 +78,8 @@ from .shared.media_types import JSON_LINES as JSONLINES
 REQUEST_TYPES = media_types.names(Format.JSON, Format.JSON_LINES, Format.CSV, Format.NPY)
 RESPONSE_TYPES = REQUEST_TYPES  # in order of preference when a wildcard allows several
 
-TFS_REQUEST_KEYS = ("instances", "inputs", "examples")
+TFS_REQUEST_KEYS = ("instances", "inputs", "examples")  # a JSON object with one of them is a TFS request
+TFS_SIGNATURE_KEY = "signature_name"  # the signature a TFS request names
 
 
 # ---- media types and Accept ----
@@ -90,16 +91,14 @@ def _accept_ranges(accept: str) -> list[tuple[str, float]]:
     """(media range, q) of each entry of an Accept header, in header order."""
     ranges = []
     for entry in accept.split(","):
-        media, _, params = entry.partition(";")
-        media = media.strip().lower()
+        media = media_type(entry)
         if not media:
             continue
         q = 1.0
-        for param in params.split(";"):
-            name, _, value = param.partition("=")
-            if name.strip().lower() == "q":
+        for name, value in media_types.parameters(entry):
+            if name == "q":
                 try:
-                    q = min(max(float(value.strip()), 0.0), 1.0)
+                    q = min(max(float(value), 0.0), 1.0)
                 except ValueError:
                     pass  # a malformed q is ignored rather than refused
         ranges.append(("*/*" if media == "*" else media, q))
@@ -338,8 +337,7 @@ def encode_predictions(tfs_body: bytes, media: str) -> bytes:
     rows = predictions(_answer(tfs_body))
     text = _numeric_lines(rows, media)
     if text is None:
-        line = _csv_line if media == CSV else _compact
-        text = "\n".join(map(line, rows))
+        text = lines(rows, _csv_line if media == CSV else _compact)
     return text.encode()  # no newline after the last line (see the module docstring)
 
 
@@ -391,7 +389,7 @@ def _numeric_lines(rows: list, media: str) -> str | None:
 def _csv_line(row: Any) -> str:
     values: list = []
     _flatten(row, values)
-    return ",".join(map(_csv_value, values))
+    return csv_line(values, _csv_value)
 
 
 def _flatten(value: Any, out: list) -> None:

@@ -8,8 +8,8 @@ workers and the model servers with `to_env()`; the app reads them back with `fro
 of a stack sees the same values. No other module reads these variables from the environment.
 
 Names and defaults are those of the SageMaker TensorFlow Serving container, except where the README's
-"Differences" section says otherwise. The README's table of variables is generated from the declarations:
-to add a variable, declare a field of Settings, then run `scripts/settings_table.py --write`.
+"Differences" section says otherwise. The table of variables in docs/settings.md is generated from the
+declarations: to add a variable, declare a field of Settings, then run `scripts/settings_table.py --write`.
 """
 
 from __future__ import annotations
@@ -158,8 +158,8 @@ class Variable:
     name: str
     parse: Callable[[str], Any]
     default: Any  # a value, or a function of the other settings (`lambda s: ...s.bind_port...`) to compute it
-    help: str  # one line: the README table's "effect"
-    shown_default: str | None = None  # the README table's "default" when the value alone does not say it
+    help: str  # one line: the settings table's "effect" (docs/settings.md)
+    shown_default: str | None = None  # the settings table's "default" when the value alone does not say it
     render: Callable[[Any], str | None] = str
     adjust: Callable[[Any, Any], Any] | None = None  # (value, other settings) -> value, after parsing
     by_presence: bool = False  # set to anything (even empty) means True, as SageMaker's SAGEMAKER_BATCH
@@ -208,7 +208,7 @@ _TOOLKIT = "the inference toolkit contract's"
 
 @dataclass(frozen=True, kw_only=True)
 class Settings:
-    """The stack's configuration, in the README table's order. Build it with `Settings.from_env()`."""
+    """The stack's configuration, in the settings table's order. Build it with `Settings.from_env()`."""
 
     bind_port: int = var("SAGEMAKER_BIND_TO_PORT", _int_between(1), 8080, "nginx's port")
     safe_port_range: tuple[int, int] | None = var(
@@ -319,7 +319,7 @@ class Settings:
                                   "`tfs` or `toolkit`: the contract of a script that defines both TensorFlow Serving "
                                   "handlers and inference toolkit functions (`auto` refuses it)")
     default_invocations_accept: str = var(
-        "SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT", _toolkit_accept, "application/json",
+        "SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT", _toolkit_accept, media_types.JSON,
         f"{_TOOLKIT} `accept` when a request has none or `*/*`: JSON, CSV, NPY or JSON lines")
     runtime_dir: str = var("SAGEMAKER_RUNTIME_DIR", _text, lambda s: runtime_dir.default_path(s.bind_port),
                            "the stack's config files, sockets, pid files and lock; created `0700`; refused when it "
@@ -473,7 +473,7 @@ class _Resolver:
 
 
 def markdown_table() -> str:
-    """The README's tables of the variables, generated from the declarations (scripts/settings_table.py)."""
+    """The tables of the variables in docs/settings.md, generated from the declarations (scripts/settings_table.py)."""
     lines = ["| variable | default | effect |", "|---|---|---|"]
     lines += [f"| `{v.name}` | {v.default_text()} | {v.help} |" for v in VARIABLES.values() if not v.set_by_serve]
     lines += ["", "Set by `serve` for gunicorn's workers (the app does not start without them):", "",

@@ -7,11 +7,12 @@ from typing import Any, NamedTuple
 
 from ..errors import HandlerError
 from ..model_client.model_servers import ModelServerSession
+from ..shared.headers import CUSTOM_ATTRIBUTES_HEADER, environ_key
+from ..shared.media_types import JSON
 from ..shared.model_names import MODEL_NAME
 
-CUSTOM_ATTRIBUTES_HEADER = "X-Amzn-SageMaker-Custom-Attributes"
-DEFAULT_CONTENT_TYPE = "application/json"
-DEFAULT_ACCEPT = "application/json"
+DEFAULT_CONTENT_TYPE = DEFAULT_ACCEPT = JSON
+CUSTOM_ATTRIBUTES_KEY = environ_key(CUSTOM_ATTRIBUTES_HEADER)
 
 
 class Context(NamedTuple):
@@ -44,20 +45,20 @@ _TFS_ATTRIBUTE = re.compile(r"(tfs-[a-z-]+)=([^,]+)")
 _VERSION = re.compile(r"[0-9]+")
 _VERSION_MAX = 2**63 - 1  # versions are int64 in the model server
 METHODS = ("predict", "classify", "regress")
+# The custom attributes that name the target (stack/direct_route.py routes on the same keys).
+NAME_KEY, VERSION_KEY, METHOD_KEY = ATTRIBUTE_KEYS = ("tfs-model-name", "tfs-model-version", "tfs-method")
 
 
 def tfs_attributes(header: str) -> tuple[str | None, str | None, str | None]:
     """(model name, version, method) from a custom attributes header; HandlerError 400 for invalid values."""
     attributes = dict(_TFS_ATTRIBUTE.findall(header))
-    name = attributes.get("tfs-model-name")
-    version = attributes.get("tfs-model-version")
-    method = attributes.get("tfs-method")
+    name, version, method = (attributes.get(key) for key in ATTRIBUTE_KEYS)
     if name is not None and not MODEL_NAME.fullmatch(name):
-        raise HandlerError(400, "invalid tfs-model-name")
+        raise HandlerError(400, f"invalid {NAME_KEY}")
     if version is not None and not _VERSION.fullmatch(version):
-        raise HandlerError(400, "invalid tfs-model-version: must be a positive integer")
+        raise HandlerError(400, f"invalid {VERSION_KEY}: must be a positive integer")
     if version is not None and (len(version.lstrip("0")) > 19 or int(version.lstrip("0") or 0) > _VERSION_MAX):
-        raise HandlerError(400, f"invalid tfs-model-version: must be at most {_VERSION_MAX}")
+        raise HandlerError(400, f"invalid {VERSION_KEY}: must be at most {_VERSION_MAX}")
     if method is not None and method not in METHODS:
-        raise HandlerError(400, "invalid tfs-method: must be one of predict|classify|regress")
+        raise HandlerError(400, f"invalid {METHOD_KEY}: must be one of {'|'.join(METHODS)}")
     return name, version, method

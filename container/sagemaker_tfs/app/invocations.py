@@ -15,7 +15,7 @@ from ..shared.handler_contract import Contract
 from ..web import answers
 from ..web.answers import Answer
 from ..web.bodies import body_stream
-from .context import DEFAULT_ACCEPT, DEFAULT_CONTENT_TYPE, Context, tfs_attributes
+from .context import CUSTOM_ATTRIBUTES_KEY, DEFAULT_ACCEPT, DEFAULT_CONTENT_TYPE, Context, tfs_attributes
 from ..web.metrics import Timings
 from ..model_client.model_servers import ModelServer, ModelServerClient, model_path
 from .script import Handlers
@@ -55,7 +55,7 @@ class Invocations:
 
     def _context(self, env: dict) -> tuple[Context, ModelServer, str]:
         server = self._next_server()
-        attributes = env.get("HTTP_X_AMZN_SAGEMAKER_CUSTOM_ATTRIBUTES")
+        attributes = env.get(CUSTOM_ATTRIBUTES_KEY)
         name, version, method, path = self._target(attributes)
         length = env.get("CONTENT_LENGTH")
         context = Context(

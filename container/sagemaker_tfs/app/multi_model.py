@@ -23,7 +23,7 @@ import falcon
 
 from ..errors import HandlerError
 from ..model_client.model_servers import ModelServer, ModelServerClient, ModelServerError, model_path
-from ..registry.publication import Message
+from ..registry.publication import Message, ModelState
 from ..shared.handler_contract import Contract
 from ..shared.model_names import digest
 from ..toolkit.invocations import start_invocations
@@ -93,7 +93,7 @@ class WorkerModels:
     ready ones."""
 
     def __init__(self, universal: script.Handlers, servers: list[ModelServer], client: ModelServerClient,
-                 timeout: float, default_accept: str = "application/json"):
+                 timeout: float, default_accept: str = answers.JSON):
         self.routes: dict[str, RoutedModel] = {}  # replaced as a whole; read by invocations without a lock
         self._universal = universal
         self._servers, self._client, self._timeout = servers, client, timeout
@@ -114,7 +114,7 @@ class WorkerModels:
                 errors[name] = str(exc)
         routes = {}
         for name, model in wanted.items():
-            if model["state"] != "ready" or name not in self._code:
+            if model["state"] != ModelState.READY or name not in self._code:
                 continue
             old = self.routes.get(name)
             code = self._code[name]

@@ -27,18 +27,17 @@ message (gunicorn then exits: "Worker failed to boot").
 from __future__ import annotations
 
 import gc
-import json
 import logging
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
 import falcon
 
-from ..config import PING_TIMEOUT_SECONDS, Settings
+from ..config import MAX_TRANSFORM_MB, PING_TIMEOUT_SECONDS, Settings
 from ..model_client.model_servers import (ANY_MODEL, ModelServer, ModelServerClient, ModelServerError,
                                           model_servers, model_status)
 from ..registry.publication import Subscriber
-from ..shared import logs
+from ..shared import json_bodies, logs
 from ..shared.handler_contract import Contract
 from ..shared.metrics_files import folder as metrics_folder
 from ..toolkit.invocations import start_invocations
@@ -86,7 +85,7 @@ class Ping:
 
 class ExecutionParameters:
     def __init__(self, parameters: dict[str, Any]):
-        self._body = json.dumps(parameters).encode()
+        self._body = json_bodies.encode(parameters)
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         resp.data = self._body
@@ -144,8 +143,9 @@ def create_app(env: Mapping[str, str] | None = None) -> ProxyApp:
         gc.freeze()
     if execution_parameters.get("MaxConcurrentTransforms") != settings.max_concurrent_transforms:
         log.warning("/execution-parameters reports MaxConcurrentTransforms=%d, not SAGEMAKER_MAX_CONCURRENT_TRANSFORMS="
-                    "%d: SageMaker refuses more than 100 MB in flight (MaxConcurrentTransforms x MaxPayloadInMB)",
-                    execution_parameters["MaxConcurrentTransforms"], settings.max_concurrent_transforms)
+                    "%d: SageMaker refuses more than %d MB in flight (MaxConcurrentTransforms x MaxPayloadInMB)",
+                    execution_parameters["MaxConcurrentTransforms"], settings.max_concurrent_transforms,
+                    MAX_TRANSFORM_MB)
     log.info("%s app ready: model server(s) %s, %s, Batch Transform parameters %s",
              "multi-model" if settings.multi_model else "single-model",
              ", ".join(s.address for s in servers) or "none", what, execution_parameters)

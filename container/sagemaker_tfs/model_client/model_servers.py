@@ -6,13 +6,15 @@ from __future__ import annotations
 import functools
 import json as json_module
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterable
 from urllib.parse import urlsplit
 
 import requests
 
 from ..config import PING_TIMEOUT_SECONDS, Settings
 from ..errors import HandlerError
+from ..shared.media_types import JSON
+from ..shared.version_states import VersionState
 from .http_client import HOST, HttpClient, ProtocolError
 
 
@@ -46,10 +48,13 @@ def model_servers(settings: Settings) -> list[ModelServer]:
             for rest, grpc in zip(settings.model_server_rest_ports, settings.model_server_grpc_ports)]
 
 
+DEFAULT_METHOD = "predict"  # a request that names no method (the tfs-method custom attribute)
+
+
 def model_path(name: str, version: str | None = None, method: str | None = None) -> str:
     """The model server's REST path for a model (optionally one version) and method (default predict)."""
     versions = f"/versions/{version}" if version is not None else ""
-    return f"/v1/models/{name}{versions}:{method or 'predict'}"
+    return f"/v1/models/{name}{versions}:{method or DEFAULT_METHOD}"
 
 
 class ModelServerError(HandlerError):
@@ -114,7 +119,7 @@ class ModelServerSession:
         port, path = _loopback_target(url)
         if json is not None:
             data = json_module.dumps(json).encode()
-            headers = {"Content-Type": "application/json", **(headers or {})}
+            headers = {"Content-Type": JSON, **(headers or {})}
         return call(port, method.upper(), path, data, self.timeout if timeout is None else timeout, headers)
 
     def post(self, url: str, data: Any = None, json: Any = None, **options: Any) -> requests.Response:
@@ -139,8 +144,13 @@ def _loopback_target(url: str) -> tuple[int, str]:
 @dataclass(frozen=True)
 class VersionStatus:
     version: int
-    state: str  # START, LOADING, AVAILABLE, UNLOADING or END
+    state: str  # a VersionState's name as the model server wrote it
     error: str  # the version's error message, "" when it has none
+
+    @property
+    def available(self) -> bool:
+        """Whether the version serves requests (AVAILABLE): the one rule of every reader of the status API."""
+        return self.state == VersionState.AVAILABLE
 
 
 @dataclass(frozen=True)
@@ -155,12 +165,21 @@ class ModelStatus:
     @property
     def available(self) -> bool:
         """Whether a version is AVAILABLE (a request without a version is served)."""
-        return any(v.state == "AVAILABLE" for v in self.versions)
+        return any(v.available for v in self.versions)
 
     @property
     def all_available(self) -> bool:
         """Whether the model has versions and every one is AVAILABLE."""
-        return bool(self.versions) and all(v.state == "AVAILABLE" for v in self.versions)
+        return self.serves(v.version for v in self.versions)
+
+    def serves(self, versions: Iterable[int]) -> bool:
+        """Whether these versions (one at least) are each listed and AVAILABLE."""
+        wanted = list(versions)
+        return bool(wanted) and all((found := self.version(v)) is not None and found.available for v in wanted)
+
+    def version(self, number: int) -> VersionStatus | None:
+        """The status of that version, None when the model server does not list it."""
+        return next((v for v in self.versions if v.version == number), None)
 
 
 def model_status(port: int, model: str, timeout: float = PING_TIMEOUT_SECONDS) -> ModelStatus:

@@ -23,6 +23,8 @@ from typing import Protocol
 
 import httptools
 
+from ..shared.media_types import JSON
+
 REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
            408: "Request Timeout", 409: "Conflict", 413: "Request Entity Too Large", 429: "Too Many Requests",
            499: "Client Closed Request", 500: "Internal Server Error", 501: "Not Implemented",
@@ -32,7 +34,7 @@ REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden",
 class Response:
     __slots__ = ("status", "body", "content_type", "code")
 
-    def __init__(self, status: int, body: bytes, content_type: bytes = b"application/json", code: str = "OK"):
+    def __init__(self, status: int, body: bytes, content_type: bytes = JSON.encode(), code: str = "OK"):
         self.status, self.body, self.content_type = status, body, content_type
         self.code = code  # the TFS status code's name (OK, NOT_FOUND...): the request metrics' status label
 

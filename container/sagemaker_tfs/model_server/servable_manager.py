@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from ..shared.version_states import VersionState
 from .model_config import ModelConfig, ModelConfigError, list_versions, load_config_file
 from .servable import Servable
 from .error_codes import Code, ServingError, invalid_argument, not_found
@@ -27,7 +28,7 @@ Loader = Callable[[str, int, Path], Servable]
 @dataclass(frozen=True)
 class VersionStatus:
     version: int
-    state: str  # START LOADING AVAILABLE UNLOADING END, as in TFS's ModelVersionStatus
+    state: VersionState
     error: ServingError | None = None
 
 
@@ -146,14 +147,14 @@ class ServableManager:
         dropped = [v for v in model.servables if v not in aspired]
         for version in dropped:
             log.info("Unloading servable version {name: %s version: %d}", config.name, version)
-            model.set_status(VersionStatus(version, "UNLOADING"))
+            model.set_status(VersionStatus(version, VersionState.UNLOADING))
             model.set_servables({v: s for v, s in model.servables.items() if v != version})
-            model.set_status(VersionStatus(version, "END"))
+            model.set_status(VersionStatus(version, VersionState.END))
         model.settled.set()
 
     def _load(self, model: Model, version: int, path: Path) -> None:
         name = model.config.name
-        model.set_status(VersionStatus(version, "LOADING"))
+        model.set_status(VersionStatus(version, VersionState.LOADING))
         for attempt in range(self._retries + 1):
             try:
                 servable = self._loader(name, version, path)
@@ -169,7 +170,7 @@ class ServableManager:
                     servable.close()
                     return
                 model.set_servables({**model.servables, version: servable})
-                model.set_status(VersionStatus(version, "AVAILABLE"))
+                model.set_status(VersionStatus(version, VersionState.AVAILABLE))
                 log.info("Successfully loaded servable version {name: %s version: %d} from %s", name, version,
                          path)
                 return
@@ -178,7 +179,7 @@ class ServableManager:
                             "%s", name, version, attempt + 1, self._retries + 1, self._retry_interval, error.message)
                 if self._stopping.wait(self._retry_interval):
                     break
-        model.set_status(VersionStatus(version, "END", error))
+        model.set_status(VersionStatus(version, VersionState.END, error))
         log.error("Loading servable {name: %s version: %d} failed: %s: %s", name, version, error.code.name,
                   error.message)
 
@@ -237,7 +238,8 @@ class ServableManager:
         for version in sorted(model.servables):
             log.info("Unloading servable version {name: %s version: %d}", model.config.name, version)
         model.set_servables({})
-        model.statuses = {v: s if s.state == "END" else VersionStatus(v, "END") for v, s in model.statuses.items()}
+        model.statuses = {v: s if s.state == VersionState.END else VersionStatus(v, VersionState.END)
+                          for v, s in model.statuses.items()}
 
     def poll_forever(self, interval_seconds: float) -> None:
         """Re-scan the model folders every interval until stop(); run in a daemon thread."""

@@ -22,7 +22,7 @@ from wsgiref.simple_server import WSGIRequestHandler
 import falcon
 
 from ..errors import HandlerError
-from ..shared import runtime_dir
+from ..shared import json_bodies, runtime_dir
 from ..web import answers, middleware
 from ..web.middleware import log_target_model
 from .owner import Owner
@@ -34,7 +34,7 @@ READ_TIMEOUT = 10.0  # seconds a read of a request may wait (nginx sends a reque
 
 
 def _json(resp: falcon.Response, body: dict[str, Any]) -> None:
-    resp.data = json.dumps(body, ensure_ascii=False).encode()
+    resp.data = json_bodies.encode(body)
     resp.content_type = answers.JSON
 
 

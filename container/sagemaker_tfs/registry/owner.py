@@ -34,7 +34,7 @@ from ..shared import runtime_dir
 from ..shared.reload_generation import GENERATION_METADATA
 from . import limits
 from ..shared.model_names import name_problem
-from .publication import Publisher
+from .publication import PUBLISHED, ModelState, Publisher
 from .source import LoadError, ModelSource, check_url_form, inspect
 
 log = logging.getLogger("sagemaker_tfs.multi_model")
@@ -49,7 +49,7 @@ class Entry:
     url: str
     source: ModelSource
     load_id: int
-    state: str = "loading"  # loading -> ready -> unloading
+    state: ModelState = ModelState.LOADING
 
 
 @dataclass(frozen=True)
@@ -143,9 +143,9 @@ class Owner:
         servers."""
         with self._turn(name):
             entry = self._entries.get(name)
-            if entry is None or entry.state != "ready":
+            if entry is None or entry.state != ModelState.READY:
                 raise not_loaded(name)
-            entry.state = "unloading"
+            entry.state = ModelState.UNLOADING
             # workers drop the route, wait for their in-flight invocations of it, forget its modules, then ack
             try:
                 self.publisher.publish(self._snapshot(), time.monotonic() + self.drain_seconds + 30)
@@ -161,7 +161,7 @@ class Owner:
 
     def describe(self, name: str) -> dict[str, Any]:
         entry = self._entries.get(name)
-        if entry is None or entry.state != "ready":
+        if entry is None or entry.state != ModelState.READY:
             raise not_loaded(name)
         return {"modelName": name, "modelUrl": entry.url, "model_version_status": self._version_status(name)}
 
@@ -180,7 +180,7 @@ class Owner:
                 after = None
             if after is None or name_problem(after):
                 raise LoadError(400, f"invalid next_page_token '{token}'")
-        names = sorted(name for name, entry in list(self._entries.items()) if entry.state == "ready")
+        names = sorted(name for name, entry in list(self._entries.items()) if entry.state == ModelState.READY)
         if after is not None:
             names = [name for name in names if name > after]
         page = names[:size]
@@ -203,7 +203,7 @@ class Owner:
         failures = self._reload_everywhere(deadline)  # step 10
         if failures:
             raise self._load_failure(name, failures)
-        entry.state = "ready"
+        entry.state = ModelState.READY
         self.write_config_file()
         try:
             self.publisher.publish(self._snapshot(), deadline)
@@ -253,7 +253,7 @@ class Owner:
 
     # ---------------------------------------------------------------------------------------- model servers
 
-    def _config(self, states: tuple[str, ...]) -> model_server_config_pb2.ModelServerConfig:
+    def _config(self, states: tuple[ModelState, ...]) -> model_server_config_pb2.ModelServerConfig:
         config = model_server_config_pb2.ModelServerConfig()
         config.model_config_list.SetInParent()
         for entry in sorted(self._entries.values(), key=lambda e: e.name):
@@ -268,7 +268,7 @@ class Owner:
     def write_config_file(self) -> None:
         """The model server config file lists the ready models: what a restarted instance starts with."""
         with self._lock:
-            runtime_dir.write_file(self.config_file, text_format.MessageToString(self._config(("ready",))))
+            runtime_dir.write_file(self.config_file, text_format.MessageToString(self._config((ModelState.READY,))))
 
     def _reload_everywhere(self, deadline: float,
                            only: list[Instance] | None = None) -> list[tuple[Instance, grpc.RpcError]]:
@@ -277,7 +277,7 @@ class Owner:
         with self._lock:
             self._generation += 1
             metadata = ((GENERATION_METADATA, str(self._generation)),)
-            request = reload_request(self._config(("loading", "ready")))
+            request = reload_request(self._config(PUBLISHED))
         timeout = max(0.001, deadline - time.monotonic())
         # wait_for_ready: an instance restarted meanwhile is waited for (its channel reconnects), not a failure
         futures = {self._pool.submit(self._reload_calls[i.index], request, timeout=timeout, metadata=metadata,
@@ -302,7 +302,7 @@ class Owner:
         for _, failure in self._reload_everywhere(time.monotonic() + self.wait_seconds, only=[instance]):
             log.error("model server %d could not load the models back: %s", index, failure.details())
         for name, entry in list(self._entries.items()):
-            if entry.state == "ready" and not self._available(instance, name):
+            if entry.state == ModelState.READY and not self._available(instance, name):
                 with self._turn(name):
                     if self._entries.get(name) is entry:
                         log.error("dropping model %s: model server %d could not load it again", name, index)
@@ -321,7 +321,7 @@ class Owner:
         with self._lock:
             return [{"name": e.name, "load_id": e.load_id, "state": e.state, "url": str(e.source.real),
                      "script": str(e.source.script) if e.source.script else None}
-                    for e in self._entries.values() if e.state in ("loading", "ready")]
+                    for e in self._entries.values() if e.state in PUBLISHED]
 
     @contextlib.contextmanager
     def _turn(self, name: str) -> Iterator[None]:

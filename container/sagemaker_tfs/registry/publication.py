@@ -25,10 +25,23 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..shared import runtime_dir
+from ..shared.str_enum import StrEnum
 
 log = logging.getLogger("sagemaker_tfs.multi_model")
 
 Message = dict[str, Any]
+
+
+class ModelState(StrEnum):
+    """A model's "state" in a snapshot, and in the owner's registry: loading -> ready -> unloading."""
+
+    LOADING = "loading"  # the workers import its code; the model servers load it
+    READY = "ready"  # routed by every worker
+    UNLOADING = "unloading"  # in the owner only: never in a snapshot
+
+
+# The models the workers and the model servers hold: a snapshot lists them, a reload sends them.
+PUBLISHED = (ModelState.LOADING, ModelState.READY)
 
 
 class _Worker:

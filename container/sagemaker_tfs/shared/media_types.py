@@ -10,6 +10,8 @@ compared in lower case without parameters (`application/json; charset=utf-8` is 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Iterator
+
 from .str_enum import StrEnum
 
 JSON = "application/json"
@@ -53,6 +55,14 @@ TOOLKIT_FORMATS = (Format.JSON, Format.CSV, Format.NPY, Format.JSON_LINES)
 def base(content_type: str | None) -> str:
     """The media type of a Content-Type or Accept entry: lower case, without parameters ('' for none)."""
     return content_type.split(";", 1)[0].strip().lower() if content_type else ""
+
+
+def parameters(content_type: str) -> Iterator[tuple[str, str]]:
+    """(name in lower case, value without surrounding blanks) of each parameter of a Content-Type or Accept entry
+    (`charset`, `q`), in order."""
+    for parameter in content_type.split(";")[1:]:
+        name, _, value = parameter.partition("=")
+        yield name.strip().lower(), value.strip()
 
 
 def lookup(content_type: str | None) -> MediaType | None:

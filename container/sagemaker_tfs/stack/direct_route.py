@@ -9,9 +9,14 @@ the locations and their hand-overs; stack/nginx.py puts these pieces into nginx.
 
 from __future__ import annotations
 
+import re
 from typing import NamedTuple
 
-from ..app.context import CUSTOM_ATTRIBUTES_HEADER, METHODS
+from ..app.context import ATTRIBUTE_KEYS, METHOD_KEY, METHODS, NAME_KEY, VERSION_KEY
+from ..codecs import TFS_REQUEST_KEYS, TFS_SIGNATURE_KEY
+from ..model_client.model_servers import DEFAULT_METHOD
+from ..shared.headers import CUSTOM_ATTRIBUTES_HEADER
+from ..shared.media_types import JSON
 from ..shared.model_names import MODEL_NAME
 
 
@@ -30,12 +35,11 @@ def http_variable(header: str) -> str:
 # tfs_attributes reads the same keys), each at most once, with values the app accepts, among other attributes that
 # hold no `tfs-` in any case; no blank anywhere (so that nginx 1.23's join of two header lines, ", ", never passes),
 # no ".." (never in a URL), at most 18 version digits (always within int64). Anything else is the app's to read.
-_ATTRIBUTE_KEYS = ("tfs-model-name", "tfs-model-version", "tfs-method")
-_TFS_ITEM = "|".join((f"tfs-model-name={MODEL_NAME.pattern}", "tfs-model-version=[0-9]{1,18}",
-                      f"tfs-method=(?:{'|'.join(METHODS)})"))
+_TFS_ITEM = "|".join((f"{NAME_KEY}={MODEL_NAME.pattern}", f"{VERSION_KEY}=[0-9]{{1,18}}",
+                      f"{METHOD_KEY}=(?:{'|'.join(METHODS)})"))
 _OTHER_ITEM = r"(?:(?!(?i:tfs-))[!-+\--~])*"  # printable ASCII but ',' and ' ', and no tfs- at any place
 _ITEM = f"(?:{_TFS_ITEM}|{_OTHER_ITEM})"
-ATTRIBUTES = ("^(?!.*\\.\\.)" + "".join(f"(?!.*{key}=.*{key}=)" for key in _ATTRIBUTE_KEYS)
+ATTRIBUTES = ("^(?!.*\\.\\.)" + "".join(f"(?!.*{key}=.*{key}=)" for key in ATTRIBUTE_KEYS)
               + f"{_ITEM}(?:,{_ITEM})*$")
 
 
@@ -48,8 +52,8 @@ class HeaderRule(NamedTuple):
 
 
 HEADER_RULES = (
-    HeaderRule("Content-Type", (r"~*^application/json[ \t]*(;.*)?$",)),  # JSON, parameters allowed
-    HeaderRule("Accept", ("", "*/*", "~*^application/json$")),  # JSON, without parameters (q=0 refuses it)
+    HeaderRule("Content-Type", (rf"~*^{re.escape(JSON)}[ \t]*(;.*)?$",)),  # JSON, parameters allowed
+    HeaderRule("Accept", ("", "*/*", f"~*^{re.escape(JSON)}$")),  # JSON, without parameters (q=0 refuses it)
     HeaderRule("Content-Encoding", ("",)),  # the model servers read plain bodies only
     HeaderRule("Transfer-Encoding", ("",)),  # no chunked body: the mirror below needs its length
     HeaderRule(CUSTOM_ATTRIBUTES_HEADER, ("", "~" + ATTRIBUTES)),
@@ -84,9 +88,9 @@ def target_maps(default_model: str) -> str:
     """The parts of MODEL_SERVER_PATH from the custom attributes (which the rules above have already checked):
     /v1/models/<name, else the default model>[/versions/<version>]:<method, else predict>."""
     attributes = http_variable(CUSTOM_ATTRIBUTES_HEADER)
-    parts = (("model", default_model, "tfs-model-name", "$attr_model"),
-             ("version", "", "tfs-model-version", "/versions/$attr_version"),
-             ("method", "predict", "tfs-method", "$attr_method"))
+    parts = (("model", default_model, NAME_KEY, "$attr_model"),
+             ("version", "", VERSION_KEY, "/versions/$attr_version"),
+             ("method", DEFAULT_METHOD, METHOD_KEY, "$attr_method"))
     return "".join(
         f"    map {attributes} $sagemaker_direct_{part} {{\n        default {quoted(default)};\n"
         f'        {quoted(f"~(?:^|,){key}=(?<attr_{part}>[^,]+)")} {quoted(value)};\n    }}\n'
@@ -106,7 +110,7 @@ NESTING = 16
 _BLANKS = r"[ \t\r\n]*"
 _STRING = r'"(?:[^"\\]++|\\.)*+"'
 _OTHER = r'[^{}"]++'
-_TFS_KEY = '"(?:instances|inputs|examples|signature_name)"'
+_TFS_KEY = '"(?:' + "|".join(map(re.escape, (*TFS_REQUEST_KEYS, TFS_SIGNATURE_KEY))) + ')"'  # codecs.py's
 
 
 def _object(levels: int) -> str:

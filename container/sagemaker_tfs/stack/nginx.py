@@ -16,6 +16,7 @@ from . import direct_metrics, direct_route
 from ..config import Settings
 from ..errors import StartupError
 from ..shared import runtime_dir
+from ..shared.headers import REQUEST_ID_HEADER
 
 log = logging.getLogger("serve")
 TEMPLATE = Path(__file__).with_name("nginx.conf.template")
@@ -117,11 +118,13 @@ def _invocations(app_headers: str, direct: bool) -> str:
 
 DIRECT_ENTRY = "        error_page 418 = @direct;\n"
 # The client's request id, else one nginx makes (UUID layout, from $request_id's 32 random hex digits).
-REQUEST_ID_MAPS = """\
-    map $http_x_amzn_requestid $sagemaker_request_id {
+_CLIENT_REQUEST_ID = direct_route.http_variable(REQUEST_ID_HEADER)
+REQUEST_ID_MAPS = f"""\
+    map {_CLIENT_REQUEST_ID} $sagemaker_request_id {{
         "" $sagemaker_new_request_id;
-        default $http_x_amzn_requestid;
-    }
+        default {_CLIENT_REQUEST_ID};
+    }}
+""" + """\
     map $request_id $sagemaker_new_request_id {
         "~^(?<a>.{8})(?<b>.{4})(?<c>.{4})(?<d>.{4})(?<e>.{12})$" "$a-$b-$c-$d-$e";
     }
@@ -156,7 +159,7 @@ def _direct_locations(settings: Settings, app_headers: str) -> str:
             }}
             rewrite ^ {direct_route.MODEL_SERVER_PATH} break;
             proxy_pass http://model_servers;
-            add_header X-Amzn-RequestId $sagemaker_request_id always;
+            add_header {REQUEST_ID_HEADER} $sagemaker_request_id always;
 {server_timing}{metrics_log}            proxy_intercept_errors on;
             recursive_error_pages on;  # @app's own failures (gunicorn down) get the server's JSON error pages
             error_page 418 {errors} = @app;
@@ -164,7 +167,7 @@ def _direct_locations(settings: Settings, app_headers: str) -> str:
         }}
         location @app {{
             rewrite ^ /invocations break;
-{app_headers}            proxy_set_header X-Amzn-RequestId $sagemaker_request_id;
+{app_headers}            proxy_set_header {REQUEST_ID_HEADER} $sagemaker_request_id;
             proxy_pass http://proxy;
         }}
 """

@@ -297,15 +297,12 @@ class Stack:
             return False
         if status.http_status not in (200, 404):
             return False
-        versions = {v.version: v for v in status.versions}
         for version in model.versions:
-            found = versions.get(version)
+            found = status.version(version)
             if found is not None and found.error:
                 raise StartupError(f"{child.name} could not load model {model.name} version {version} "
                                    f"from {model.base_path}: {found.error}")
-            if found is None or found.state != "AVAILABLE":
-                return False
-        return True
+        return status.serves(model.versions)  # every version on disk AVAILABLE, as ModelStatus.all_available
 
     # ---- supervision ----
 

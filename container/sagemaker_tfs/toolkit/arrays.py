@@ -26,7 +26,7 @@ from .. import codecs
 from ..shared import media_types, npy
 from ..errors import HandlerError
 from ..shared.media_types import CSV, JSON, NPY, Format
-from ..shared.text_records import csv_rows, json_lines, not_one_value
+from ..shared.text_records import csv_line, csv_rows, json_lines, lines, not_one_value
 from .errors import UnsupportedFormatError
 from .plain import json_default
 
@@ -118,7 +118,7 @@ def encode(prediction: Any, content_type: str) -> str | bytes:
     """The body of `prediction` as `content_type` (one type): str for the text types, bytes for NPY."""
     kind = media_types.format_of(content_type)
     if kind is Format.JSON:
-        return json.dumps(prediction, default=json_default)
+        return _json_text(prediction)
     if kind is Format.CSV:
         return _csv_text(np.asarray(prediction))
     if kind is Format.NPY:
@@ -126,20 +126,21 @@ def encode(prediction: Any, content_type: str) -> str | bytes:
     if kind is Format.JSON_LINES:
         items = prediction.tolist() if hasattr(prediction, "tolist") else prediction
         items = items if isinstance(items, (list, tuple)) else [items]
-        return "\n".join(json.dumps(item, default=json_default) for item in items)
+        return lines(items, _json_text)  # no newline after the last line (Batch Transform adds them)
     raise UnsupportedFormatError(content_type, 406)
 
 
+def _json_text(value: Any) -> str:
+    return json.dumps(value, default=json_default)
+
+
 def _csv_text(array: np.ndarray) -> str:
-    """As numpy.savetxt(fmt="%s", delimiter=","): a line per row, values with str(), for 0-, 1- and 2-D."""
+    """As numpy.savetxt(fmt="%s", delimiter=","): a line per row, values with str(), for 0-, 1- and 2-D (a 0-d array
+    is one line, a 1-D one a value per line)."""
     if array.ndim > 2:
         raise ValueError(f"a {array.ndim}-D prediction cannot be written as CSV: return a 1-D or 2-D array, or "
                          "write an output_fn")
-    if array.ndim == 0:
-        return f"{array[()]}\n"
-    if array.ndim == 1:
-        return "".join(f"{value}\n" for value in array)
-    return "".join(",".join(map(str, row)) + "\n" for row in array)
+    return lines(array.reshape(-1, 1) if array.ndim < 2 else array, csv_line, newline_after_last=True)
 
 
 def response_type(accept: str | None) -> str:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from ..shared.headers import UNPREFIXED_KEYS
+
 
 def header_name(environ_key: str) -> str:
     """`HTTP_X_AMZN_REQUESTID` -> `X-Amzn-Requestid`, `CONTENT_TYPE` -> `Content-Type`."""
@@ -15,7 +17,7 @@ def header_name(environ_key: str) -> str:
 def request_headers(environ: Mapping[str, Any]) -> dict[str, str]:
     """The request's headers from a WSGI environment, named as `Content-Type`, values as sent."""
     headers = {header_name(key): value for key, value in environ.items() if key.startswith("HTTP_")}
-    for key in ("CONTENT_TYPE", "CONTENT_LENGTH"):
+    for key in UNPREFIXED_KEYS:
         if environ.get(key):
             headers[header_name(key)] = environ[key]
     return headers

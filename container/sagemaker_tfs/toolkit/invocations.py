@@ -32,10 +32,9 @@ def input_data(body: bytes, content_type: str) -> str | bytearray:
     if media_types.base(content_type) not in TEXT_TYPES:
         return bytearray(body)
     charset = "utf-8"
-    for parameter in content_type.split(";")[1:]:
-        name, _, value = parameter.partition("=")
-        if name.strip().lower() == "charset" and value.strip():
-            charset = value.strip().strip('"')
+    for name, value in media_types.parameters(content_type):
+        if name == "charset" and value:
+            charset = value.strip('"')
     try:
         return body.decode(charset)
     except LookupError:

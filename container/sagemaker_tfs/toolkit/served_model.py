@@ -8,7 +8,7 @@ import json
 import os
 from typing import Any
 
-from ..codecs import TFS_REQUEST_KEYS
+from ..codecs import TFS_REQUEST_KEYS, TFS_SIGNATURE_KEY
 from ..errors import HandlerError
 from ..model_client.model_servers import ModelServer, ModelServerClient, model_path
 from .plain import json_default
@@ -35,7 +35,7 @@ class ServedModel:
         else:
             request = {"instances": data}
         if signature_name:
-            request["signature_name"] = signature_name
+            request[TFS_SIGNATURE_KEY] = signature_name
         answer = self.request(request, version=version)
         return answer["outputs"] if "outputs" in answer and "predictions" not in answer else answer["predictions"]
 

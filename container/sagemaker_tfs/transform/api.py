@@ -22,25 +22,26 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from ..config import DEFAULT_MAX_PAYLOAD_IN_MB, MAX_TRANSFORM_MB
 from .client import InvocationSettings
 from .containers import (ContainerError, container_environment, execution_parameters, is_endpoint, prepare_model,
                          start_containers, stop_containers)
 from .dataprocessing import DataProcessing
-from .job import TransformJob
+from .job import STRATEGY_ENV_NAMES, TransformJob
 from .outcomes import FailureKind, Status
 from .pipeline import ObjectResult, Pipeline, Plan, Stats, log
 from .storage import SourceError, Storage
 
 DEFAULT_CONCURRENCY = 1
-DEFAULT_PAYLOAD_MB = 6
+DEFAULT_PAYLOAD_MB = DEFAULT_MAX_PAYLOAD_IN_MB
 DEFAULT_STRATEGY = "MultiRecord"
 DESCRIPTION_ORDER = ("TransformJobName", "TransformJobStatus", "FailureReason", "ModelName", "MaxConcurrentTransforms",
                      "ModelClientConfig", "MaxPayloadInMB", "BatchStrategy", "Environment", "TransformInput",
                      "TransformOutput", "DataCaptureConfig", "TransformResources", "CreationTime",
                      "TransformStartTime", "TransformEndTime", "DataProcessing", "ExperimentConfig", "Tags",
                      "BatchDataCaptureConfig", "LocalRun")
-STRATEGY_SPELLINGS = {"MULTI_RECORD": "MultiRecord", "MultiRecord": "MultiRecord",
-                      "SINGLE_RECORD": "SingleRecord", "SingleRecord": "SingleRecord"}
+STRATEGY_SPELLINGS = {spelling: strategy for strategy, env_name in STRATEGY_ENV_NAMES.items()
+                      for spelling in (env_name, strategy)}  # MULTI_RECORD or MultiRecord -> MultiRecord
 
 
 class TransformJobStopped(KeyboardInterrupt):
@@ -105,7 +106,7 @@ def resolve(job: TransformJob, answer: Mapping[str, Any] | None) -> tuple[int, i
     concurrency = job.max_concurrent_transforms or container_value(
         "MaxConcurrentTransforms", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1)
     payload = job.max_payload if job.max_payload is not None else container_value(
-        "MaxPayloadInMB", lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 100)
+        "MaxPayloadInMB", lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_TRANSFORM_MB)
     strategy = job.strategy or STRATEGY_SPELLINGS.get(
         container_value("BatchStrategy", lambda v: v in STRATEGY_SPELLINGS) or "")
     return (concurrency or DEFAULT_CONCURRENCY, DEFAULT_PAYLOAD_MB if payload is None else payload,
@@ -147,7 +148,7 @@ def run(job: TransformJob, model: str, options: LocalOptions = LocalOptions()) -
         description["ModelClientConfig"] = {"InvocationsTimeoutInSeconds": job.invocations_timeout,
                                             "InvocationsMaxRetries": job.max_retries}
         log.info("[sagemaker logs]: MaxConcurrentTransforms=%d, MaxPayloadInMB=%d, BatchStrategy=%s",
-                 concurrency, payload_mb, "MULTI_RECORD" if strategy == "MultiRecord" else "SINGLE_RECORD")
+                 concurrency, payload_mb, STRATEGY_ENV_NAMES[strategy])
         plan = Plan(
             split_type=job.split_type or "None",
             multi_record=strategy == "MultiRecord" and (job.split_type or "None") != "None",

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..config import PING_TIMEOUT_SECONDS, Settings
+from .job import STRATEGY_ENV_NAMES
 from .outcomes import FailureKind
 
 STOP_TIMEOUT_SECONDS = 60.0
@@ -121,7 +122,7 @@ def serve_command() -> str:
 def container_environment(job_env: Mapping[str, str], strategy: str | None, max_payload: int | None,
                           max_concurrent: int | None) -> dict[str, str]:
     """What SageMaker adds to a transform container's environment (before the stack's own settings)."""
-    batch_strategy = None if strategy is None else "MULTI_RECORD" if strategy == "MultiRecord" else "SINGLE_RECORD"
+    batch_strategy = None if strategy is None else STRATEGY_ENV_NAMES[strategy]
     return {**job_env, **Settings.env_of(batch=True, batch_strategy=batch_strategy, max_payload_in_mb=max_payload,
                                          max_concurrent_transforms=max_concurrent)}
 

@@ -35,6 +35,7 @@ from typing import Any
 
 from ..shared import media_types
 from ..shared.media_types import Format
+from ..shared.text_records import csv_reader
 from .jsonpath import JsonPath, JsonPathError, compile_path
 from .outcomes import FailureKind
 
@@ -65,7 +66,7 @@ def parse(data: bytes, fmt: Format, what: str) -> Any:
         text = data.decode("utf-8")
         if fmt is Format.JSON:
             return json.loads(text)
-        rows = list(csv.reader(io.StringIO(text), strict=True))
+        rows = list(csv_reader(text))  # blank rows kept: a record is one row
     except (UnicodeDecodeError, ValueError, csv.Error):
         raise RecordError(f"Failed to parse {what} as {fmt.value.upper()}", kind) from None
     if len(rows) > 1:

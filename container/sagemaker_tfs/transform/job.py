@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from ..config import MAX_TRANSFORM_MB
 from ..shared import media_types
 from ..shared.media_types import Format
 from .dataprocessing import data_format
@@ -30,7 +31,9 @@ from .jsonpath import MAX_LENGTH as FILTER_MAX_LENGTH
 from .jsonpath import JsonPathSyntaxError, compile_path
 from .records import SPLIT_TYPES
 
-BATCH_STRATEGIES = ("MultiRecord", "SingleRecord")
+# BatchStrategy as the API spells it, and as the container's environment and /execution-parameters do (config.py)
+STRATEGY_ENV_NAMES = {"MultiRecord": "MULTI_RECORD", "SingleRecord": "SINGLE_RECORD"}
+BATCH_STRATEGIES = tuple(STRATEGY_ENV_NAMES)
 DATA_TYPES = ("S3Prefix", "ManifestFile")
 COMPRESSION_TYPES = ("None", "Gzip")
 ASSEMBLE_WITH = ("None", "Line")
@@ -181,8 +184,9 @@ class TransformJob:
             value = getattr(self, name)
             if value is not None and value not in allowed:
                 problems.append(_constraint(name, value, f"Member must satisfy enum value set: [{', '.join(allowed)}]"))
-        ranges = (("max_payload", 0, 100), ("max_concurrent_transforms", 0, None), ("instance_count", 1, None),
-                  ("invocations_timeout_in_seconds", 1, 3600), ("invocations_max_retries", 0, 3))
+        ranges = (("max_payload", 0, MAX_TRANSFORM_MB), ("max_concurrent_transforms", 0, None),
+                  ("instance_count", 1, None), ("invocations_timeout_in_seconds", 1, 3600),
+                  ("invocations_max_retries", 0, 3))
         for name, low, high in ranges:
             value = getattr(self, name)
             if value is None:
@@ -192,8 +196,8 @@ class TransformJob:
             elif high is not None and value > high:
                 problems.append(_constraint(name, value, f"Member must have value less than or equal to {high}"))
         if self.max_payload and self.max_concurrent_transforms and \
-                self.max_payload * self.max_concurrent_transforms > 100:
-            problems.append(f"MaxConcurrentTransforms * MaxPayloadInMB must not exceed 100 MB "
+                self.max_payload * self.max_concurrent_transforms > MAX_TRANSFORM_MB:
+            problems.append(f"MaxConcurrentTransforms * MaxPayloadInMB must not exceed {MAX_TRANSFORM_MB} MB "
                             f"({self.max_concurrent_transforms} * {self.max_payload} = "
                             f"{self.max_concurrent_transforms * self.max_payload})")
         for name in ("job_name", "model_name"):
@@ -239,9 +243,9 @@ class TransformJob:
         filters_in = self.input_filter not in (None, "$")
         filters_out = self.output_filter not in (None, "$")
         if join:
-            same = self.content_type is not None and self.accept is not None and \
-                self.content_type.split(";")[0].strip().lower() == self.accept.split(";")[0].strip().lower()
-            if not same or self.content_type.split(";")[0].strip().lower() not in JOIN_TYPES:
+            media = media_types.base(self.content_type)
+            same = self.content_type is not None and self.accept is not None and media == media_types.base(self.accept)
+            if not same or media not in JOIN_TYPES:
                 problems.append(f"JoinSource=Input requires ContentType and Accept to be the same, one of "
                                 f"{', '.join(JOIN_TYPES)} (ContentType: {self.content_type}, Accept: {self.accept})")
         if (filters_in or join) and data_format(self.content_type) is None:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from .. import codecs
+from ..shared import json_bodies
+from ..shared.media_types import JSON
 
-JSON = "application/json"
 Answer = tuple[int, bytes, str]  # status, body, content type
 
 
@@ -17,7 +17,7 @@ class BadReturnValue(TypeError):
 
 def error(status: int, message: Any) -> Answer:
     """The JSON error answer {"error": message}."""
-    return status, json.dumps({"error": message}, ensure_ascii=False).encode(), JSON
+    return status, json_bodies.error(message), JSON
 
 
 def from_return_value(result: Any, accept: str, who: str) -> Answer:
@@ -61,7 +61,7 @@ def _body(body: Any, result: Any, who: str) -> bytes:
         return bytes(body)
     if isinstance(body, (dict, list)):
         try:
-            return json.dumps(body, ensure_ascii=False).encode()
+            return json_bodies.encode(body)
         except (TypeError, ValueError) as exc:
             raise BadReturnValue(f"{who} returned {_preview(result)}, which cannot be sent as JSON: {exc}") from None
     if result is body:

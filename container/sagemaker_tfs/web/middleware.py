@@ -14,7 +14,6 @@ header.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 import os
@@ -22,7 +21,8 @@ import re
 
 import falcon
 
-from ..shared import logs
+from ..shared import json_bodies, logs
+from ..shared.headers import REQUEST_ID_HEADER, TARGET_MODEL_HEADER, environ_key
 from ..errors import HandlerError
 from . import answers
 from .answers import Answer
@@ -30,8 +30,7 @@ from .metrics import ProxyMetrics, Timings
 
 log = logging.getLogger("sagemaker_tfs.app")
 
-REQUEST_ID_HEADER = "X-Amzn-RequestId"
-TARGET_MODEL_HEADER = "X-Amzn-SageMaker-Target-Model"
+_REQUEST_ID_KEY = environ_key(REQUEST_ID_HEADER)
 
 
 def log_target_model(req: falcon.Request) -> None:
@@ -64,7 +63,7 @@ class RequestId:
     errors and unknown paths included, carries it."""
 
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
-        rid = req.env.get("HTTP_X_AMZN_REQUESTID")
+        rid = req.env.get(_REQUEST_ID_KEY)
         if not rid or not _SANE_REQUEST_ID.fullmatch(rid):  # echoed and logged: printable ASCII, 256 at most
             rid = new_request_id()
         req.context.request_id = rid
@@ -135,8 +134,7 @@ def _on_script_http_error(req: falcon.Request, resp: falcon.Response, exc: falco
     read falcon's own fields, so they are kept next to "error"."""
     log.warning("request %s: the handler raised falcon.HTTPError %s: %s", req.context.request_id, exc.status,
                 exc.description or "")
-    fields = {"error": _message(exc), **exc.to_dict()}
-    _answer(resp, (exc.status_code, json.dumps(fields, ensure_ascii=False).encode(), answers.JSON), exc.headers)
+    _answer(resp, (exc.status_code, json_bodies.error(_message(exc), exc.to_dict()), answers.JSON), exc.headers)
 
 
 def _on_routing_error(req: falcon.Request, resp: falcon.Response, exc: falcon.HTTPError, params: dict) -> None:

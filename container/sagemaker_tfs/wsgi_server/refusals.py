@@ -3,14 +3,14 @@ as every error of the stack, with gunicorn's status and message."""
 
 from __future__ import annotations
 
-import json
-
+from ..shared import json_bodies
 from ..shared.media_types import JSON
 
 
 def closing_error(status: int, reason: str, message: str) -> bytes:
     """A whole HTTP/1.1 error answer that closes the connection: {"error": "<reason>: <message>"}, or the reason
     alone."""
-    body = json.dumps({"error": f"{reason}: {message}" if message else reason}).encode()
+    # UTF-8, not ASCII-escaped, as every error body of the stack (shared/json_bodies.py says why)
+    body = json_bodies.error(f"{reason}: {message}" if message else reason)
     return (f"HTTP/1.1 {status} {reason}\r\nConnection: close\r\nContent-Type: {JSON}\r\n"
             f"Content-Length: {len(body)}\r\n\r\n").encode("latin-1") + body

@@ -32,6 +32,7 @@ import httptools
 from gunicorn.workers import base
 
 from .refusals import closing_error
+from ..shared.headers import environ_key
 from ..shared.sockets import send, timeval
 
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
@@ -375,9 +376,7 @@ _KEYS: dict[bytes, str] = {}  # header name -> environ key ("" for a dropped nam
 def _key(name: bytes) -> str:
     # Names with an underscore are dropped, as gunicorn does: X-Amzn_RequestId would otherwise pass for
     # X-Amzn-RequestId once both become HTTP_X_AMZN_REQUESTID.
-    key = "" if b"_" in name else name.decode("latin-1").upper().replace("-", "_")
-    if key and key not in ("CONTENT_TYPE", "CONTENT_LENGTH"):
-        key = "HTTP_" + key
+    key = "" if b"_" in name or not name else environ_key(name.decode("latin-1"))
     if len(_KEYS) < 1000:
         _KEYS[name] = key
     return key

@@ -1,0 +1,17 @@
+"""SageMaker's request headers that the stack reads or writes, and a header's key in a WSGI environ. (nginx's
+variable of a header is stack/direct_route.py's http_variable.)"""
+
+from __future__ import annotations
+
+REQUEST_ID_HEADER = "X-Amzn-RequestId"  # the client's request id, echoed in every answer
+CUSTOM_ATTRIBUTES_HEADER = "X-Amzn-SageMaker-Custom-Attributes"  # tfs-model-name=..., passed to handlers
+TARGET_MODEL_HEADER = "X-Amzn-SageMaker-Target-Model"  # the multi-model archive a request is for (logged)
+
+UNPREFIXED_KEYS = ("CONTENT_TYPE", "CONTENT_LENGTH")  # the environ keys of headers without HTTP_
+
+
+def environ_key(header: str) -> str:
+    """A request header's key in a WSGI environ (PEP 3333, CGI's rule): CONTENT_TYPE, CONTENT_LENGTH, else
+    HTTP_<the name in upper case, '-' as '_'>."""
+    key = header.upper().replace("-", "_")
+    return key if key in UNPREFIXED_KEYS else "HTTP_" + key
