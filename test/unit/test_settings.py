@@ -1,5 +1,5 @@
 """The settings module's declarations: the hand-over from `serve` to its children (to_env/from_env), the variables
-`serve` sets, the /execution-parameters rule, and the README's table generated from the declarations."""
+`serve` sets, the /execution-parameters rule, and docs/settings.md's table generated from the declarations."""
 
 import subprocess
 import sys
@@ -104,7 +104,7 @@ def test_every_variable_has_help_and_one_declaration():
     assert all(variable.help and "|" not in variable.help for variable in VARIABLES.values())
 
 
-def test_the_readme_table_is_generated_from_the_declarations():
+def test_the_settings_page_table_is_generated_from_the_declarations():
     result = subprocess.run([sys.executable, str(support.REPO / "scripts" / "settings_table.py"), "--check"],
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
