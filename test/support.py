@@ -55,14 +55,20 @@ def _bindable(port: int) -> bool:
         return True
 
 
+_handed_out: set[int] = set()  # ports this process gave before: free until their server binds them, not after
+
+
 def free_port_range(size: int) -> tuple[int, int]:
     """`size` consecutive loopback ports free right now, as (low, high) inclusive, chosen at random below the
     kernel's ephemeral range: a server there can find its port taken by an outgoing connection (even one that
-    connected to itself), which a port below it never is."""
+    connected to itself), which a port below it never is. Never one handed out before in this process (a test that
+    picks a port for a setting and then starts a stack, which picks its own, must not get the same twice)."""
     ceiling = ephemeral_port_range()[0] - size
     for _ in range(500):
         low = random.randint(LOWEST_PORT, ceiling)
-        if all(_bindable(port) for port in range(low, low + size)):
+        ports = range(low, low + size)
+        if _handed_out.isdisjoint(ports) and all(_bindable(port) for port in ports):
+            _handed_out.update(ports)
             return low, low + size - 1
     raise RuntimeError(f"no {size} consecutive free ports found below {ceiling + size}")
 
@@ -228,6 +234,22 @@ def http_call(port: int, method: str, path: str, body: bytes | str | None = None
         connection.close()
 
 
+CUSTOM_ATTRIBUTES = "X-Amzn-SageMaker-Custom-Attributes"
+
+
+def invoke(stack: "Stack", body: bytes | str, content_type: str | None = "application/json",
+           attributes: str | None = None, **headers: str) -> Answer:
+    """POST /invocations through a stack's nginx (`stack`: anything with the `port` it listens on), on a fresh
+    connection; `content_type` None sends none, `attributes` is the custom attributes header, and other headers are
+    keyword arguments with underscores for dashes (X_Amzn_RequestId='...', Accept='text/csv')."""
+    sent = {name.replace("_", "-"): value for name, value in headers.items()}
+    if content_type is not None:
+        sent["Content-Type"] = content_type
+    if attributes is not None:
+        sent[CUSTOM_ATTRIBUTES] = attributes
+    return http_call(stack.port, "POST", "/invocations", body, sent)
+
+
 def write_code(model_dir: Path, script: str | None = None, files: dict[str, str] | None = None) -> Path:
     """model_dir/code/inference.py holding `script` and code/<path> holding each of `files` (all dedented)."""
     for path, text in {**({"inference.py": script} if script is not None else {}), **(files or {})}.items():
@@ -244,6 +266,36 @@ def wait_for(condition, timeout: float = 30.0, what: str = "the condition") -> N
         if time.monotonic() > deadline:
             raise AssertionError(f"not {what} after {timeout}s")
         time.sleep(0.1)
+
+
+LOG_SHOWN = 20_000  # characters of a log a failure message shows (its end)
+
+
+def wait_for_log(source, *lines: str, count: int = 1, since: int = 0, timeout: float = 60.0) -> str:
+    """The log of a running process once every one of `lines` is in it (each at least `count` times, after its
+    first `since` characters); its whole text, for further checks. `source` is anything with a log() method
+    (support.Background, support.Stack, the app harnesses) or a function returning the text.
+
+    A process writes its log after the fact it logs (an answer sent, a signal received, a child's line forwarded by
+    serve's thread): a test reads it with this, never with log() right after the action. To check that a line is
+    absent, wait here for a line written after the point in question (the request's own line), then check. Fails
+    after `timeout` seconds, or at once when the process has exited without writing them, showing the log."""
+    read = source.log if hasattr(source, "log") else source
+    deadline = time.monotonic() + timeout
+    while True:
+        ended = hasattr(source, "alive") and source.proc is not None and not source.alive()
+        text = read()
+        missing = [line for line in lines if text.count(line, since) < count]
+        if not missing:
+            return text
+        if ended or time.monotonic() > deadline:
+            shown = text if len(text) <= LOG_SHOWN else f"[... {len(text) - LOG_SHOWN} characters ...]" + \
+                text[-LOG_SHOWN:]
+            why = "the process exited" if ended else f"{timeout}s passed"
+            times = "" if count == 1 else f" {count} times"
+            raise AssertionError(f"{why} and the log does not hold{times} {missing!r}"
+                                 f"{f' after character {since}' if since else ''}; the log:\n{shown}")
+        time.sleep(0.05)
 
 
 class Background:
@@ -413,4 +465,32 @@ def scrape(port: int, path: str = "/metrics") -> dict:
 
 def sample(page: dict, name: str, **labels) -> float | None:
     """The value of one sample of a scraped page, None when it is not there."""
-    return page.get((name, tuple(sorted(labels.items()))))
+    return page.get(metric(name, **labels))
+
+
+def metric(name: str, **labels) -> tuple[str, tuple]:
+    """A sample's key in a scraped page."""
+    return name, tuple(sorted(labels.items()))
+
+
+def counted_page(port: int, expected: dict[tuple[str, tuple], float], before: dict | None = None,
+                 path: str = "/metrics", timeout: float = 30.0) -> dict:
+    """The page scraped once each sample of `expected` ({metric(name, **labels): value}) has its value, or, given
+    the page `before`, has grown by it since (an absent sample counts 0). What a request adds to a page may come
+    after its answer (gunicorn's workers write their totals twice a second, each its own; nginx's datagrams are
+    read by serve): a test reads counts with this, not with one scrape after its requests."""
+    pages = []
+
+    def grown(page: dict, key: tuple[str, tuple]) -> float:
+        return page.get(key, 0) - (before.get(key, 0) if before is not None else 0)
+
+    def complete() -> bool:
+        pages.append(scrape(port, path))
+        return all(grown(pages[-1], key) == value for key, value in expected.items())
+
+    try:
+        wait_for(complete, timeout, f"the page to count {expected}")
+    except AssertionError as failure:
+        got = {key: grown(pages[-1], key) for key in expected}
+        raise AssertionError(f"{failure}; it counts {got}") from None
+    return pages[-1]

@@ -13,7 +13,7 @@ import pytest
 import requests
 
 from sagemaker_tfs.model_client.http_client import request_body
-from support import wait_for
+from support import free_port, wait_for
 from sagemaker_tfs.model_client.model_servers import (ModelServer, ModelServerClient, ModelServerError,
                                                       ModelServerSession)
 
@@ -105,7 +105,7 @@ def test_client_reuses_its_connection_and_reconnects_before_sending_when_the_ser
             response = client.request(target, "POST", "/v1/models/m:predict", b"{}")
             assert (response.status_code, response.json(), response.encoding) == (200, {}, "utf-8")
             if attempt == 1:
-                wait_for(lambda: server.ended == 1, 5, "the server's close")
+                wait_for(lambda: server.ended == 1, what="the server's close")
         assert (server.connections, server.requests) == (2, 3)
     finally:
         server.close()
@@ -160,9 +160,7 @@ def test_client_reads_chunked_answers_and_answers_closed_by_the_server():
 
 def test_client_says_when_the_model_server_is_unreachable_silent_or_broken():
     client = ModelServerClient(timeout=0.3)
-    with socket.socket() as unused:
-        unused.bind(("127.0.0.1", 0))
-        port = unused.getsockname()[1]
+    port = free_port()  # below the ephemeral range: a connect() there cannot reach itself (see below)
     with pytest.raises(ModelServerError) as error:
         client.request(ModelServer(port, 1), "GET", "/")
     assert (error.value.status, error.value.message) == \
@@ -222,9 +220,7 @@ def test_a_connection_that_reaches_itself_is_reset_and_reported_as_unreachable()
 def test_context_session_errors_are_requests_errors_and_model_server_errors():
     """A script's `except requests.RequestException` catches them; uncaught, they answer 502 / 504."""
     session = ModelServerSession(timeout=0.3)
-    with socket.socket() as unused:
-        unused.bind(("127.0.0.1", 0))
-        port = unused.getsockname()[1]
+    port = free_port()  # nothing listens there, and a connect() cannot reach itself
     with pytest.raises(requests.ConnectionError) as refused:
         session.post(f"http://127.0.0.1:{port}/v1/models/m:predict", data=b"{}")
     assert isinstance(refused.value, ModelServerError) and refused.value.status == 502

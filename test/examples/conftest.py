@@ -1,5 +1,5 @@
 """Fixtures of the examples' tests: each example is built, packaged and unpacked once per session, as a user
-would (`python build.py EXPORT_DIR`, `package-model build`, tar -x into a fresh model folder)."""
+would (`python build.py EXPORT_DIR`, `sagemaker-tfs package-model build`, tar -x into a fresh model folder)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from support import VENV_BIN
 @dataclass(frozen=True)
 class Packaged:
     export_dir: Path  # what build.py wrote
-    archive: Path  # model.tar.gz, from package-model build
+    archive: Path  # model.tar.gz, from sagemaker-tfs package-model build
     model_dir: Path  # the archive unpacked into a fresh folder, as SageMaker unpacks it into /opt/ml/model
 
 
@@ -26,7 +26,7 @@ def package(example: str, work: Path) -> Packaged:
     export_dir, archive, model_dir = work / "export", work / "model.tar.gz", work / "model"
     run(sys.executable, source / "build.py", export_dir)
     code = ["--code", source / "code"] if (source / "code").is_dir() else []
-    run(VENV_BIN / "package-model", "build", export_dir, *code, "-o", archive)
+    run(VENV_BIN / "sagemaker-tfs", "package-model", "build", export_dir, *code, "-o", archive)
     model_dir.mkdir()
     with tarfile.open(archive) as tar:
         tar.extractall(model_dir, filter="data")

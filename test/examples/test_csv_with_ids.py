@@ -5,11 +5,10 @@ import json
 
 import numpy as np
 import pytest
-import requests
 
 from examples_support import EXAMPLES, build_module
 from sagemaker_tfs.transform import transform
-from support import Stack
+from support import Stack, invoke
 
 SAMPLES = EXAMPLES / "csv_with_ids" / "samples"
 COLUMNS = ("quotation_id", "year", "month", "stage_id", "company_id", "product_modality_id", "cover_3", "province")
@@ -47,10 +46,6 @@ def true_price(build, quote: dict) -> float:
     return build.true_price({**quote, "year": int(quote["year"]), "month": int(quote["month"])})
 
 
-def invoke(stack, body: bytes, content_type: str) -> requests.Response:
-    return requests.post(f"{stack.url}/invocations", data=body, headers={"Content-Type": content_type})
-
-
 def csv_answer(text: str) -> list[tuple[str, float]]:
     return [(id_, float(price)) for id_, price in (line.split(",") for line in text.split("\n"))]
 
@@ -58,8 +53,8 @@ def csv_answer(text: str) -> list[tuple[str, float]]:
 def test_json_sample(stack, build):
     sample = json.loads((SAMPLES / "quotes.json").read_text())["instances"]
     response = invoke(stack, (SAMPLES / "quotes.json").read_bytes(), "application/json")
-    assert response.status_code == 200
-    assert response.headers["Content-Type"] == "application/json"
+    assert response.status == 200
+    assert response.content_type == "application/json"
     predictions = response.json()["predictions"]
     assert [id_ for id_, _ in predictions] == [100007527745, 100006042938]
     for (_, price), quote in zip(predictions, sample):
@@ -70,13 +65,13 @@ def test_csv_sample_is_latin_1_with_accents(stack):
     body = (SAMPLES / "quotes.csv").read_bytes()
     assert "Cádiz".encode("latin-1") in body
     response = invoke(stack, body, "text/csv")
-    assert response.status_code == 200
+    assert response.status == 200
     assert [id_ for id_, _ in csv_answer(response.text)] == [line.split(b";")[0].decode() for line in body.splitlines()]
 
 
 def test_json_predictions_are_ids_and_prices_in_order(stack, build, quotes):
     response = invoke(stack, json.dumps({"instances": quotes}).encode(), "application/json")
-    assert response.status_code == 200
+    assert response.status == 200
     predictions = response.json()["predictions"]
     assert [id_ for id_, _ in predictions] == [q["quotation_id"] for q in quotes]
     for (_, price), quote in zip(predictions, quotes):
@@ -86,8 +81,8 @@ def test_json_predictions_are_ids_and_prices_in_order(stack, build, quotes):
 @pytest.mark.parametrize("line_end", ["\n", "\r\n"])
 def test_csv_gets_one_id_price_line_per_line_with_the_json_prices(stack, quotes, line_end):
     response = invoke(stack, as_csv(quotes, line_end), "text/csv")
-    assert response.status_code == 200
-    assert response.headers["Content-Type"] == "text/csv"
+    assert response.status == 200
+    assert response.content_type == "text/csv"
     json_answer = invoke(stack, json.dumps(quotes).encode(), "application/json").json()["predictions"]
     assert csv_answer(response.text) == [(str(id_), price) for id_, price in json_answer]
 
@@ -111,20 +106,20 @@ def test_the_province_reaches_the_model_with_its_accents(stack, build, quotes):
 ])
 def test_a_bad_csv_line_gets_400_naming_it(stack, body, error):
     response = invoke(stack, body, "text/csv")
-    assert response.status_code == 400
+    assert response.status == 400
     assert response.json() == {"error": error}
 
 
 def test_a_json_instance_without_a_column_gets_400(stack, quotes):
     incomplete = {key: value for key, value in quotes[1].items() if key != "cover_3"}
     response = invoke(stack, json.dumps([quotes[0], incomplete]).encode(), "application/json")
-    assert response.status_code == 400
+    assert response.status == 400
     assert response.json() == {"error": "instance 1 has no cover_3"}
 
 
 def test_other_content_types_get_415(stack):
     response = invoke(stack, b"<quotes/>", "application/xml")
-    assert response.status_code == 415
+    assert response.status == 415
     assert response.json() == {"error": "send application/json or text/csv, not application/xml"}
 
 

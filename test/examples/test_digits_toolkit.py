@@ -10,11 +10,11 @@ from pathlib import Path
 import joblib
 import numpy as np
 import pytest
-import requests
 
 from examples_support import encode_image, held_out_digits
 from sagemaker_tfs.transform import transform
-from support import Stack, npy_body
+import support
+from support import Stack, invoke, npy_body
 
 NO_SUPPORT = ("is not supported by this framework. Please implement input_fn to deserialize the request data or an "
               "output_fn to serialize the response.")
@@ -39,23 +39,16 @@ def expected(example):
     return model.predict(images.reshape(-1, 64)).tolist(), labels.tolist()
 
 
-def invoke(stack, body: bytes, content_type: str) -> requests.Response:
-    return requests.post(f"{stack.url}/invocations", data=body, headers={"Content-Type": content_type})
-
-
 def test_requirements_are_installed_but_not_the_toolkit_s_package(stack):
-    log = stack.log()
-    assert "'sagemaker-inference' is satisfied by the container's sagemaker_inference package, not installed" in log
-    assert "installed " in log and "/code/requirements.txt" in log
+    support.wait_for_log(stack, "'sagemaker-inference' is satisfied by the container's sagemaker_inference package, "
+                                "not installed", "/code/requirements.txt into ")  # serve's "installing ..." line
 
 
 @pytest.mark.parametrize("image_format", ["PNG", "JPEG"])
 def test_held_out_images_get_the_model_s_answers(stack, expected, image_format):
     images, _ = held_out_digits()
-    with requests.Session() as session:
-        answers = [session.post(f"{stack.url}/invocations", data=encode_image(image, image_format),
-                                headers={"Content-Type": "application/x-image"}) for image in images[:60]]
-    assert [a.status_code for a in answers] == [200] * 60
+    answers = [invoke(stack, encode_image(image, image_format), "application/x-image") for image in images[:60]]
+    assert [a.status for a in answers] == [200] * 60
     predicted = [a.json()["predictions"][0] for a in answers]
     if image_format == "PNG":  # lossless: the model's very pixels
         assert predicted == expected[0][:60]
@@ -65,7 +58,7 @@ def test_held_out_images_get_the_model_s_answers(stack, expected, image_format):
 def test_a_batch_as_npy_and_one_image_as_json(stack, expected):
     images, _ = held_out_digits()
     answer = invoke(stack, npy_body(images), "application/x-npy")
-    assert (answer.status_code, answer.headers["Content-Type"]) == (200, "application/json")
+    assert (answer.status, answer.content_type) == (200, "application/json")
     assert answer.json() == {"predictions": expected[0]}
     answer = invoke(stack, json.dumps(images[0].tolist()).encode(), "application/json")
     assert answer.json() == {"predictions": expected[0][:1]}
@@ -73,7 +66,7 @@ def test_a_batch_as_npy_and_one_image_as_json(stack, expected):
 
 def test_other_types_get_415_from_the_script(stack):
     answer = invoke(stack, b"1,2", "text/csv")
-    assert (answer.status_code, answer.json()) == (415, {"error": f"Content type text/csv {NO_SUPPORT}"})
+    assert (answer.status, answer.json()) == (415, {"error": f"Content type text/csv {NO_SUPPORT}"})
 
 
 @pytest.fixture(scope="module")

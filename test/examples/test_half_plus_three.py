@@ -1,10 +1,9 @@
 """half_plus_three: the quick start's model (y = 0.5 * x + 3) served with the default handler, no code/."""
 
 import pytest
-import requests
 
 from examples_support import EXAMPLES
-from support import Stack
+from support import Stack, invoke
 
 SAMPLES = EXAMPLES / "half_plus_three" / "samples"
 
@@ -20,15 +19,12 @@ def test_the_archive_holds_the_version_folder_only(packaged):
 
 
 def test_json_sample(stack):
-    response = requests.post(f"{stack.url}/invocations", data=(SAMPLES / "instances.json").read_bytes(),
-                             headers={"Content-Type": "application/json"})
-    assert response.status_code == 200
+    response = invoke(stack, (SAMPLES / "instances.json").read_bytes())
+    assert response.status == 200
     assert response.json() == {"predictions": [3.5, 4.0, 5.5]}
 
 
 def test_csv_sample_answers_one_line_per_row(stack):
-    response = requests.post(f"{stack.url}/invocations", data=(SAMPLES / "instances.csv").read_bytes(),
-                             headers={"Content-Type": "text/csv", "Accept": "text/csv"})
-    assert response.status_code == 200
-    assert response.headers["Content-Type"] == "text/csv"
+    response = invoke(stack, (SAMPLES / "instances.csv").read_bytes(), "text/csv", Accept="text/csv")
+    assert (response.status, response.content_type) == (200, "text/csv")
     assert response.text == "3.5\n4.0\n5.5"

@@ -8,12 +8,11 @@ import json
 from pathlib import Path
 
 import pytest
-import requests
 
 from examples_support import build_module
 from sagemaker_tfs.transform import transform
 import support
-from support import Stack
+from support import Stack, invoke
 
 PAYLOAD_ERROR = "Too much data for max payload size"
 EMOJI = ["🍣", "🍵"]
@@ -56,13 +55,11 @@ def run(stack, data: Path, out: Path, **params) -> dict:
 
 
 def test_the_start_up_functions_ran_with_the_context_before_the_first_request(stack):
-    answer = requests.post(f"{stack.url}/invocations", data='{"value": 3}',
-                           headers={"Content-Type": "application/json"})
-    assert (answer.status_code, answer.headers["Content-Type"]) == (200, "application/json")
-    assert answer.content.decode() == output(3)
+    answer = invoke(stack, '{"value": 3}')
+    assert (answer.status, answer.content_type) == (200, "application/json")
+    assert answer.text == output(3)
     # the script's print reaches the stack's log through serve's pipe, maybe after the answer: wait for its line
-    support.wait_for(lambda: "input_fn\n" in stack.log(), what="input_fn's line in the stack's log")
-    log = stack.log()
+    log = support.wait_for_log(stack, "input_fn\n")
     assert log.index("pre_model_fn\n") < log.index("model_fn\n") < log.index("model_warmup_fn\n") < \
         log.index("input_fn\n")
     assert f"{stack.env['SAGEMAKER_MODEL_DIR']} <sagemaker_tfs.toolkit.Context model_name='model'>" in log

@@ -5,10 +5,9 @@ import json
 
 import numpy as np
 import pytest
-import requests
 
 from examples_support import EXAMPLES, held_out_digits, model_outputs
-from support import Stack
+from support import Stack, invoke
 
 SAMPLE = EXAMPLES / "two_models" / "samples" / "digits.json"
 
@@ -22,13 +21,6 @@ def example(request, packaged):
 def stack(example):
     with Stack(example.model_dir) as stack:
         yield stack
-
-
-def invoke(stack, body, content_type="application/json", attributes=None) -> requests.Response:
-    headers = {"Content-Type": content_type}
-    if attributes:
-        headers["X-Amzn-SageMaker-Custom-Attributes"] = attributes
-    return requests.post(f"{stack.url}/invocations", data=body, headers=headers)
 
 
 def expected_answer(example, pixels, classifier_version):
@@ -53,8 +45,8 @@ def test_held_out_digits_get_both_models_answers(stack, example):
     digits, labels = held_out_digits()
     pixels = digits.reshape(-1, 64).astype(np.float32)
     response = invoke(stack, json.dumps({"instances": pixels.astype(int).tolist()}))
-    assert response.status_code == 200
-    assert response.headers["Content-Type"] == "application/json"
+    assert response.status == 200
+    assert response.content_type == "application/json"
     answer = response.json()
     assert_answer(answer, *expected_answer(example, pixels, classifier_version=2))
     assert np.mean(np.array([p["classes"] for p in answer["predictions"]]) == labels) >= 0.9
@@ -62,7 +54,7 @@ def test_held_out_digits_get_both_models_answers(stack, example):
 
 def test_the_sample(stack):
     response = invoke(stack, SAMPLE.read_bytes())
-    assert response.status_code == 200
+    assert response.status == 200
     answer = response.json()
     assert [p["classes"] for p in answer["predictions"]] == [0, 7, 3]
     assert [len(f) for f in answer["features"]] == [16, 16, 16]
@@ -82,7 +74,7 @@ def test_csv_pixels_get_the_same_answer(stack):
 def test_custom_attributes_choose_the_classifier(stack, example, attributes, version):
     pixels = np.array(json.loads(SAMPLE.read_text())["instances"], np.float32)
     response = invoke(stack, SAMPLE.read_bytes(), attributes=attributes)
-    assert response.status_code == 200
+    assert response.status == 200
     assert_answer(response.json(), *expected_answer(example, pixels, version))
 
 
@@ -94,5 +86,5 @@ def test_the_versions_answer_differently(stack):
 
 def test_an_unknown_model_gets_404_naming_it(stack):
     response = invoke(stack, SAMPLE.read_bytes(), attributes="tfs-model-name=missing")
-    assert response.status_code == 404
+    assert response.status == 404
     assert response.json()["error"].startswith("model missing: ")

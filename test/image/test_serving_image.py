@@ -149,7 +149,7 @@ def test_the_stack_serves_from_the_image_environment(image_bin, model_server_on_
             support.Stack(grpc, env=env, serve=image_bin / "serve").start(wait=False) as grpc_stack:
         for stack in (default_stack, grpc_stack):
             stack.wait_until(stack.ready, timeout=180, what="answering /ping with 200")
-            assert f"starting model server 0: {model_server_on_path}/tensorflow_model_server " in stack.log()
+            support.wait_for_log(stack, f"starting model server 0: {model_server_on_path}/tensorflow_model_server ")
 
         body = '{"instances": [1.0, 2.0, 5.0]}'
         answer = support.http_call(default_stack.port, "POST", "/invocations", body,

@@ -14,10 +14,11 @@ import tensorflow as tf
 from model_server_support import ModelServer, model_config
 from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
-# A batch runs when full (4 rows) or when its first task has waited 1 s; one batch thread; a queue holds one batch.
+# A batch runs when full (4 rows) or when its first task has waited 3 s (the time concurrent requests have to join
+# it, ample on a loaded machine); one batch thread; a queue holds one batch.
 BATCHING = """
 max_batch_size { value: 4 }
-batch_timeout_micros { value: 1000000 }
+batch_timeout_micros { value: 3000000 }
 max_enqueued_batches { value: 1 }
 num_batch_threads { value: 1 }
 allowed_batch_sizes: 2
@@ -72,7 +73,7 @@ def test_oversize_request_is_rejected(batching_server):
 
 def test_full_queue_is_503(batching_server):
     waiting = threading.Thread(target=predict, args=(batching_server, [1.0]))
-    waiting.start()  # one row, waiting up to 1 s in the only batch the queue may hold
+    waiting.start()  # one row, waiting up to 3 s in the only batch the queue may hold
     try:
         for _ in range(200):
             response = predict(batching_server, [1.0, 2.0, 3.0, 4.0])  # does not fit the open batch

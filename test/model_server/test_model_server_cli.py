@@ -237,7 +237,7 @@ def test_model_config_file_poll_applies_changes_while_unchanged_models_keep_serv
                                  timeout=30).json() == {"predictions": [3.5]}
 
             config.write_text("model_config_list { bad")  # unreadable: logged, what is served stays
-            server.wait_until(lambda: "Failed to read ModelServerConfig file" in server.log(), what="logging")
+            support.wait_for_log(server, "Failed to read ModelServerConfig file")
             assert served(url, "three") == 200
         finally:
             stop.set()

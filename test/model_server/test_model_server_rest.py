@@ -59,7 +59,7 @@ def test_broken_model_reports_why_and_the_others_keep_serving(server):
     assert predict.status_code == 404
     assert error_of(predict) == "Servable not found for request: Latest(broken)"
     assert server.post("/v1/models/half_plus_two:predict", {"instances": [1.0]}).status_code == 200
-    assert "Loading servable {name: broken version: 123} failed: NOT_FOUND" in server.log()
+    support.wait_for_log(server, "Loading servable {name: broken version: 123} failed: NOT_FOUND")
 
 
 @pytest.mark.parametrize("path, message", [
@@ -135,7 +135,11 @@ def test_version_and_label_select_what_computes(server):
         "predictions": [2.5]}
     assert server.post("/v1/models/by_version/versions/2:predict", {"instances": [1.0]}).json() == {
         "predictions": [3.5]}
-    assert server.post("/v1/models/two_versions/labels/stable:predict", {"instances": [1.0]}).status_code == 200
+    # a label answers with the version it names: stable is 1 (y = 0.5 x + 2), not the latest
+    stable = server.post("/v1/models/by_version/labels/stable:predict", {"instances": [1.0]})
+    assert (stable.status_code, stable.content) == (200, b'{\n    "predictions": [2.5\n    ]\n}')
+    canary = server.post("/v1/models/by_version/labels/canary:predict", {"instances": [1.0]})
+    assert (canary.status_code, canary.content) == (200, b'{\n    "predictions": [3.5\n    ]\n}')
     missing = server.post("/v1/models/by_version/versions/3:predict", {"instances": [1.0]})
     assert missing.status_code == 404
     assert error_of(missing) == "Servable not found for request: Specific(by_version, 3)"
@@ -393,7 +397,9 @@ def test_malformed_requests_are_400(server, method, path):
 
 
 def test_paths_are_case_insensitive_but_verbs_are_not(server):
-    assert server.post("/V1/MODELS/half_plus_two:predict", {"instances": [1.0]}).status_code == 200
+    upper = server.post("/V1/MODELS/half_plus_two:predict", {"instances": [1.0]})
+    assert (upper.status_code, upper.headers["Content-Type"], upper.content) == (
+        200, "application/json", b'{\n    "predictions": [2.5\n    ]\n}')
     # /METADATA is not the metadata verb: TFS falls through to the status API
     assert server.get("/v1/models/half_plus_two/METADATA").content == STATUS_AVAILABLE_123
 
@@ -464,10 +470,9 @@ def test_connection_close_is_honoured(server):
 
 
 def test_server_log_names_models_versions_and_ports(server):
-    log = server.log()
-    assert f"Running gRPC ModelServer at 0.0.0.0:{server.grpc_port}" in log
-    assert f"Exporting HTTP/REST API at:0.0.0.0:{server.rest_port}" in log  # TFS says localhost, wrongly
-    assert "model two_versions: 124 AVAILABLE, 123 AVAILABLE" in log
+    support.wait_for_log(server, f"Running gRPC ModelServer at 0.0.0.0:{server.grpc_port}",
+                         f"Exporting HTTP/REST API at:0.0.0.0:{server.rest_port}",  # TFS says localhost, wrongly
+                         "model two_versions: 124 AVAILABLE, 123 AVAILABLE")
     assert support.port_is_open(server.grpc_port)
 
 

@@ -120,7 +120,8 @@ def test_a_models_requirements_are_not_installed(stack, root):
     url = model(root, "with-requirements", files={"requirements.txt": "no-such-package==1.0\n"})
     try:
         assert stack.load("reqs", str(url)).status == 200
-        assert f"{url}/code/requirements.txt of model reqs is not installed: a load does not run pip" in stack.log()
+        support.wait_for_log(stack, f"{url}/code/requirements.txt of model reqs is not installed: a load does not run "
+                                    "pip")
     finally:
         stack.unload("reqs")
 

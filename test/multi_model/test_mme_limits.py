@@ -104,7 +104,7 @@ def test_a_restarted_model_server_gets_the_loaded_models_back_and_drops_those_it
     os.kill(limited.pid_of("tfs-1"), signal.SIGKILL)
     support.wait_for(lambda: limited.listed().json() == {"models": []}, timeout=120, what="the model dropped")
     assert limited.invoke("kept").json() == error("Model kept is not loaded yet.")  # SageMaker then loads it again
-    assert "dropping model kept: model server 1 could not load it again" in limited.log()
+    support.wait_for_log(limited, "dropping model kept: model server 1 could not load it again")
 
 
 def test_the_memory_limit_is_a_507_after_every_check_a_retry_could_not_fix_and_no_default_model(tmp_path):
@@ -112,8 +112,8 @@ def test_the_memory_limit_is_a_507_after_every_check_a_retry_could_not_fix_and_n
     url = str(model(root, "small"))
     env = {"SAGEMAKER_MULTI_MODEL_MEMORY_LIMIT_PERCENT": "1", "SAGEMAKER_TFS_DEFAULT_MODEL_NAME": "small"}
     with MultiModelStack(root, env) as stack:
-        assert ("SAGEMAKER_TFS_DEFAULT_MODEL_NAME=small is ignored: a multi-model endpoint's requests name their "
-                "model") in stack.log()
+        support.wait_for_log(stack, "SAGEMAKER_TFS_DEFAULT_MODEL_NAME=small is ignored: a multi-model endpoint's "
+                                    "requests name their model")
         assert stack.load("small", "relative").status == 400
         assert stack.load("small", str(root / "absent")).status == 404
         answer = stack.load("small", url)

@@ -19,17 +19,14 @@ def test_invocations_of_every_model_are_counted_under_one_route(tmp_path):
         assert stack.invoke("b", {"instances": ["x"]}).status == 400  # the model server's error, passed on
         assert stack.call("POST", "/invocations", "{}").status == 400  # no model named
 
-        def counted(page: dict) -> float:
-            return sum(v for (name, labels), v in page.items()
-                       if name == "sagemaker_tfs_request_duration_seconds_count" and
-                       ("route", "/models/{name}/invoke") in labels)
-
-        support.wait_for(lambda: counted(support.scrape(port)) == 4, what="the page to count 4 invocations")
-        page = support.scrape(port)
-    requests = "sagemaker_tfs_request_duration_seconds_count"
-    assert support.sample(page, requests, route="/models/{name}/invoke", status="200") == 3
-    assert support.sample(page, requests, route="/models/{name}/invoke", status="400") == 1
-    assert support.sample(page, requests, route="/invocations", status="400") == 1
-    assert support.sample(page, "sagemaker_tfs_stage_duration_seconds_count", route="/models/{name}/invoke",
-                          stage="model_server") == 4
+        # each worker writes its totals twice a second: the page once it has every count
+        requests = "sagemaker_tfs_request_duration_seconds_count"
+        page = support.counted_page(port, {
+            support.metric(requests, route="/models/{name}/invoke", status="200"): 3,
+            support.metric(requests, route="/models/{name}/invoke", status="400"): 1,
+            support.metric(requests, route="/invocations", status="400"): 1,
+            support.metric("sagemaker_tfs_stage_duration_seconds_count", route="/models/{name}/invoke",
+                           stage="model_server"): 4})
+    assert sum(v for (name, labels), v in page.items()
+               if name == requests and ("route", "/models/{name}/invoke") in labels) == 4
     assert support.sample(page, "sagemaker_tfs_requests_in_flight") == 0

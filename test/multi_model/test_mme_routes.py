@@ -42,8 +42,7 @@ def test_invocations_without_a_model_is_400(stack):
                         X_Amzn_RequestId="rid-no-model", **{TARGET: "a/model-1.tar.gz"})
     assert (answer.status, answer.json()) == (400, error("Invocation request does not contain model name."))
     assert answer.headers["x-amzn-requestid"] == "rid-no-model"
-    support.wait_for(lambda: "request rid-no-model: POST /invocations, target model a/model-1.tar.gz" in stack.log(),
-                     what="the target model in the log")
+    support.wait_for_log(stack, "request rid-no-model: POST /invocations, target model a/model-1.tar.gz")
 
 
 @pytest.mark.parametrize("method, path, message", [
@@ -83,8 +82,7 @@ def test_load_invoke_describe_list_unload_and_load_again(stack, root):
         invoked = stack.invoke("hp2", X_Amzn_RequestId="rid-invoke", **{TARGET: "customer/model-7.tar.gz"})
         assert (invoked.status, invoked.text) == (200, predictions(2.5, 3.0))
         assert invoked.headers["x-amzn-requestid"] == "rid-invoke"
-        support.wait_for(lambda: "request rid-invoke: POST /models/hp2/invoke, target model customer/model-7.tar.gz"
-                         in stack.log(), what="the target model in the log")
+        support.wait_for_log(stack, "request rid-invoke: POST /models/hp2/invoke, target model customer/model-7.tar.gz")
     finally:
         unloaded = stack.unload("hp2")
     assert (unloaded.status, unloaded.json()) == (200, {"success": "Successfully unloaded model hp2."})

@@ -7,8 +7,9 @@ from urllib.parse import urlsplit
 
 import support
 
-ATTRIBUTES = "X-Amzn-SageMaker-Custom-Attributes"
+ATTRIBUTES = support.CUSTOM_ATTRIBUTES
 Answer = support.Answer
+invoke = support.invoke  # POST /invocations through the stack's nginx: the examples' tests use it too
 
 
 def call(url: str, body: bytes | str | None = None, method: str | None = None, **headers: str) -> Answer:
@@ -16,16 +17,6 @@ def call(url: str, body: bytes | str | None = None, method: str | None = None, *
     parts = urlsplit(url)
     names = {name.replace("_", "-"): value for name, value in headers.items()}
     return support.http_call(parts.port, method or ("GET" if body is None else "POST"), parts.path, body, names)
-
-
-def invoke(stack: support.Stack, body: bytes | str, content_type: str | None = "application/json",
-           attributes: str | None = None, **headers: str) -> Answer:
-    """POST /invocations through the stack's nginx."""
-    if content_type is not None:
-        headers["Content-Type"] = content_type
-    if attributes is not None:
-        headers[ATTRIBUTES] = attributes
-    return call(stack.url + "/invocations", body, **headers)
 
 
 def model_dir(root: Path, script: str | None = None, files: dict[str, str] | None = None,

@@ -38,7 +38,7 @@ def test_nginx_opens_only_when_the_model_is_available(model):
         support.wait_for(lambda: statuses.append(support.http_status(stack.url + "/ping")) or statuses[-1] == 200,
                          timeout=180, what="ready")
         assert set(statuses[:-1]) <= {None}  # the port was closed until then: never a 502 or a half-ready 200
-        assert "every model is AVAILABLE on 1 model server(s)" in stack.log()
+        support.wait_for_log(stack, "every model is AVAILABLE on 1 model server(s)")
         assert invoke(stack, "1.0").text == pretty_predictions("3.5")
     finally:
         stack.stop()
@@ -57,7 +57,7 @@ def test_a_killed_child_is_restarted_and_ping_is_503_until_it_serves_again(model
                          timeout=30, what="/ping 503 after the kill")
         assert statuses[-1].json()["error"]  # a JSON reason, from the app or nginx
         stack.wait_until(stack.ready, timeout=180, what="serving again")
-        assert message.format(pid=pid) in stack.log()
+        support.wait_for_log(stack, message.format(pid=pid))
         assert stack.pid_of(child) != pid
         assert invoke(stack, '{"instances": [1.0, 2.0]}').text == pretty_predictions("3.5, 4.0")
 

@@ -12,5 +12,5 @@ def test_only_nginx_listens_beyond_loopback(tmp_path):
         for port in range(low, high + 1):  # gRPC and REST of both model server instances
             assert support.listening_addresses(port) == {"127.0.0.1"}, port
         assert support.listening_addresses(stack.port) == {"0.0.0.0"}  # the public port of the contract
-        assert "--listen_address=127.0.0.1" in stack.log()
-        assert "--rest_api_idle_timeout_seconds=0" in stack.log()  # the proxy's kept connections stay open
+        # the proxy's kept connections stay open: --rest_api_idle_timeout_seconds=0
+        support.wait_for_log(stack, "--listen_address=127.0.0.1", "--rest_api_idle_timeout_seconds=0")

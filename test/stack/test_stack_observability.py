@@ -33,6 +33,9 @@ def scrape(url: str) -> dict:
 
 
 value = support.sample
+metric = support.metric
+REQUESTS = "sagemaker_tfs_request_duration_seconds_count"
+TFS_PAGE = "/monitoring/prometheus/metrics"
 
 
 def invocations(page: dict) -> float:
@@ -54,11 +57,17 @@ def metered(tmp_path_factory):
     with support.Stack(model_dir(root, PASS_THROUGH), env) as stack:
         stack.metrics_url = f"http://127.0.0.1:{port}/metrics"
         stack.metrics_port = port
-        support.wait_for(lambda: " INFO serve: ready: " in stack.log(), what="serve's ready line")  # nginx listens first
+        support.wait_for_log(stack, " INFO serve: ready: ")  # nginx listens first
+        # the harness's readiness check is on the page: what the tests count from here on starts settled
+        support.counted_page(port, {metric(REQUESTS, route="/ping", status="200"): 1})
         yield stack
 
 
 def test_requests_are_counted_by_route_status_and_stage_over_every_worker(metered):
+    """Counted as growth from the page before: the other tests of the module may run first (each waits for its
+    requests to be counted, so that the page is settled when the next one starts)."""
+    tfs_port = metered.model_server_ports[1]  # model server 0's REST port
+    before, tfs_before = scrape(metered.metrics_url), support.scrape(tfs_port, TFS_PAGE)
     for _ in range(3):
         answer = invoke(metered, INSTANCES)
         assert answer.status == 200
@@ -70,19 +79,18 @@ def test_requests_are_counted_by_route_status_and_stage_over_every_worker(metere
     assert call(metered.url + "/nothing-here").status == 404
     assert call(metered.url + "/metrics").status == 404  # the page is never served through nginx
 
-    # Workers write their totals twice a second: the page has them all once it counts the 4 invocations.
-    requests = "sagemaker_tfs_request_duration_seconds_count"
-    support.wait_for(lambda: invocations(scrape(metered.metrics_url)) == 4, what="the page to count 4 invocations")
-    page = scrape(metered.metrics_url)
-    assert value(page, requests, route="/invocations", status="200") == 3
-    assert value(page, requests, route="/invocations", status="400") == 1
-    assert value(page, requests, route="/ping", status="200") == 2  # the test harness's readiness check, ours
-    assert value(page, requests, route="other", status="404") is None  # nginx answers other paths itself
-    stages = "sagemaker_tfs_stage_duration_seconds_count"
-    for stage in ("input_handler", "model_server", "output_handler"):
-        assert value(page, stages, route="/invocations", stage=stage) == 4
-    assert value(page, "sagemaker_tfs_request_duration_seconds_bucket", route="/invocations", status="200",
-                 le="+Inf") == 3
+    # Workers write their totals twice a second, each its own: the page once it has every count checked here.
+    stage_counts = "sagemaker_tfs_stage_duration_seconds_count"
+    page = support.counted_page(metered.metrics_port, {
+        metric(REQUESTS, route="/invocations", status="200"): 3,
+        metric(REQUESTS, route="/invocations", status="400"): 1,
+        metric(REQUESTS, route="/ping", status="200"): 1,
+        **{metric(stage_counts, route="/invocations", stage=stage): 4
+           for stage in ("input_handler", "model_server", "output_handler")},
+        metric("sagemaker_tfs_request_duration_seconds_bucket", route="/invocations", status="200", le="+Inf"): 3,
+    }, before)
+    assert invocations(page) - invocations(before) == 4
+    assert value(page, REQUESTS, route="other", status="404") is None  # nginx answers other paths itself
     assert value(page, "sagemaker_tfs_requests_in_flight") == 0
     assert value(page, "sagemaker_tfs_serve_state", state="ready") == 1
     assert value(page, "sagemaker_tfs_serve_state", state="starting") == 0
@@ -91,10 +99,10 @@ def test_requests_are_counted_by_route_status_and_stage_over_every_worker(metere
     assert support.listening_addresses(metered.metrics_port) == {"127.0.0.1"}
 
     # The model server's own page (TFS's names) on its loopback REST port.
-    tfs = scrape(f"http://127.0.0.1:{metered.model_server_ports[1]}/monitoring/prometheus/metrics")
-    assert value(tfs, ":tensorflow:serving:request_count_total", model_name="model", status="INVALID_ARGUMENT") == 1
-    assert value(tfs, ":tensorflow:serving:request_latency_count", API="predict", entrypoint="REST",
-                 model_name="model") == 3
+    support.counted_page(tfs_port, {
+        metric(":tensorflow:serving:request_count_total", model_name="model", status="INVALID_ARGUMENT"): 1,
+        metric(":tensorflow:serving:request_latency_count", API="predict", entrypoint="REST", model_name="model"): 3,
+    }, tfs_before, TFS_PAGE)
 
 
 def test_a_killed_worker_is_a_restart_and_its_counts_stay(metered):
@@ -118,7 +126,8 @@ def test_json_logs_name_the_request_and_tensorflow_is_quiet(tmp_path):
         assert answer.status == 200
         assert "server-timing" not in answer.headers  # off by default
         assert invoke(stack, "{", X_Amzn_RequestId="rid-json-2").status == 400
-        log_text = stack.log()
+        support.wait_for_log(stack, '"request_id": "rid-json-1"', '"request_id": "rid-json-2"')
+    log_text = stack.log()  # whole once serve has exited: no line of either request can come later
     lines = [json.loads(line) for line in log_text.splitlines() if line.startswith("{")]
     by_request = [line for line in lines if line.get("request_id") == "rid-json-1"]
     assert [line["message"] for line in by_request] == ["input_handler called"]
@@ -132,14 +141,14 @@ def test_json_logs_name_the_request_and_tensorflow_is_quiet(tmp_path):
 
 def test_nginx_writes_an_access_line_per_request_with_its_id_and_times(metered):
     """nginx writes its access log to serve's stdout itself (not through serve), one line per request."""
+    served = invocations(scrape(metered.metrics_url))
     assert invoke(metered, INSTANCES, X_Amzn_RequestId="rid-access-1").status == 200
     assert invoke(metered, "{", X_Amzn_RequestId="rid-access-2").status == 400
 
-    def lines() -> list[str]:
-        return [line for line in metered.log().splitlines() if " id=rid-access-" in line]
-
-    support.wait_for(lambda: len(lines()) == 2, what="two access log lines")
-    first, second = lines()
+    log = support.wait_for_log(metered, " id=rid-access-1\n", " id=rid-access-2\n")
+    support.wait_for(lambda: invocations(scrape(metered.metrics_url)) == served + 2,  # the page settled, for the others
+                     what="the page to count both")
+    first, second = [line for line in log.splitlines() if " id=rid-access-" in line]
     assert first.startswith('127.0.0.1 "POST /invocations HTTP/1.1" 200 ') and first.endswith(" id=rid-access-1")
     assert second.startswith('127.0.0.1 "POST /invocations HTTP/1.1" 400 ') and second.endswith(" id=rid-access-2")
     assert " upstream=" in first

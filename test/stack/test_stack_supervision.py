@@ -109,7 +109,7 @@ def test_serve_becomes_ready_while_clients_keep_every_worker_busy(tmp_path):
         stack.start()  # returns as soon as /ping answers 200
         for thread in clients:
             thread.start()
-        stack.wait_until(lambda: READY_LINE in stack.log(), timeout=90, what="saying ready")
+        support.wait_for_log(stack, READY_LINE, timeout=90)
         stop.set()
         for thread in clients:
             thread.join(60)
@@ -130,7 +130,7 @@ def test_a_model_server_dying_while_the_app_starts_is_restarted_and_start_up_com
         pid = stack.pid_of("tfs-0")
         os.kill(pid, signal.SIGKILL)
         message = f"model server 0 (pid {pid}) exited with status -9; restarting it (restart #1)"
-        stack.wait_until(lambda: message in stack.log(), timeout=30, what="restarting the model server")
+        support.wait_for_log(stack, message, timeout=30)
         go.touch()
         stack.wait_until(stack.ready, timeout=180, what="ready")
         assert stack.pid_of("tfs-0") != pid
@@ -161,7 +161,7 @@ def test_a_killed_nginx_master_s_workers_finish_their_requests_then_quit_and_not
     started.mkdir()
     env = {"SAGEMAKER_GUNICORN_WORKERS": "1", "SAGEMAKER_GUNICORN_THREADS": "8", "STARTED_DIR": str(started)}
     with support.Stack(model_dir(tmp_path, SLOW), env=env) as stack:
-        stack.wait_until(lambda: READY_LINE in stack.log(), timeout=30, what="saying ready")
+        support.wait_for_log(stack, READY_LINE, timeout=30)
         master = stack.pid_of("nginx-supervised")
         old_nginx = support.descendants(master) | {master}
         assert support.listening_pids(stack.port) == old_nginx
@@ -169,7 +169,7 @@ def test_a_killed_nginx_master_s_workers_finish_their_requests_then_quit_and_not
         requests.start()
         os.kill(master, signal.SIGKILL)
         message = f"nginx (pid {master}) exited with status -9; restarting it (restart #1)"
-        stack.wait_until(lambda: message in stack.log(), timeout=30, what="restarting nginx")
+        support.wait_for_log(stack, message, timeout=30)
         assert requests.finish() == requests.all_done()  # the old workers finished them
 
         def new_nginx_listens() -> bool:
@@ -179,13 +179,13 @@ def test_a_killed_nginx_master_s_workers_finish_their_requests_then_quit_and_not
 
         stack.wait_until(new_nginx_listens, timeout=60, what="the new nginx alone listening on the port")
         support.wait_for(lambda: not old_nginx & set(support.live_processes()), what="the old workers gone")
-        assert "Address already in use" not in stack.log()
         assert invoke(stack, "now", "text/plain").text == "done now"
 
         processes = stack.processes()
         assert len(processes) >= 4  # model server, gunicorn master and worker, nginx master and workers
         stack.signal(signal.SIGTERM)
         assert stack.proc.wait(60) == 0
+        assert "Address already in use" not in stack.log()  # the log is whole once serve has exited
         assert_nothing_left(stack, processes)
 
 

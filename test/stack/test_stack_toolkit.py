@@ -18,6 +18,7 @@ from support import npy_body
 from sagemaker_tfs.shared import runtime_dir
 from stack_support import invoke
 
+READY_LINE = " INFO serve: ready: "
 NO_SUPPORT = ("is not supported by this framework. Please implement input_fn to deserialize the request data or an "
               "output_fn to serialize the response.")
 
@@ -41,7 +42,9 @@ def defaults(tmp_path_factory):
 
 
 def test_no_model_server_runs_without_a_saved_model(defaults):
-    assert "no SavedModel in " in defaults.log() and "starting model server" not in defaults.log()
+    # the ready line is serve's last line of start-up: no model server was started before it
+    log = support.wait_for_log(defaults, "no SavedModel in ", READY_LINE)
+    assert "starting model server" not in log
     assert not list(defaults.runtime_dir.glob("tfs-*.pid"))
 
 
@@ -258,8 +261,8 @@ def test_the_toolkit_s_worker_count_and_timeout_names_apply(probe):
     args = Path(f"/proc/{probe.pid_of('gunicorn-supervised')}/cmdline").read_bytes().split(b"\0")
     assert args[args.index(b"--workers") + 1] == b"2"  # SAGEMAKER_MODEL_SERVER_WORKERS
     assert args[args.index(b"--timeout") + 1] == b"2"  # SAGEMAKER_MODEL_SERVER_TIMEOUT
-    assert "inference toolkit functions pre_model_fn, model_fn, model_warmup_fn, input_fn, predict_fn, output_fn" \
-        in probe.log()  # SAGEMAKER_PROGRAM=probe.py
+    support.wait_for_log(probe, "inference toolkit functions pre_model_fn, model_fn, model_warmup_fn, input_fn, "
+                                "predict_fn, output_fn")  # SAGEMAKER_PROGRAM=probe.py
 
 
 def test_every_worker_ran_the_start_up_functions_in_order_outliving_gunicorn_s_timeout(probe):
@@ -274,8 +277,10 @@ def test_every_worker_ran_the_start_up_functions_in_order_outliving_gunicorn_s_t
     assert answer.json()["helper"] == f"{model_dir}/code/lib/probe_helper.py"
     # serve opened the port once both workers had run them (model_fn takes 4 s, gunicorn's timeout is 2 s)
     assert runtime_dir.ready_workers(probe.runtime_dir) == 2
-    assert probe.log().count("sagemaker_tfs.toolkit: model_warmup_fn done in") == 2
-    assert "WORKER TIMEOUT" not in probe.log()
+    # gunicorn's lines and its workers' come through one pipe: a timeout would be logged before a new worker's line
+    log = support.wait_for_log(probe, "sagemaker_tfs.toolkit: model_warmup_fn done in", count=2)
+    assert log.count("sagemaker_tfs.toolkit: model_warmup_fn done in") == 2
+    assert "WORKER TIMEOUT" not in log
 
 
 def test_the_context_of_a_request(probe):
@@ -367,8 +372,8 @@ def test_a_falcon_http_error_keeps_its_status_and_headers(probe):
 def test_an_unexpected_error_logs_its_traceback_with_the_request_id(probe):
     run(probe, "value", X_Amzn_RequestId="req-traceback")
     line = "request req-traceback: 500 ValueError: boom (POST /invocations)"
-    support.wait_for(lambda: line in probe.log(), what="the log line")
-    assert "Traceback (most recent call last)" in probe.log().split(line)[1]
+    log = support.wait_for_log(probe, line)
+    support.wait_for_log(probe, "Traceback (most recent call last)", since=log.index(line) + len(line))
 
 
 def test_the_compatibility_imports_decode_and_encode(probe):

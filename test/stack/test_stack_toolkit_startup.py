@@ -45,7 +45,8 @@ def test_sagemaker_inference_contract_toolkit_ignores_the_tfs_names(tmp_path):
     with support.Stack(folder, env={"SAGEMAKER_INFERENCE_CONTRACT": "toolkit"}) as stack:
         answer = invoke(stack, "[1]")
         assert (answer.status, answer.content_type, answer.text) == (200, "application/json", '"toolkit"')
-        assert f"{folder}/code/inference.py: SAGEMAKER_INFERENCE_CONTRACT=toolkit, so handler is ignored" in stack.log()
+        support.wait_for_log(stack, f"{folder}/code/inference.py: SAGEMAKER_INFERENCE_CONTRACT=toolkit, so handler is "
+                                    "ignored")
 
 
 def test_sagemaker_inference_contract_tfs_ignores_the_toolkit_names(tmp_path):

@@ -36,3 +36,13 @@ def test_a_stack_s_ports_lie_below_the_ephemeral_range(tmp_path):
     stack = support.Stack(tmp_path, instances=2)
     assert len(stack.model_server_ports) == 4
     assert max(stack.port, *stack.model_server_ports) < support.ephemeral_port_range()[0]
+
+
+def test_a_port_is_never_handed_out_twice_in_a_run():
+    """A test that picks a port for a setting, then starts a stack that picks its own, gets different ports, even
+    though the first is still free."""
+    given = [support.free_port() for _ in range(200)]
+    for _ in range(50):
+        low, high = support.free_port_range(4)
+        given.extend(range(low, high + 1))
+    assert len(given) == len(set(given))
