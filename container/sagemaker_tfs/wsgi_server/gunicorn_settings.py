@@ -14,7 +14,7 @@ from gunicorn import util as _util
 def _logging() -> dict:
     """gunicorn's own lines through logs.py's formatters: JSON with SAGEMAKER_LOG_FORMAT=json, else gunicorn's text
     layout with control characters escaped (a request's path is client text). Its loggers do not propagate, so that
-    the root logger has only the app's handler (app.py) and no line is written twice. In text, no access log (as
+    the root logger has only the app's handler (app/routes.py) and no line is written twice. In text, no access log (as
     without a logging config: nginx's has every request)."""
     from ..config import log_format
 
