@@ -1,13 +1,17 @@
-"""The suite's one rule about speed: tests that start whole stacks (serve with nginx, gunicorn and the model servers),
-run Batch Transform jobs or examples end to end, build images, or wait out the model server's timers and limits are
-marked `slow`, by folder or module below, so that `scripts/test.sh -m "not slow"` runs the rest in under a minute.
-CI runs everything."""
+"""What every folder of the suite shares: the rule about speed, and a local S3 server (s3_endpoint).
+
+Tests that start whole stacks (serve with nginx, gunicorn and the model servers), run Batch Transform jobs or
+examples end to end, build images, or wait out the model server's timers and limits are marked `slow`, by folder or
+module below, so that `scripts/test.sh -m "not slow"` runs the rest in under a minute. CI runs everything."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+
+import support
 
 HERE = Path(__file__).parent
 SLOW = [HERE / name for name in ("stack", "multi_model", "examples", "image", "gunicorn_app",
@@ -22,3 +26,21 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         path = Path(item.fspath)
         if any(path == slow or slow in path.parents for slow in SLOW):
             item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint() -> str:
+    """moto's S3-compatible server on a free loopback port, with dummy credentials for boto3."""
+    port = support.free_port()
+    saved = {k: os.environ.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION")}
+    os.environ.update(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION="us-east-1")
+    server = support.Background([support.VENV_BIN / "moto_server", "-H", "127.0.0.1", "-p", str(port)])
+    with server:
+        url = f"http://127.0.0.1:{port}"
+        server.wait_until(lambda: support.http_status(url + "/") is not None, timeout=60, what="listening")
+        yield url
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value

@@ -494,3 +494,14 @@ def counted_page(port: int, expected: dict[tuple[str, tuple], float], before: di
         got = {key: grown(pages[-1], key) for key in expected}
         raise AssertionError(f"{failure}; it counts {got}") from None
     return pages[-1]
+
+
+def runtime_client(port: int):
+    """boto3's `sagemaker-runtime` client pointed at a local container's runtime API (SAGEMAKER_LOCAL_RUNTIME_API),
+    with dummy credentials and no retries (so that each call is one request)."""
+    import boto3
+    from botocore.config import Config
+
+    return boto3.client("sagemaker-runtime", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1",
+                        aws_access_key_id="local", aws_secret_access_key="local",
+                        config=Config(retries={"max_attempts": 1, "mode": "standard"}, read_timeout=120))

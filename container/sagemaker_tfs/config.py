@@ -337,6 +337,38 @@ class Settings:
     log_format: str = var("SAGEMAKER_LOG_FORMAT", _choice(*LOG_FORMATS), "text",
                           "`json`: `serve`, the app, gunicorn and the embedded model server log one JSON object per "
                           "line, with the request id on a request's lines")
+    # The local twin of SageMaker Runtime's API (runtime_api/): off in production, where SageMaker itself answers it.
+    local_runtime_api: bool = var(
+        "SAGEMAKER_LOCAL_RUNTIME_API", _bool, False,
+        "`true`: SageMaker Runtime's `InvokeEndpoint` and `InvokeEndpointAsync` on nginx's port, for boto3 and the "
+        "SDK with `endpoint_url` (README: Testing your client locally)", render=_render_bool)
+    local_runtime_variant: str = var("SAGEMAKER_LOCAL_RUNTIME_VARIANT", _text, "AllTraffic",
+                                     "the runtime API's `InvokedProductionVariant`")
+    local_runtime_max_payload_mb: int = var(
+        "SAGEMAKER_LOCAL_RUNTIME_MAX_PAYLOAD_MB", _int_between(1, MAX_TRANSFORM_MB), DEFAULT_MAX_PAYLOAD_IN_MB,
+        "the runtime API's largest `InvokeEndpoint` body, in MiB (SageMaker's real-time limit); larger is a "
+        "`ValidationError`")
+    local_runtime_timeout_seconds: int = var(
+        "SAGEMAKER_LOCAL_RUNTIME_TIMEOUT_SECONDS", _int_between(1, 3600), 60,
+        "the runtime API's wait for the container's answer (SageMaker's 60 s); then a `ModelError`")
+    local_async_input_path: str | None = var(
+        "SAGEMAKER_LOCAL_ASYNC_INPUT_PATH", _text, None,
+        "the folder a local `InputLocation` of `InvokeEndpointAsync` must be in (by its real path); unset, only "
+        "`s3://` inputs and inline bodies are taken")
+    local_async_output_path: str | None = var(
+        "SAGEMAKER_LOCAL_ASYNC_OUTPUT_PATH", _text, None,
+        "`InvokeEndpointAsync`'s `S3OutputPath`: a folder or an `s3://` prefix; unset, the operation is a "
+        "`ValidationError`")
+    local_async_failure_path: str | None = var(
+        "SAGEMAKER_LOCAL_ASYNC_FAILURE_PATH", _text, None,
+        "`InvokeEndpointAsync`'s `S3FailurePath`: where failures are written",
+        shown_default="`SAGEMAKER_LOCAL_ASYNC_OUTPUT_PATH`")
+    local_async_max_queued: int = var("SAGEMAKER_LOCAL_ASYNC_MAX_QUEUED", _int_between(1), 100,
+                                      "asynchronous requests waiting at once; one more is throttled")
+    local_async_max_concurrent: int = var(
+        "SAGEMAKER_LOCAL_ASYNC_MAX_CONCURRENT", _int_between(1), lambda s: cpu_count(),
+        "asynchronous requests sent to the container at once (`MaxConcurrentInvocationsPerInstance`)",
+        shown_default="number of cores")
     omp_num_threads: str = var("OMP_NUM_THREADS", _text, "1", "as the original container",
                                shown_default="set to `1` when unset")
 

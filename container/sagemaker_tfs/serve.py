@@ -89,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):  # SIGHUP: the terminal closed
         signal.signal(signum, on_signal)
     stack: Stack | None = None
+    runtime_api = None  # SAGEMAKER_LOCAL_RUNTIME_API's operations, in this process
     children_reaper = reaper.start()  # kills the children if serve itself is killed (SIGKILL, OOM killer)
     try:
         settings, tree = prepare()
@@ -99,6 +100,11 @@ def main(argv: list[str] | None = None) -> int:
             stack = MultiModelStack(settings, stopping)
         else:
             stack = Stack(settings, tree, stopping)
+        if settings.local_runtime_api:
+            from .runtime_api.server import RuntimeApi
+
+            runtime_api = RuntimeApi(settings, stack.runtime, getattr(stack, "owner", None))
+            runtime_api.start()
         stack.start()
         stack.supervise()
     except StopRequested:
@@ -107,8 +113,12 @@ def main(argv: list[str] | None = None) -> int:
         log.error("cannot start: %s", exc)
         return 1
     finally:
+        if runtime_api is not None:
+            runtime_api.drain()  # while nginx still answers: the asynchronous invocations in flight finish
         if stack is not None:
             stack.stop()
+        if runtime_api is not None:
+            runtime_api.close()
         children_reaper.close()
     lock.close()
     log.info("stopped")

@@ -1,4 +1,4 @@
-"""Fixtures shared by the transform tests: TFRecord files written by TensorFlow, a local S3 server."""
+"""Fixtures shared by the transform tests: TFRecord files written by TensorFlow (the local S3 server is test/conftest.py's)."""
 
 import json
 import os
@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-import support
 
 TFRECORD_PAYLOADS = [b"1.0", b"2.5", b"", b"-4", b"x" * 1000]
 TFRECORD_NUMBERS = [1.0, 2.5, -4.0, 10.0]
@@ -39,21 +38,3 @@ def tfrecord_file(tfrecord_files) -> tuple[Path, list[bytes]]:
 @pytest.fixture(scope="session")
 def tfrecord_numbers(tfrecord_files) -> tuple[Path, list[float]]:
     return tfrecord_files / "numbers.tfrecord", TFRECORD_NUMBERS
-
-
-@pytest.fixture(scope="session")
-def s3_endpoint() -> str:
-    """moto's S3-compatible server on a free loopback port, with dummy credentials for boto3."""
-    port = support.free_port()
-    saved = {k: os.environ.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION")}
-    os.environ.update(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION="us-east-1")
-    server = support.Background([support.VENV_BIN / "moto_server", "-H", "127.0.0.1", "-p", str(port)])
-    with server:
-        url = f"http://127.0.0.1:{port}"
-        server.wait_until(lambda: support.http_status(url + "/") is not None, timeout=60, what="listening")
-        yield url
-    for key, value in saved.items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value

@@ -6,7 +6,7 @@ import json
 import boto3
 import pytest
 
-from sagemaker_tfs.transform.storage import InputObject, SourceError, Storage
+from sagemaker_tfs.shared.storage import InputObject, SourceError, Storage
 
 
 def tree(root, files: dict[str, bytes]) -> None:

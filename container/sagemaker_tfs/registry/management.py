@@ -12,17 +12,12 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import socketserver
-import threading
-from pathlib import Path
 from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler
 
 import falcon
 
 from ..errors import HandlerError
-from ..shared import json_bodies, runtime_dir
+from ..shared import json_bodies
 from ..web import answers, middleware
 from ..web.middleware import log_target_model
 from .owner import Owner
@@ -30,7 +25,6 @@ from .owner import Owner
 log = logging.getLogger("sagemaker_tfs.multi_model")
 
 MAX_BODY = 65536  # a load request is {"model_name": ..., "url": ...}; nginx passes bodies of any size here
-READ_TIMEOUT = 10.0  # seconds a read of a request may wait (nginx sends a request whole, at once)
 
 
 def _json(resp: falcon.Response, body: dict[str, Any]) -> None:
@@ -78,31 +72,3 @@ def create_app(owner: Owner) -> falcon.App:
     app.add_route("/models", Models(owner))
     app.add_route("/models/{name}", Model(owner))
     return app
-
-
-class _Handler(WSGIRequestHandler):
-    timeout = READ_TIMEOUT  # a half-sent request does not hold its thread for long (the socket's timeout)
-
-    def setup(self) -> None:
-        super().setup()
-        self.client_address = ("127.0.0.1", 0)  # a UNIX socket's peer has no address; wsgiref wants one
-
-    def log_message(self, format: str, *args: Any) -> None:  # nginx's access log has every request
-        pass
-
-
-class ManagementServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
-    """The management app on a UNIX socket, a thread per request (loads of different names run in parallel)."""
-
-    daemon_threads = True
-
-    def __init__(self, path: Path, app: falcon.App):
-        runtime_dir.remove(path)
-        super().__init__(str(path), _Handler)
-        os.chmod(path, 0o666)  # nginx's workers connect, as another user when serve is root (see stack/nginx.py)
-        self.get_app = lambda: app
-        self.base_environ = {"SERVER_NAME": "localhost", "SERVER_PORT": "80", "GATEWAY_INTERFACE": "CGI/1.1",
-                             "SCRIPT_NAME": ""}
-
-    def start(self) -> None:
-        threading.Thread(target=self.serve_forever, name="models-api", daemon=True).start()

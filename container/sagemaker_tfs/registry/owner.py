@@ -159,6 +159,11 @@ class Owner:
         log.info("unloaded model %s", name)
         return {"success": f"Successfully unloaded model {name}."}
 
+    def is_ready(self, name: str) -> bool:
+        """Whether `name` is loaded and routed (no lock: a read of the current entry)."""
+        entry = self._entries.get(name)
+        return entry is not None and entry.state == ModelState.READY
+
     def describe(self, name: str) -> dict[str, Any]:
         entry = self._entries.get(name)
         if entry is None or entry.state != ModelState.READY:

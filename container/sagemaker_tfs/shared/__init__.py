@@ -16,5 +16,6 @@
     str_enum.py         enum.StrEnum on Python 3.10 too
     version_states.py   TensorFlow Serving's version states (START ... END)
     logs.py             text or JSON log lines
+    storage.py          local paths and s3:// objects (Batch Transform, the runtime API's asynchronous work)
     sockets.py          sending an HTTP message and socket timeouts (the app's client and the worker)
 """

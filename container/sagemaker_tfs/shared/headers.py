@@ -6,6 +6,7 @@ from __future__ import annotations
 REQUEST_ID_HEADER = "X-Amzn-RequestId"  # the client's request id, echoed in every answer
 CUSTOM_ATTRIBUTES_HEADER = "X-Amzn-SageMaker-Custom-Attributes"  # tfs-model-name=..., passed to handlers
 TARGET_MODEL_HEADER = "X-Amzn-SageMaker-Target-Model"  # the multi-model archive a request is for (logged)
+INFERENCE_ID_HEADER = "X-Amzn-SageMaker-Inference-Id"  # the runtime API caller's id of an invocation (logged)
 
 UNPREFIXED_KEYS = ("CONTENT_TYPE", "CONTENT_LENGTH")  # the environ keys of headers without HTTP_
 

@@ -13,7 +13,8 @@ from pathlib import Path
 from ..config import ConfigError, Settings
 from ..model_client.model_servers import answers
 from .supervisor import Child, Stack
-from ..registry.management import ManagementServer, create_app
+from ..registry.management import create_app
+from ..web.unix_server import UnixAppServer
 from ..registry.owner import Instance, Owner
 from ..registry.publication import Publisher
 
@@ -45,7 +46,7 @@ class MultiModelStack(Stack):
             wait_seconds=settings.tfs_wait_time_seconds, drain_seconds=settings.gunicorn_timeout_seconds,
             max_models=settings.multi_model_max_models, memory_percent=settings.multi_model_memory_limit_percent,
             exit_status=self._exit_status)
-        self.management = ManagementServer(self.runtime / "models.sock", create_app(self.owner))
+        self.management = UnixAppServer(self.runtime / "models.sock", create_app(self.owner), "models-api")
 
     @property
     def code_dir(self) -> Path:

@@ -66,6 +66,9 @@ def render(settings: Settings, direct_model: str | None, nginx_version: tuple[in
         if settings.multi_model else "",
         multi_model_locations=MULTI_MODEL_LOCATIONS.substitute(management_timeout=management_timeout(settings))
         if settings.multi_model else "",
+        runtime_api_location=RUNTIME_API_LOCATION.substitute(
+            runtime_dir=settings.runtime_dir, timeout=2 * settings.local_runtime_timeout_seconds + 30)
+        if settings.local_runtime_api else "",
         direct_http=_direct_http(settings, direct_model) if direct else "",
         invocations=_invocations(app_headers, direct),
         direct_entry=DIRECT_ENTRY if direct else "",
@@ -196,6 +199,16 @@ MULTI_MODEL_LOCATIONS = Template("""
         location /models/ {
             proxy_pass http://models;
             proxy_read_timeout ${management_timeout}s;
+        }
+""")
+
+
+# SAGEMAKER_LOCAL_RUNTIME_API: SageMaker Runtime's operations, to serve's runtime_api/ on its socket. Its read timeout
+# covers a multi-model target's load and the invocation, each bounded by SAGEMAKER_LOCAL_RUNTIME_TIMEOUT_SECONDS.
+RUNTIME_API_LOCATION = Template("""
+        location /endpoints/ {
+            proxy_pass http://unix:${runtime_dir}/runtime.sock;
+            proxy_read_timeout ${timeout}s;
         }
 """)
 

@@ -5,8 +5,8 @@
                             split_type="Line", strategy="MultiRecord", assemble_with="Line")
     description["TransformJobStatus"]  # "Completed" or "Failed"
 
-Modules, in the order data flows: job (parameters, validation, CreateTransformJob request), storage (inputs and
-outputs, local or s3://), records (SplitType), batching (BatchStrategy, MaxPayloadInMB), dataprocessing (filters,
+Modules, in the order data flows: job (parameters, validation, CreateTransformJob request), shared/storage.py
+(inputs and outputs, local or s3://), records (SplitType), batch_strategy (BatchStrategy, MaxPayloadInMB), dataprocessing (filters,
 joins, assembly), jsonpath, client (POST /invocations), containers (the stacks of our container), pipeline (the
 threads), api (transform(), the job description), progress and cli (the `sagemaker-tfs transform` command).
 """

@@ -30,7 +30,7 @@ from .dataprocessing import DataProcessing
 from .job import STRATEGY_ENV_NAMES, TransformJob
 from .outcomes import FailureKind, Status
 from .pipeline import ObjectResult, Pipeline, Plan, Stats, log
-from .storage import SourceError, Storage
+from ..shared.storage import SourceError, Storage
 
 DEFAULT_CONCURRENCY = 1
 DEFAULT_PAYLOAD_MB = DEFAULT_MAX_PAYLOAD_IN_MB

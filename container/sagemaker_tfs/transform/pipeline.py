@@ -29,7 +29,7 @@ from .dataprocessing import DataProcessing, RecordError, assemble
 from .events import BatchDone, Event, ObjectRead, ObjectSplit, RecordRefused
 from .outcomes import Failure, FailureKind, Status
 from .records import FramingError, joiner, split
-from .storage import InputObject, PendingOutput, Storage
+from ..shared.storage import InputObject, PendingOutput, Storage
 
 log = logging.getLogger("sagemaker_tfs.transform")
 

@@ -1,4 +1,5 @@
-"""Where input objects come from and where outputs go: local paths, or s3:// through boto3.
+"""Where input objects come from and where outputs go: local paths, or s3:// through boto3 (local Batch Transform's
+jobs, and the runtime API's asynchronous invocations).
 
 Inputs (S3DataType):
   * S3Prefix: every object whose key starts with the prefix, as a raw string prefix (`s3://b/test` also takes

@@ -1,0 +1,401 @@
+"""InvokeEndpointAsync: `POST /endpoints/{EndpointName}/async-invocations`, as an endpoint with an
+AsyncInferenceConfig answers it.
+
+The request names its input (X-Amzn-SageMaker-InputLocation: `s3://bucket/key` through shared/storage.py, the code
+local Batch Transform uses, a `file://` URI or a local path; or an inline Body of at most 128,000 bytes) and is
+answered at once: 202, `{"InferenceId": ...}`, X-Amzn-SageMaker-OutputLocation (`<output>/<InferenceId>.out`) and
+X-Amzn-SageMaker-FailureLocation (`<failure>/<InferenceId>-error.out`), where output is
+SAGEMAKER_LOCAL_ASYNC_OUTPUT_PATH (the endpoint config's S3OutputPath: a folder or an `s3://` prefix) and failure
+SAGEMAKER_LOCAL_ASYNC_FAILURE_PATH (its S3FailurePath; the output path when unset). S3OutputPathExtension goes
+between the path and the name of both; Filename replaces `<InferenceId>.out` [INF: the service model does not say
+whether either applies to the failure location]. Without an output path the operation is a ValidationError.
+
+The invocation then runs in `serve`'s process (the one that owns the runtime API's socket), on a bounded queue
+(`queue.Queue(SAGEMAKER_LOCAL_ASYNC_MAX_QUEUED)`: one more request is a ThrottlingException, as SageMaker throttles)
+served by SAGEMAKER_LOCAL_ASYNC_MAX_CONCURRENT threads, each sending one invocation at a time to the container's
+`/invocations` on nginx's port, as SageMaker's front end does (container.py), with the X-Amzn-SageMaker-Content-Type,
+-Accept and -Custom-Attributes of the request as Content-Type, Accept and custom attributes, and its request id and
+inference id. An invocation whose request waited past RequestTTLSeconds fails as expired; one the container does not
+answer within InvocationTimeoutSeconds (default 900) fails as timed out. A 2xx answer's body is the output; a 4xx or
+5xx answer's body (the container's error), or a message saying why (unreadable input, timeout, expiry), is the
+failure. Either is written whole or not at all (shared/storage.py's PendingOutput: a temporary file renamed, or
+uploaded once complete), and logged once with the inference id.
+
+At SIGTERM (`stop()`, called while nginx still answers): no new request is taken (ServiceUnavailable, 503); the
+invocations still queued are dropped, each logged with its inference id, and nothing is written for them (a client
+polling its output location sees neither an output nor a failure, as after an instance lost in SageMaker); the
+invocations in flight finish and are written, which each invocation's timeout bounds. Nothing is ever half-written.
+
+Not honoured locally: the output object's content type (S3 gets none), SNS notifications, and https:// input URLs.
+The container's own routes do not wait for any of this: the real-time path shares no lock with it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import re
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import falcon
+
+from ..config import Settings
+from ..shared import logs
+from ..shared.headers import CUSTOM_ATTRIBUTES_HEADER, INFERENCE_ID_HEADER, REQUEST_ID_HEADER
+from ..shared.storage import Storage
+from .container import Answer, Container
+from .errors import service_unavailable, throttled, validation
+
+if TYPE_CHECKING:
+    from .target_models import TargetModels
+
+log = logging.getLogger("sagemaker_tfs.runtime_api")
+
+INPUT_LOCATION_HEADER = "X-Amzn-SageMaker-InputLocation"
+CONTENT_TYPE_HEADER = "X-Amzn-SageMaker-Content-Type"
+ACCEPT_HEADER = "X-Amzn-SageMaker-Accept"
+TTL_HEADER = "X-Amzn-SageMaker-RequestTTLSeconds"
+TIMEOUT_HEADER = "X-Amzn-SageMaker-InvocationTimeoutSeconds"
+EXTENSION_HEADER = "X-Amzn-SageMaker-S3OutputPathExtension"
+FILENAME_HEADER = "X-Amzn-SageMaker-Filename"
+OUTPUT_LOCATION_HEADER = "X-Amzn-SageMaker-OutputLocation"
+FAILURE_LOCATION_HEADER = "X-Amzn-SageMaker-FailureLocation"
+
+# The service model's bounds (botocore's sagemaker-runtime 2017-05-13) and AWS's documented defaults.
+TTL_SECONDS = (60, 21600, 21600)  # lowest, highest, default (6 hours)
+TIMEOUT_SECONDS = (1, 3600, 900)  # lowest, highest, default (15 minutes)
+MAX_INLINE_BODY = 128_000
+MAX_INPUT_LOCATION = 1024
+MAX_HEADER_TEXT = 1024  # ContentType, Accept, CustomAttributes
+# \A\S[\p{Print}]*\z, and no `/`: here the id names a file in a folder, and must stay in it
+INFERENCE_ID = re.compile(r"[\x21-\x7e][\x20-\x7e]{0,63}")
+EXTENSION = re.compile(r"(?!s3:|https:)[a-zA-Z0-9!_.*'()/-]{1,512}")
+FILENAME = re.compile(r"(?!.*\..*\.)[a-zA-Z0-9][a-zA-Z0-9_.-]{0,31}")
+# The request's headers the container gets, under the names it gets them by (container.PASSED_ON)
+PASSED_AS = {CONTENT_TYPE_HEADER: "Content-Type", ACCEPT_HEADER: "Accept",
+             CUSTOM_ATTRIBUTES_HEADER: CUSTOM_ATTRIBUTES_HEADER}
+FILE_SCHEME = "file://"
+S3_SCHEME = "s3://"
+STOP = None  # what a worker takes from the queue to end
+
+
+@dataclass(frozen=True)
+class Invocation:
+    """One accepted request, as its worker needs it."""
+
+    inference_id: str
+    request_id: str
+    input_location: str | None  # s3://... or a local path; None when the body came inline
+    body: bytes | None
+    headers: dict[str, str]  # for the container's /invocations
+    output: str
+    failure: str
+    ttl: int
+    timeout: int
+    received: float  # time.monotonic() when it was queued
+
+    @property
+    def source(self) -> str:
+        return self.input_location or "the inline body"
+
+
+class AsyncInvocations:
+    """The Falcon resource of `/endpoints/{endpoint}/async-invocations` and the threads that run what it queues."""
+
+    def __init__(self, settings: Settings, container: Container, models: TargetModels | None = None):
+        # `models` (the multi-model TargetModels) is unused: InvokeEndpointAsync has no TargetModel member.
+        self.container = container
+        self.output_path = _local_or_s3(settings.local_async_output_path)
+        self.failure_path = _local_or_s3(settings.local_async_failure_path) or self.output_path
+        input_path = _local_or_s3(settings.local_async_input_path)
+        self.input_root = os.path.realpath(input_path) if input_path is not None else None
+        self.concurrency = settings.local_async_max_concurrent
+        self.queue: queue.Queue[Invocation | None] = queue.Queue(settings.local_async_max_queued)
+        self.storage = Storage()  # s3:// honours the usual AWS settings, AWS_ENDPOINT_URL(_S3) included
+        self._s3_lock = threading.Lock()  # taken until the S3 client exists (_make_s3_client)
+        self._s3_made = False
+        self.stopping = threading.Event()
+        self.workers: list[threading.Thread] = []
+
+    # ----- the operation -----
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response, endpoint: str) -> None:
+        if self.stopping.is_set():
+            raise service_unavailable("The endpoint is shutting down and takes no new asynchronous invocation")
+        invocation = self._invocation(req)
+        try:
+            self.queue.put_nowait(invocation)
+        except queue.Full:
+            raise throttled(f"The endpoint's asynchronous queue is full ({self.queue.maxsize} requests waiting, "
+                            "SAGEMAKER_LOCAL_ASYNC_MAX_QUEUED); retry later") from None
+        log.info("request %s: InvokeEndpointAsync %s, inference id %s, input %s: queued, output %s",
+                 invocation.request_id, endpoint, invocation.inference_id, invocation.source, invocation.output)
+        resp.status = falcon.HTTP_202
+        resp.media = {"InferenceId": invocation.inference_id}
+        resp.set_header(OUTPUT_LOCATION_HEADER, invocation.output)
+        resp.set_header(FAILURE_LOCATION_HEADER, invocation.failure)
+
+    def _invocation(self, req: falcon.Request) -> Invocation:
+        """The request, checked as SageMaker checks it; RuntimeApiError (ValidationError) says what is wrong."""
+        if self.output_path is None:
+            raise validation("InvokeEndpointAsync needs an output location: set SAGEMAKER_LOCAL_ASYNC_OUTPUT_PATH "
+                             "(a folder or an s3:// prefix, the endpoint config's AsyncInferenceConfig S3OutputPath) "
+                             "on the container")
+        location, body = _input(req)
+        if location is not None and not location.startswith(S3_SCHEME):
+            self._check_confined(location, req.get_header(INPUT_LOCATION_HEADER))
+        inference_id = _inference_id(req)
+        name, error_name = _output_names(req, inference_id)
+        return Invocation(
+            inference_id=inference_id, request_id=req.context.request_id, input_location=location, body=body,
+            headers=_container_headers(req, inference_id),
+            output=_join(self.output_path, name), failure=_join(self.failure_path, error_name),
+            ttl=_seconds(req, TTL_HEADER, *TTL_SECONDS), timeout=_seconds(req, TIMEOUT_HEADER, *TIMEOUT_SECONDS),
+            received=time.monotonic())
+
+    def _check_confined(self, path: str, given: str) -> None:
+        """A local input is read only inside SAGEMAKER_LOCAL_ASYNC_INPUT_PATH: the API may listen beyond the
+        machine, and a request must not make serve read any file it can."""
+        if self.input_root is None:
+            raise validation(f"InputLocation '{given}' is a local path: set SAGEMAKER_LOCAL_ASYNC_INPUT_PATH on the "
+                             "container to the folder local inputs may be read from, or give an s3:// location")
+        real = os.path.realpath(path)
+        if os.path.commonpath([real, self.input_root]) != self.input_root:
+            raise validation(f"InputLocation '{given}' is outside SAGEMAKER_LOCAL_ASYNC_INPUT_PATH ({self.input_root})")
+
+    # ----- the threads -----
+
+    def start(self) -> None:
+        for index in range(self.concurrency):
+            worker = threading.Thread(target=self._work, name=f"async-invocation-{index}", daemon=True)
+            worker.start()
+            self.workers.append(worker)
+
+    def stop(self) -> None:
+        """No new request; the queued ones dropped (logged, nothing written); returns once those in flight are
+        written (each bounded by its InvocationTimeoutSeconds and the time to write it)."""
+        if self.stopping.is_set():
+            return
+        self.stopping.set()
+        self._drop_queued()
+        for _ in self.workers:
+            self.queue.put(STOP)  # blocks only while racing requests fill the queue: the workers drop those
+        for worker in self.workers:
+            worker.join()
+        self._drop_queued()  # a request that passed the check as stop() began, queued after the workers ended
+
+    def _drop_queued(self) -> None:
+        while True:
+            try:
+                invocation = self.queue.get_nowait()
+            except queue.Empty:
+                return
+            if invocation is not STOP:
+                _log_dropped(invocation)
+
+    def _work(self) -> None:
+        while (invocation := self.queue.get()) is not STOP:
+            if self.stopping.is_set():  # taken between stop()'s flag and its draining
+                _log_dropped(invocation)
+                continue
+            token = logs.request_id.set(invocation.request_id)  # JSON log lines name the request
+            try:
+                self._run(invocation)
+            except Exception as exc:  # a bug: the worker lives on, the client finds a failure
+                log.exception("inference %s: failed", invocation.inference_id)
+                self._write_failure(invocation, f"Internal failure: {exc!r}".encode(), "internal failure")
+            finally:
+                logs.request_id.reset(token)
+
+    # ----- one invocation -----
+
+    def _run(self, invocation: Invocation) -> None:
+        self._make_s3_client(invocation)
+        started = time.monotonic()
+        waited = started - invocation.received
+        if waited > invocation.ttl:
+            message = f"Request expired: it waited {waited:.0f} s in the queue, more than its RequestTTLSeconds " \
+                      f"({invocation.ttl} s)"
+            self._write_failure(invocation, message.encode(), "expired")
+            return
+        try:
+            body = invocation.body if invocation.body is not None else self.storage.read(invocation.input_location)
+        except OSError as exc:  # Storage's own message of an s3:// read names the object already
+            message = f"Unable to read the input {invocation.input_location}: {exc.strerror}" if exc.strerror \
+                else str(exc)
+            self._write_failure(invocation, message.encode(), "unreadable input")
+            return
+        answer = self._call(invocation, body)
+        if answer is None:
+            return
+        if 200 <= answer.status < 300:
+            self._write_output(invocation, answer.body, time.monotonic() - started)
+        else:
+            body = answer.body or f"The container answered {answer.status} with an empty body".encode()
+            self._write_failure(invocation, body, f"the container answered {answer.status}")
+
+    def _make_s3_client(self, invocation: Invocation) -> None:
+        """The S3 client, made by one thread: boto3 makes it from its default session, which is not thread-safe."""
+        if self._s3_made:
+            return
+        locations = (invocation.input_location or "", invocation.output, invocation.failure)
+        if any(location.startswith(S3_SCHEME) for location in locations):
+            with self._s3_lock:
+                self.storage.s3  # noqa: B018 (made on first use)
+                self._s3_made = True
+
+    def _call(self, invocation: Invocation, body: bytes) -> Answer | None:
+        """The container's answer, or None once a failure saying why it has none is written."""
+        try:
+            return self.container.call("POST", "/invocations", body, invocation.headers, invocation.timeout)
+        except TimeoutError:
+            message = f"Invocation timed out: the container did not answer within InvocationTimeoutSeconds " \
+                      f"({invocation.timeout} s)"
+            self._write_failure(invocation, message.encode(), "timed out")
+        except OSError as exc:
+            self._write_failure(invocation, f"Unable to reach the container: {exc}".encode(), "no answer")
+        return None
+
+    def _write_output(self, invocation: Invocation, body: bytes, seconds: float) -> None:
+        try:
+            self._publish(invocation.output, body)
+        except Exception as exc:  # OSError, or boto3's S3UploadFailedError: tell the client through the failure
+            log.error("inference %s: unable to write the output %s: %s", invocation.inference_id,
+                      invocation.output, exc)
+            self._write_failure(invocation, f"Unable to write the output {invocation.output}: {exc}".encode(),
+                                "output not written")
+            return
+        log.info("inference %s: output written to %s (%d bytes, %.3f s)", invocation.inference_id,
+                 invocation.output, len(body), seconds)
+
+    def _write_failure(self, invocation: Invocation, body: bytes, why: str) -> None:
+        try:
+            self._publish(invocation.failure, body)
+        except Exception as exc:
+            log.error("inference %s: failed (%s) and unable to write the failure %s: %s", invocation.inference_id,
+                      why, invocation.failure, exc)
+            return
+        log.info("inference %s: failed (%s), failure written to %s", invocation.inference_id, why,
+                 invocation.failure)
+
+    def _publish(self, location: str, body: bytes) -> None:
+        """`body` at `location`, whole, or nothing there."""
+        pending = self.storage.open_output(location)
+        try:
+            pending.write(body)
+            pending.commit()
+        except BaseException:
+            pending.discard()
+            raise
+
+
+def _log_dropped(invocation: Invocation) -> None:
+    log.info("inference %s: dropped at shutdown while queued, nothing written (request %s, input %s)",
+             invocation.inference_id, invocation.request_id, invocation.source)
+
+
+# ----- the request's members -----
+
+def _local_or_s3(path: str | None) -> str | None:
+    """A setting's folder or s3:// prefix, a file:// URI taken as its path."""
+    return path[len(FILE_SCHEME):] if path is not None and path.startswith(FILE_SCHEME) else path
+
+
+def _join(base: str, name: str) -> str:
+    """`name` under a folder or an s3:// prefix (`s3://bucket` and `s3://bucket/` give `s3://bucket/<name>`)."""
+    return f"{base.rstrip('/')}/{name}"
+
+
+def _input(req: falcon.Request) -> tuple[str | None, bytes | None]:
+    """(input location, None) or (None, inline body): exactly one of them, as the service model says."""
+    location = req.get_header(INPUT_LOCATION_HEADER)
+    length = req.content_length or 0
+    if location is not None and length:
+        raise validation(f"Provide exactly one of InputLocation ({INPUT_LOCATION_HEADER}) and Body, not both")
+    if location is None:
+        if not length:
+            raise validation(f"Provide exactly one of InputLocation ({INPUT_LOCATION_HEADER}) and Body: the request "
+                             "has neither")
+        if length > MAX_INLINE_BODY:
+            raise validation(f"The inline Body is {length} bytes, more than {MAX_INLINE_BODY}: store it and give "
+                             f"its InputLocation ({INPUT_LOCATION_HEADER})")
+        return None, req.bounded_stream.read()
+    return _input_location(location), None
+
+
+def _input_location(location: str) -> str:
+    """The location Storage.read takes: s3://bucket/key or a local path."""
+    if not 1 <= len(location) <= MAX_INPUT_LOCATION:
+        raise validation(f"InputLocation ({INPUT_LOCATION_HEADER}) must be 1 to {MAX_INPUT_LOCATION} characters")
+    if location.startswith(S3_SCHEME):
+        bucket, _, key = location[len(S3_SCHEME):].partition("/")
+        if not bucket or not key:
+            raise validation(f"InputLocation '{location}' ({INPUT_LOCATION_HEADER}) must be s3://bucket/key")
+        return location
+    if location.startswith(FILE_SCHEME):
+        path = location[len(FILE_SCHEME):]
+        if not path.startswith("/"):
+            raise validation(f"InputLocation '{location}' ({INPUT_LOCATION_HEADER}) must be a file:// URI of an "
+                             "absolute path: file:///path/to/input")
+        return path
+    if "://" in location:  # https:// S3 URLs among them: they would need AWS's own addressing rules
+        raise validation(f"InputLocation '{location}' ({INPUT_LOCATION_HEADER}): the local endpoint reads s3://bucket/"
+                         "key, file:///path or a local path")
+    return location
+
+
+def _inference_id(req: falcon.Request) -> str:
+    given = req.get_header(INFERENCE_ID_HEADER)
+    if given is None:
+        return str(uuid.uuid4())  # as SageMaker makes one
+    if not INFERENCE_ID.fullmatch(given) or "/" in given:
+        raise validation(f"InferenceId '{given}' ({INFERENCE_ID_HEADER}) must be 1 to 64 printable ASCII "
+                         "characters, the first not a space, without '/' (it names the output file)")
+    return given
+
+
+def _output_names(req: falcon.Request, inference_id: str) -> tuple[str, str]:
+    """The output's and the failure's names under their paths: [<extension>/]<InferenceId>.out (or Filename) and
+    [<extension>/]<InferenceId>-error.out."""
+    extension = req.get_header(EXTENSION_HEADER)
+    filename = req.get_header(FILENAME_HEADER)
+    if extension is not None and (not EXTENSION.fullmatch(extension) or ".." in extension.split("/")):
+        raise validation(f"S3OutputPathExtension '{extension}' ({EXTENSION_HEADER}) must be 1 to 512 of "
+                         "a-z A-Z 0-9 ! _ . * ' ( ) / -, not start with s3: or https:, and have no '..' segment")
+    if filename is not None and not FILENAME.fullmatch(filename):
+        raise validation(f"Filename '{filename}' ({FILENAME_HEADER}) must be 1 to 32 of a-z A-Z 0-9 _ . -, start "
+                         "with a letter or digit and hold at most one '.'")
+    folder = f"{extension.strip('/')}/" if extension and extension.strip("/") else ""
+    return folder + (filename or f"{inference_id}.out"), f"{folder}{inference_id}-error.out"
+
+
+def _seconds(req: falcon.Request, header: str, lowest: int, highest: int, default: int) -> int:
+    raw = req.get_header(header)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        value = None
+    if value is None or not lowest <= value <= highest:
+        member = header[len("X-Amzn-SageMaker-"):]
+        raise validation(f"{member} '{raw}' ({header}) must be an integer from {lowest} to {highest}")
+    return value
+
+
+def _container_headers(req: falcon.Request, inference_id: str) -> dict[str, str]:
+    """What the container's /invocations gets, as SageMaker passes it (container.PASSED_ON): the request's
+    content type, accept and custom attributes under their usual names, its request id and the inference id."""
+    headers = {REQUEST_ID_HEADER: req.context.request_id, INFERENCE_ID_HEADER: inference_id}
+    for received, sent in PASSED_AS.items():
+        value = req.get_header(received)
+        if value is not None and len(value) > MAX_HEADER_TEXT:
+            raise validation(f"{received} must be at most {MAX_HEADER_TEXT} characters")
+        if value is not None:
+            headers[sent] = value
+    return headers

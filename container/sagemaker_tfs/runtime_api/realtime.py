@@ -1,0 +1,101 @@
+"""InvokeEndpoint: `POST /endpoints/{EndpointName}/invocations`, as SageMaker's front end runs it. Its own checks first
+(the body, the target model), then the container's `/invocations` (a multi-model target's `/models/{name}/invoke`)
+on nginx's port with the headers SageMaker passes on; a 2xx answer is passed back with the production variant, any
+other is SageMaker's ModelError (424) quoting the container's status and body."""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import falcon
+
+from ..config import Settings
+from ..shared.headers import (CUSTOM_ATTRIBUTES_HEADER, INFERENCE_ID_HEADER, REQUEST_ID_HEADER,
+                              TARGET_MODEL_HEADER)
+from .container import Answer, Container, passed_on
+from .errors import model_error, service_unavailable, validation
+from .target_models import LoadFailed, TargetModels
+
+log = logging.getLogger("sagemaker_tfs.runtime_api")
+
+MIB = 1024 * 1024
+VARIANT_HEADER = "x-Amzn-Invoked-Production-Variant"
+TIMED_OUT = ("Your invocation timed out while waiting for a response from container primary. Review the latency "
+             "metrics for each container, resolve the issue, and try again.")
+
+
+def log_stream(settings: Settings, endpoint: str) -> str:
+    """ModelError's LogStreamArn: in SageMaker, the endpoint's CloudWatch stream; here serve's standard error, which
+    the ARN names by serve's process id."""
+    return (f"arn:aws:logs:local:000000000000:log-group:/aws/sagemaker/Endpoints/{endpoint}:log-stream:"
+            f"{settings.local_runtime_variant}/serve-{os.getpid()}")
+
+
+class InvokeEndpoint:
+    def __init__(self, settings: Settings, container: Container, models: TargetModels | None):
+        self.settings = settings
+        self.container = container
+        self.models = models
+        self.limit = settings.local_runtime_max_payload_mb * MIB
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response, endpoint: str) -> None:
+        rid = req.context.request_id
+        target = req.get_header(TARGET_MODEL_HEADER)
+        log.info("request %s: InvokeEndpoint %s, inference id %s%s", rid, endpoint,
+                 req.get_header(INFERENCE_ID_HEADER), f", target model {target}" if target is not None else "")
+        body = self._body(req, rid)
+        path = self._path(target, endpoint)
+        headers = passed_on(req.headers)
+        headers[REQUEST_ID_HEADER] = rid  # one id in the client's answer and in every log line of the stack
+        answer = self._call(path, body, headers, endpoint)
+        if not 200 <= answer.status < 300:
+            # SageMaker routes no request to a container whose /ping fails: then the error is the endpoint's (asked
+            # only after an error answer, so that a request that succeeds pays for no /ping)
+            if not self.container.ready():
+                raise service_unavailable(f"The endpoint {endpoint} is not ready: its container does not answer "
+                                          "GET /ping with 200")
+            raise model_error(answer.status, answer.body, log_stream(self.settings, endpoint))
+        resp.data = answer.body
+        if answer.content_type is not None:
+            resp.content_type = answer.content_type
+        resp.set_header(VARIANT_HEADER, self.settings.local_runtime_variant)
+        if answer.custom_attributes is not None:
+            resp.set_header(CUSTOM_ATTRIBUTES_HEADER, answer.custom_attributes)
+
+    def _body(self, req: falcon.Request, rid: str) -> bytes:
+        length = req.content_length
+        if length is not None and length > self.limit:
+            raise validation(f"Request {rid} has oversize body.")
+        body = req.bounded_stream.read(self.limit + 1)
+        if len(body) > self.limit:
+            raise validation(f"Request {rid} has oversize body.")
+        if not body:
+            raise validation("1 validation error detected: Value at 'body' failed to satisfy constraint: Member "
+                             "must not be empty")
+        return body
+
+    def _path(self, target: str | None, endpoint: str) -> str:
+        """The container's route for this request: a multi-model endpoint's needs a target, loaded on first use."""
+        if self.models is None:
+            if target is not None:
+                raise validation("TargetModel is only valid for a multi-model endpoint: this container serves one "
+                                 "model (SAGEMAKER_MULTI_MODEL is not true)")
+            return "/invocations"
+        if target is None:
+            raise validation("TargetModel is required: this is a multi-model endpoint (SAGEMAKER_MULTI_MODEL=true)")
+        try:
+            return f"/models/{self.models.model_for(target)}/invoke"
+        except LoadFailed as exc:  # the registry's refusal, as the container's answer
+            raise model_error(exc.status, exc.message.encode(), log_stream(self.settings, endpoint)) from None
+
+    def _call(self, path: str, body: bytes, headers: dict[str, str], endpoint: str) -> Answer:
+        timeout = self.settings.local_runtime_timeout_seconds
+        try:
+            return self.container.call("POST", path, body, headers, timeout)
+        except TimeoutError:
+            raise model_error(0, TIMED_OUT.encode(), log_stream(self.settings, endpoint)) from None
+        except OSError as exc:
+            log.warning("InvokeEndpoint %s: the container cannot be reached: %s", endpoint, exc)
+            raise service_unavailable(f"The endpoint {endpoint} is not ready: its container cannot be reached") \
+                from None

@@ -1,0 +1,50 @@
+"""A Falcon app served on a UNIX socket by `serve`'s own threads (a thread per request), behind nginx: the
+multi-model management routes (registry/management.py) and the local runtime API (runtime_api/). Requests that may
+wait long (a model load, a model's answer) never hold a gunicorn worker or its timeout."""
+
+from __future__ import annotations
+
+import os
+import socket
+import socketserver
+import threading
+from pathlib import Path
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler
+
+import falcon
+
+from ..shared import runtime_dir
+
+READ_TIMEOUT = 10.0  # seconds a read of a request may wait (nginx sends a request whole, at once)
+
+
+class _Handler(WSGIRequestHandler):
+    timeout = READ_TIMEOUT  # a half-sent request does not hold its thread for long (the socket's timeout)
+
+    def setup(self) -> None:
+        super().setup()
+        self.client_address = ("127.0.0.1", 0)  # a UNIX socket's peer has no address; wsgiref wants one
+
+    def log_message(self, format: str, *args: Any) -> None:  # nginx's access log has every request
+        pass
+
+
+class UnixAppServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    """`app` on the UNIX socket `path` (created here, replacing a stale one), a thread per request."""
+
+    daemon_threads = True
+    # socketserver's default backlog is 5: a burst of nginx's connections would be refused (EAGAIN, a 503)
+    request_queue_size = socket.SOMAXCONN
+
+    def __init__(self, path: Path, app: falcon.App, name: str):
+        runtime_dir.remove(path)
+        super().__init__(str(path), _Handler)
+        os.chmod(path, 0o666)  # nginx's workers connect, as another user when serve is root (see stack/nginx.py)
+        self.name = name
+        self.get_app = lambda: app
+        self.base_environ = {"SERVER_NAME": "localhost", "SERVER_PORT": "80", "GATEWAY_INTERFACE": "CGI/1.1",
+                             "SCRIPT_NAME": ""}
+
+    def start(self) -> None:
+        threading.Thread(target=self.serve_forever, name=self.name, daemon=True).start()

@@ -1,0 +1,201 @@
+"""SageMaker Runtime's InvokeEndpoint on a local container (SAGEMAKER_LOCAL_RUNTIME_API=true), called with boto3's
+own `sagemaker-runtime` client: the same answers as `/invocations`, SageMaker's errors as botocore raises them."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+
+import pytest
+from botocore.exceptions import ClientError
+
+import support
+from stack_support import invoke, model_dir
+
+ON = {"SAGEMAKER_LOCAL_RUNTIME_API": "true"}
+BODY = b'{"instances": [1.0, 2.0, 5.0]}'
+SLOW_SCRIPT = """
+    import time
+
+    def handler(data, context):
+        body = data.read()
+        if context.custom_attributes == "sleep":
+            time.sleep(20)
+        if context.custom_attributes == "fail":
+            raise RuntimeError("the handler failed")
+        return body, context.accept_header
+"""
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    env = {**ON, "SAGEMAKER_LOCAL_RUNTIME_MAX_PAYLOAD_MB": "1"}
+    with support.Stack(model_dir(tmp_path_factory.mktemp("plain")), env=env) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def scripted(tmp_path_factory):
+    env = {**ON, "SAGEMAKER_LOCAL_RUNTIME_TIMEOUT_SECONDS": "1", "SAGEMAKER_LOCAL_RUNTIME_VARIANT": "Blue"}
+    with support.Stack(model_dir(tmp_path_factory.mktemp("scripted"), SLOW_SCRIPT), env=env) as running:
+        yield running
+
+
+def error_of(call) -> dict:
+    """The botocore ClientError's parsed response of a call that must fail."""
+    with pytest.raises(ClientError) as raised:
+        call()
+    return raised.value.response
+
+
+@pytest.mark.parametrize("body, content_type, accept, attributes", [
+    (BODY, "application/json", None, None),  # the direct route
+    (BODY, "application/json", None, "tfs-model-name=model,tfs-method=predict"),  # the direct route, named
+    (b"1.0\n2.0\n", "text/csv", "text/csv", None),  # the app's codecs
+    (b"[1.0, 2.0]", "application/json", "application/jsonlines", None),
+])
+def test_invoke_endpoint_answers_what_invocations_answers(stack, body, content_type, accept, attributes):
+    headers = {"Accept": accept} if accept else {}
+    expected = invoke(stack, body, content_type, attributes, **headers)
+    assert expected.status == 200
+    args = {"Accept": accept} if accept else {}
+    if attributes:
+        args["CustomAttributes"] = attributes
+    answer = support.runtime_client(stack.port).invoke_endpoint(
+        EndpointName="local-endpoint", Body=body, ContentType=content_type, **args)
+    assert answer["Body"].read() == expected.body
+    assert answer["ContentType"] == expected.content_type
+    assert answer["InvokedProductionVariant"] == "AllTraffic"
+    assert answer["ResponseMetadata"]["HTTPStatusCode"] == 200
+    assert "CustomAttributes" not in answer  # the container's answer sets none
+
+
+def test_a_client_error_of_the_container_is_a_model_error_with_its_status_and_body(stack):
+    bad = b'{"instances": ["a"]}'
+    container = invoke(stack, bad)
+    assert container.status == 400
+    error = error_of(lambda: support.runtime_client(stack.port).invoke_endpoint(
+        EndpointName="local-endpoint", Body=bad, ContentType="application/json"))
+    assert error["ResponseMetadata"]["HTTPStatusCode"] == 424
+    assert error["Error"]["Code"] == "ModelError"
+    assert error["OriginalStatusCode"] == 400
+    assert error["OriginalMessage"] == container.text
+    stream = (f"arn:aws:logs:local:000000000000:log-group:/aws/sagemaker/Endpoints/local-endpoint:log-stream:"
+              f"AllTraffic/serve-{stack.proc.pid}")
+    assert error["LogStreamArn"] == stream
+    assert error["Error"]["Message"] == (f'Received client error (400) from primary with message "{container.text}". '
+                                         f"See {stream} for more information.")
+
+
+def test_the_request_id_endpoint_name_and_inference_id_are_logged_and_the_id_answered(stack):
+    answer = support.runtime_client(stack.port).invoke_endpoint(
+        EndpointName="logged-endpoint", Body=BODY, ContentType="application/json", InferenceId="inference-7")
+    rid = answer["ResponseMetadata"]["RequestId"]
+    assert len(rid) == 36
+    support.wait_for_log(stack, f"request {rid}: InvokeEndpoint logged-endpoint, inference id inference-7")
+
+
+def test_a_body_over_the_payload_limit_is_a_validation_error(stack):
+    body = b'{"instances": [' + b"1.0, " * (1024 * 1024 // 5) + b"1.0]}"
+    error = error_of(lambda: support.runtime_client(stack.port).invoke_endpoint(
+        EndpointName="e", Body=body, ContentType="application/json"))
+    assert error["ResponseMetadata"]["HTTPStatusCode"] == 400
+    assert error["Error"]["Code"] == "ValidationError"
+    rid = error["ResponseMetadata"]["RequestId"]
+    assert error["Error"]["Message"] == f"Request {rid} has oversize body."
+
+
+def test_an_empty_body_is_a_validation_error(stack):
+    error = error_of(lambda: support.runtime_client(stack.port).invoke_endpoint(
+        EndpointName="e", Body=b"", ContentType="application/json"))
+    assert (error["Error"]["Code"], error["ResponseMetadata"]["HTTPStatusCode"]) == ("ValidationError", 400)
+    assert error["Error"]["Message"] == ("1 validation error detected: Value at 'body' failed to satisfy constraint: "
+                                         "Member must not be empty")
+
+
+def test_a_target_model_on_a_single_model_endpoint_is_a_validation_error(stack):
+    error = error_of(lambda: support.runtime_client(stack.port).invoke_endpoint(
+        EndpointName="e", Body=BODY, ContentType="application/json", TargetModel="model.tar.gz"))
+    assert (error["Error"]["Code"], error["ResponseMetadata"]["HTTPStatusCode"]) == ("ValidationError", 400)
+    assert error["Error"]["Message"] == ("TargetModel is only valid for a multi-model endpoint: this container "
+                                         "serves one model (SAGEMAKER_MULTI_MODEL is not true)")
+
+
+def test_headers_the_twin_cannot_honour_are_accepted(stack):
+    answer = support.runtime_client(stack.port).invoke_endpoint(
+        EndpointName="e", Body=BODY, ContentType="application/json", TargetVariant="Blue",
+        TargetContainerHostname="c1", EnableExplanations="`true`")
+    assert answer["Body"].read() == invoke(stack, BODY).body
+
+
+def test_a_server_error_of_a_handler_is_a_model_error(scripted):
+    container = invoke(scripted, BODY, attributes="fail")
+    assert container.status == 500
+    error = error_of(lambda: support.runtime_client(scripted.port).invoke_endpoint(
+        EndpointName="e", Body=BODY, ContentType="application/json", CustomAttributes="fail"))
+    assert (error["Error"]["Code"], error["OriginalStatusCode"]) == ("ModelError", 500)
+    assert error["OriginalMessage"] == container.text
+    assert error["Error"]["Message"].startswith(f'Received server error (500) from primary with message "')
+
+
+def test_the_variant_setting_names_the_invoked_production_variant(scripted):
+    answer = support.runtime_client(scripted.port).invoke_endpoint(
+        EndpointName="e", Body=b"1,2", ContentType="text/csv", Accept="text/csv")
+    assert (answer["Body"].read(), answer["ContentType"], answer["InvokedProductionVariant"]) == (
+        b"1,2", "text/csv", "Blue")
+
+
+def test_an_answer_later_than_the_timeout_is_a_model_error_as_sagemaker_gives_it(scripted):
+    error = error_of(lambda: support.runtime_client(scripted.port).invoke_endpoint(
+        EndpointName="e", Body=BODY, ContentType="application/json", CustomAttributes="sleep"))
+    assert (error["Error"]["Code"], error["ResponseMetadata"]["HTTPStatusCode"]) == ("ModelError", 424)
+    assert error["OriginalStatusCode"] == 0
+    assert error["OriginalMessage"] == ("Your invocation timed out while waiting for a response from container "
+                                        "primary. Review the latency metrics for each container, resolve the issue, "
+                                        "and try again.")
+
+
+def test_a_container_that_is_not_ready_is_service_unavailable(tmp_path):
+    folder = model_dir(tmp_path)
+    with support.Stack(folder, env=ON) as stack:
+        shutil.rmtree(folder / "00000123")  # the model server started again cannot load the model: /ping stays 503
+        os.kill(stack.pid_of("tfs-0"), signal.SIGKILL)
+        support.wait_for(lambda: support.http_status(stack.url + "/ping") == 503, what="/ping answering 503")
+        error = error_of(lambda: support.runtime_client(stack.port).invoke_endpoint(
+            EndpointName="down", Body=BODY, ContentType="application/json"))
+    assert (error["Error"]["Code"], error["ResponseMetadata"]["HTTPStatusCode"]) == ("ServiceUnavailable", 503)
+    assert error["Error"]["Message"] == "The endpoint down is not ready: its container does not answer GET /ping with 200"
+
+
+def test_without_the_setting_the_runtime_api_does_not_exist(tmp_path):
+    with support.Stack(model_dir(tmp_path)) as stack:
+        error = error_of(lambda: support.runtime_client(stack.port).invoke_endpoint(
+            EndpointName="e", Body=BODY, ContentType="application/json"))
+        assert error["ResponseMetadata"]["HTTPStatusCode"] == 404
+        answer = support.http_call(stack.port, "POST", "/endpoints/e/invocations", BODY,
+                                   {"Content-Type": "application/json"})
+        assert (answer.status, answer.json()) == (404, {"error": "Not Found"})
+
+
+def test_a_burst_of_concurrent_calls_is_answered_whole(stack):
+    """64 at once: more than the socket's backlog would have been at socketserver's default (5)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    client = support.runtime_client(stack.port)
+    expected = invoke(stack, BODY).body
+    with ThreadPoolExecutor(64) as pool:
+        bodies = list(pool.map(lambda _: client.invoke_endpoint(
+            EndpointName="e", Body=BODY, ContentType="application/json")["Body"].read(), range(64)))
+    assert bodies == [expected] * 64
+
+
+def test_the_streaming_operation_is_refused_with_a_clear_message(stack):
+    with pytest.raises(ClientError) as raised:
+        support.runtime_client(stack.port).invoke_endpoint_with_response_stream(
+            EndpointName="e", Body=BODY, ContentType="application/json")
+    error = raised.value.response
+    assert (error["Error"]["Code"], error["ResponseMetadata"]["HTTPStatusCode"]) == ("ValidationError", 400)
+    assert error["Error"]["Message"] == ("InvokeEndpointWithResponseStream is not served by the local runtime API "
+                                         "(SAGEMAKER_LOCAL_RUNTIME_API): use InvokeEndpoint or InvokeEndpointAsync")
