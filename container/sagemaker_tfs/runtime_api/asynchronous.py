@@ -117,8 +117,6 @@ class AsyncInvocations:
         self.concurrency = settings.local_async_max_concurrent
         self.queue: queue.Queue[Invocation | None] = queue.Queue(settings.local_async_max_queued)
         self.storage = Storage()  # s3:// honours the usual AWS settings, AWS_ENDPOINT_URL(_S3) included
-        self._s3_lock = threading.Lock()  # taken until the S3 client exists (_make_s3_client)
-        self._s3_made = False
         self.stopping = threading.Event()
         self.workers: list[threading.Thread] = []
 
@@ -215,7 +213,6 @@ class AsyncInvocations:
     # ----- one invocation -----
 
     def _run(self, invocation: Invocation) -> None:
-        self._make_s3_client(invocation)
         started = time.monotonic()
         waited = started - invocation.received
         if waited > invocation.ttl:
@@ -238,16 +235,6 @@ class AsyncInvocations:
         else:
             body = answer.body or f"The container answered {answer.status} with an empty body".encode()
             self._write_failure(invocation, body, f"the container answered {answer.status}")
-
-    def _make_s3_client(self, invocation: Invocation) -> None:
-        """The S3 client, made by one thread: boto3 makes it from its default session, which is not thread-safe."""
-        if self._s3_made:
-            return
-        locations = (invocation.input_location or "", invocation.output, invocation.failure)
-        if any(location.startswith(S3_SCHEME) for location in locations):
-            with self._s3_lock:
-                self.storage.s3  # noqa: B018 (made on first use)
-                self._s3_made = True
 
     def _call(self, invocation: Invocation, body: bytes) -> Answer | None:
         """The container's answer, or None once a failure saying why it has none is written."""

@@ -23,7 +23,7 @@ from ..config import Settings
 from ..registry.owner import Owner
 from ..registry.source import LoadError
 from ..shared.model_names import digest
-from .errors import RuntimeApiError, model_not_ready, validation
+from .errors import RuntimeApiError, internal_failure, model_not_ready, validation
 
 log = logging.getLogger("sagemaker_tfs.runtime_api")
 
@@ -85,7 +85,7 @@ class TargetModels:
             done.set_exception(exc)
         except Exception as exc:  # a bug: the invocation gets an InternalFailure, the log the traceback
             log.exception("TargetModel %s: load failed", target)
-            done.set_exception(RuntimeApiError(500, "InternalFailure", f"loading TargetModel '{target}': {exc}"))
+            done.set_exception(internal_failure(f"loading TargetModel '{target}': {exc}"))
         else:
             done.set_result(name)
 

@@ -21,6 +21,7 @@ import gzip
 import json
 import os
 import tempfile
+import threading
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,18 +57,22 @@ def relative_name(key: str, prefix: str, sep: str = "/") -> str:
 
 
 class Storage:
-    """Reads inputs and writes outputs; the boto3 client is made on first use, once (clients are thread-safe)."""
+    """Reads inputs and writes outputs; the boto3 client is made on first use, once (clients are thread-safe; making
+    one from boto3's default session is not, so the first use takes a lock, and later ones none)."""
 
     def __init__(self, s3_endpoint_url: str | None = None):
         self.s3_endpoint_url = s3_endpoint_url
         self._s3: Any = None
+        self._making_s3 = threading.Lock()
 
     @property
     def s3(self) -> Any:
         if self._s3 is None:
-            import boto3  # only jobs that use s3:// pay for importing boto3
+            with self._making_s3:
+                if self._s3 is None:
+                    import boto3  # only jobs that use s3:// pay for importing boto3
 
-            self._s3 = boto3.client("s3", endpoint_url=self.s3_endpoint_url)
+                    self._s3 = boto3.client("s3", endpoint_url=self.s3_endpoint_url)
         return self._s3
 
     # ----- inputs -----
