@@ -505,3 +505,14 @@ def runtime_client(port: int):
     return boto3.client("sagemaker-runtime", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1",
                         aws_access_key_id="local", aws_secret_access_key="local",
                         config=Config(retries={"max_attempts": 1, "mode": "standard"}, read_timeout=120))
+
+
+def client_error(call) -> dict:
+    """The parsed response of the botocore ClientError that `call()` must raise (Error.Code, the members,
+    ResponseMetadata)."""
+    import pytest
+    from botocore.exceptions import ClientError
+
+    with pytest.raises(ClientError) as raised:
+        call()
+    return raised.value.response

@@ -6,7 +6,6 @@ from __future__ import annotations
 import tarfile
 
 import pytest
-from botocore.exceptions import ClientError
 
 import support
 from mme_support import MultiModelStack, gated_copy, model
@@ -31,9 +30,7 @@ def invoke(stack, target: str | None):
 
 
 def error_of(stack, target: str | None) -> dict:
-    with pytest.raises(ClientError) as raised:
-        invoke(stack, target)
-    return raised.value.response
+    return support.client_error(lambda: invoke(stack, target))
 
 
 def test_a_target_folder_is_loaded_on_first_use_then_invoked(runtime_stack):

@@ -3,13 +3,11 @@ own `sagemaker-runtime` client: the same answers as `/invocations`, SageMaker's 
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
 
 import pytest
-from botocore.exceptions import ClientError
 
 import support
 from stack_support import invoke, model_dir
@@ -43,13 +41,6 @@ def scripted(tmp_path_factory):
         yield running
 
 
-def error_of(call) -> dict:
-    """The botocore ClientError's parsed response of a call that must fail."""
-    with pytest.raises(ClientError) as raised:
-        call()
-    return raised.value.response
-
-
 @pytest.mark.parametrize("body, content_type, accept, attributes", [
     (BODY, "application/json", None, None),  # the direct route
     (BODY, "application/json", None, "tfs-model-name=model,tfs-method=predict"),  # the direct route, named
@@ -76,7 +67,7 @@ def test_a_client_error_of_the_container_is_a_model_error_with_its_status_and_bo
     bad = b'{"instances": ["a"]}'
     container = invoke(stack, bad)
     assert container.status == 400
-    error = error_of(lambda: support.runtime_client(stack.port).invoke_endpoint(
+    error = support.client_error(lambda: support.runtime_client(stack.port).invoke_endpoint(
         EndpointName="local-endpoint", Body=bad, ContentType="application/json"))
     assert error["ResponseMetadata"]["HTTPStatusCode"] == 424
     assert error["Error"]["Code"] == "ModelError"
@@ -99,7 +90,7 @@ def test_the_request_id_endpoint_name_and_inference_id_are_logged_and_the_id_ans
 
 def test_a_body_over_the_payload_limit_is_a_validation_error(stack):
     body = b'{"instances": [' + b"1.0, " * (1024 * 1024 // 5) + b"1.0]}"
-    error = error_of(lambda: support.runtime_client(stack.port).invoke_endpoint(
+    error = support.client_error(lambda: support.runtime_client(stack.port).invoke_endpoint(
         EndpointName="e", Body=body, ContentType="application/json"))
     assert error["ResponseMetadata"]["HTTPStatusCode"] == 400
     assert error["Error"]["Code"] == "ValidationError"
@@ -108,7 +99,7 @@ def test_a_body_over_the_payload_limit_is_a_validation_error(stack):
 
 
 def test_an_empty_body_is_a_validation_error(stack):
-    error = error_of(lambda: support.runtime_client(stack.port).invoke_endpoint(
+    error = support.client_error(lambda: support.runtime_client(stack.port).invoke_endpoint(
         EndpointName="e", Body=b"", ContentType="application/json"))
     assert (error["Error"]["Code"], error["ResponseMetadata"]["HTTPStatusCode"]) == ("ValidationError", 400)
     assert error["Error"]["Message"] == ("1 validation error detected: Value at 'body' failed to satisfy constraint: "
@@ -116,7 +107,7 @@ def test_an_empty_body_is_a_validation_error(stack):
 
 
 def test_a_target_model_on_a_single_model_endpoint_is_a_validation_error(stack):
-    error = error_of(lambda: support.runtime_client(stack.port).invoke_endpoint(
+    error = support.client_error(lambda: support.runtime_client(stack.port).invoke_endpoint(
         EndpointName="e", Body=BODY, ContentType="application/json", TargetModel="model.tar.gz"))
     assert (error["Error"]["Code"], error["ResponseMetadata"]["HTTPStatusCode"]) == ("ValidationError", 400)
     assert error["Error"]["Message"] == ("TargetModel is only valid for a multi-model endpoint: this container "
@@ -133,7 +124,7 @@ def test_headers_the_twin_cannot_honour_are_accepted(stack):
 def test_a_server_error_of_a_handler_is_a_model_error(scripted):
     container = invoke(scripted, BODY, attributes="fail")
     assert container.status == 500
-    error = error_of(lambda: support.runtime_client(scripted.port).invoke_endpoint(
+    error = support.client_error(lambda: support.runtime_client(scripted.port).invoke_endpoint(
         EndpointName="e", Body=BODY, ContentType="application/json", CustomAttributes="fail"))
     assert (error["Error"]["Code"], error["OriginalStatusCode"]) == ("ModelError", 500)
     assert error["OriginalMessage"] == container.text
@@ -148,7 +139,7 @@ def test_the_variant_setting_names_the_invoked_production_variant(scripted):
 
 
 def test_an_answer_later_than_the_timeout_is_a_model_error_as_sagemaker_gives_it(scripted):
-    error = error_of(lambda: support.runtime_client(scripted.port).invoke_endpoint(
+    error = support.client_error(lambda: support.runtime_client(scripted.port).invoke_endpoint(
         EndpointName="e", Body=BODY, ContentType="application/json", CustomAttributes="sleep"))
     assert (error["Error"]["Code"], error["ResponseMetadata"]["HTTPStatusCode"]) == ("ModelError", 424)
     assert error["OriginalStatusCode"] == 0
@@ -163,7 +154,7 @@ def test_a_container_that_is_not_ready_is_service_unavailable(tmp_path):
         shutil.rmtree(folder / "00000123")  # the model server started again cannot load the model: /ping stays 503
         os.kill(stack.pid_of("tfs-0"), signal.SIGKILL)
         support.wait_for(lambda: support.http_status(stack.url + "/ping") == 503, what="/ping answering 503")
-        error = error_of(lambda: support.runtime_client(stack.port).invoke_endpoint(
+        error = support.client_error(lambda: support.runtime_client(stack.port).invoke_endpoint(
             EndpointName="down", Body=BODY, ContentType="application/json"))
     assert (error["Error"]["Code"], error["ResponseMetadata"]["HTTPStatusCode"]) == ("ServiceUnavailable", 503)
     assert error["Error"]["Message"] == "The endpoint down is not ready: its container does not answer GET /ping with 200"
@@ -171,7 +162,7 @@ def test_a_container_that_is_not_ready_is_service_unavailable(tmp_path):
 
 def test_without_the_setting_the_runtime_api_does_not_exist(tmp_path):
     with support.Stack(model_dir(tmp_path)) as stack:
-        error = error_of(lambda: support.runtime_client(stack.port).invoke_endpoint(
+        error = support.client_error(lambda: support.runtime_client(stack.port).invoke_endpoint(
             EndpointName="e", Body=BODY, ContentType="application/json"))
         assert error["ResponseMetadata"]["HTTPStatusCode"] == 404
         answer = support.http_call(stack.port, "POST", "/endpoints/e/invocations", BODY,
@@ -192,10 +183,8 @@ def test_a_burst_of_concurrent_calls_is_answered_whole(stack):
 
 
 def test_the_streaming_operation_is_refused_with_a_clear_message(stack):
-    with pytest.raises(ClientError) as raised:
-        support.runtime_client(stack.port).invoke_endpoint_with_response_stream(
-            EndpointName="e", Body=BODY, ContentType="application/json")
-    error = raised.value.response
+    error = support.client_error(lambda: support.runtime_client(stack.port).invoke_endpoint_with_response_stream(
+        EndpointName="e", Body=BODY, ContentType="application/json"))
     assert (error["Error"]["Code"], error["ResponseMetadata"]["HTTPStatusCode"]) == ("ValidationError", 400)
     assert error["Error"]["Message"] == ("InvokeEndpointWithResponseStream is not served by the local runtime API "
                                          "(SAGEMAKER_LOCAL_RUNTIME_API): use InvokeEndpoint or InvokeEndpointAsync")

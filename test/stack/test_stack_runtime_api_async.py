@@ -13,7 +13,6 @@ from pathlib import Path
 
 import boto3
 import pytest
-from botocore.exceptions import ClientError
 
 import support
 from stack_support import invoke, model_dir
@@ -57,13 +56,6 @@ def gated_stack(root: Path, output: Path) -> support.Stack:
 
 def invoke_async(stack: support.Stack, **args) -> dict:
     return support.runtime_client(stack.port).invoke_endpoint_async(EndpointName="local-endpoint", **args)
-
-
-def error_of(call) -> dict:
-    """The botocore ClientError's parsed response of a call that must fail."""
-    with pytest.raises(ClientError) as raised:
-        call()
-    return raised.value.response
 
 
 def input_file(folder: Path, name: str, body: bytes) -> Path:
@@ -136,14 +128,14 @@ def test_a_missing_input_is_a_failure(stack, output, tmp_path):
      "Provide exactly one of InputLocation (X-Amzn-SageMaker-InputLocation) and Body, not both"),
 ])
 def test_invalid_requests_are_validation_errors(stack, args, message):
-    error = error_of(lambda: invoke_async(stack, **args))
+    error = support.client_error(lambda: invoke_async(stack, **args))
     assert (error["ResponseMetadata"]["HTTPStatusCode"], error["Error"]["Code"], error["Error"]["Message"]) == \
         (400, "ValidationError", message)
 
 
 def test_without_an_output_path_the_operation_is_a_validation_error(tmp_path):
     with support.Stack(model_dir(tmp_path), env=ON) as stack:
-        error = error_of(lambda: invoke_async(stack, InputLocation="/in.json"))
+        error = support.client_error(lambda: invoke_async(stack, InputLocation="/in.json"))
     assert (error["ResponseMetadata"]["HTTPStatusCode"], error["Error"]["Code"]) == (400, "ValidationError")
     assert error["Error"]["Message"] == (
         "InvokeEndpointAsync needs an output location: set SAGEMAKER_LOCAL_ASYNC_OUTPUT_PATH (a folder or an s3:// "
@@ -156,7 +148,7 @@ def test_a_full_queue_is_throttled(tmp_path):
         invoke_async(stack, Body=gated("first", gate), InferenceId="first")
         support.wait_for_log(stack, "handling first")  # in flight: the queue is empty again
         invoke_async(stack, Body=gated("second", gate), InferenceId="second")
-        error = error_of(lambda: invoke_async(stack, Body=gated("third", gate), InferenceId="third"))
+        error = support.client_error(lambda: invoke_async(stack, Body=gated("third", gate), InferenceId="third"))
         assert (error["ResponseMetadata"]["HTTPStatusCode"], error["Error"]["Code"]) == (400, "ThrottlingException")
         assert error["Error"]["Message"] == ("The endpoint's asynchronous queue is full (1 requests waiting, "
                                              "SAGEMAKER_LOCAL_ASYNC_MAX_QUEUED); retry later")
