@@ -87,14 +87,17 @@ def in_process_rates(seconds: float) -> tuple[float, float]:
 
 
 class Server:
-    def __init__(self, workdir: Path, batching: bool):
+    """A model server serving `models` (name: base path; default half_plus_three), with `extra` flags."""
+
+    def __init__(self, workdir: Path, batching: bool, models: dict[str, Path] | None = None, extra: tuple = ()):
         self.rest_port, self.grpc_port = free_port(), free_port()
         config = workdir / "models.config"
-        config.write_text('model_config_list { config { name: "half_plus_three" base_path: "%s" '
-                          'model_platform: "tensorflow" } }' % MODEL)
+        config.write_text("model_config_list { %s }" % " ".join(
+            'config { name: "%s" base_path: "%s" model_platform: "tensorflow" }' % item
+            for item in (models or {"half_plus_three": MODEL}).items()))
         args = [sys.executable, "-m", "sagemaker_tfs.model_server", f"--port={self.grpc_port}",
                 f"--rest_api_port={self.rest_port}", f"--model_config_file={config}", "--max_num_load_retries=0",
-                "--file_system_poll_wait_seconds=0"]
+                "--file_system_poll_wait_seconds=0", *extra]
         if batching:
             (workdir / "batching.txt").write_text(BATCHING)
             args += ["--enable_batching", f"--batching_parameters_file={workdir / 'batching.txt'}"]
@@ -119,10 +122,10 @@ class Server:
         self.log.close()
 
 
-def wrk(port: int, connections: int, seconds: float, workdir: Path) -> float:
+def wrk(port: int, connections: int, seconds: float, workdir: Path, model: str = "half_plus_three") -> float:
     script = workdir / "post.lua"
     script.write_text(f"wrk.method = 'POST'\nwrk.body = '{BODY}'\nwrk.headers['Content-Type'] = 'application/json'\n")
-    url = f"http://127.0.0.1:{port}/v1/models/half_plus_three:predict"
+    url = f"http://127.0.0.1:{port}/v1/models/{model}:predict"
     subprocess.run(["wrk", "-t1", f"-c{connections}", "-d1s", "-s", str(script), url], capture_output=True)  # warm
     out = subprocess.run(["wrk", "-t1", f"-c{connections}", f"-d{seconds:g}s", "-s", str(script), url],
                          capture_output=True, text=True, check=True).stdout

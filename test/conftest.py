@@ -18,7 +18,8 @@ SLOW = [HERE / name for name in ("stack", "multi_model", "examples", "image", "g
                                  "transform/test_transform_stack.py", "model_server/test_model_server_cli.py",
                                  "model_server/test_model_server_reload.py", "model_server/test_model_server_limits.py",
                                  "model_server/test_model_server_metrics.py",
-                                 "model_server/test_model_server_batching.py")]
+                                 "model_server/test_model_server_batching.py",
+                                 "model_server/test_model_server_warmup.py")]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

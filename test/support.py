@@ -34,6 +34,10 @@ HALF_PLUS_THREE = TESTDATA / "saved_model_half_plus_three"  # TF1, version 123, 
 HALF_PLUS_TWO_2_VERSIONS = TESTDATA / "saved_model_half_plus_two_2_versions"  # TF1, versions 123 and 124
 HALF_PLUS_TWO_TF2 = TESTDATA / "saved_model_half_plus_two_tf2_cpu"  # TF2, version 123
 BAD_HALF_PLUS_TWO = TESTDATA / "bad_half_plus_two"  # no saved_model.pb: must fail to load
+# TensorFlow Lite half_plus_two, version 123: tensors x -> y; the second stores a SignatureDef (x -> y naming the
+# tensor `tflite_input:0`) in its signature_defs_metadata
+HALF_PLUS_TWO_TFLITE = TESTDATA / "saved_model_half_plus_two_tflite"
+HALF_PLUS_TWO_TFLITE_WITH_SIGDEF = TESTDATA / "saved_model_half_plus_two_tflite_with_sigdef"
 
 
 LOWEST_PORT = 1024  # below are the privileged ports

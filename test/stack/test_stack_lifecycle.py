@@ -1,5 +1,5 @@
-"""The life of a stack: readiness, a crashed child recovering, SIGTERM draining in-flight requests, start-up
-failures that stop `serve` at once with one message, and two stacks side by side."""
+"""The life of a stack: readiness (after the model's warm-up file too), a crashed child recovering, SIGTERM draining
+in-flight requests, start-up failures that stop `serve` at once with one message, and two stacks side by side."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -118,6 +119,47 @@ def test_a_version_folder_without_saved_model_stops_serve(tmp_path):
     assert cannot_start(serve_fails(tmp_path)) == (
         f"version folder {tmp_path}/1 has no saved_model.pb (it holds variables); a version folder must contain a "
         "SavedModel as written by tf.saved_model.save")
+
+
+def write_warmup_requests(model: Path, corrupt: bool = False) -> None:
+    """Three Predict records in the model's warm-up file; with `corrupt`, the first record's data CRC is wrong."""
+    import tensorflow as tf
+    from tensorflow_serving.apis import prediction_log_pb2
+
+    entry = prediction_log_pb2.PredictionLog()
+    entry.predict_log.request.inputs["x"].CopyFrom(tf.make_tensor_proto([[1.0]], tf.float32))
+    path = model / "00000123" / "assets.extra" / "tf_serving_warmup_requests"
+    path.parent.mkdir()
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for _ in range(3):
+            writer.write(entry.SerializeToString())
+    if corrupt:
+        data = bytearray(path.read_bytes())
+        data[12] ^= 0xFF  # the first byte of the first record's data
+        path.write_bytes(bytes(data))
+
+
+def test_ping_stays_503_until_the_model_server_has_replayed_the_warmup_file(tmp_path):
+    model = model_dir(tmp_path)
+    write_warmup_requests(model)
+    stack = support.Stack(model).start()
+    try:
+        log = support.wait_for_log(stack, "every model is AVAILABLE on 1 model server(s)")
+        warmed = log.index("Finished reading warmup data for model at "
+                           f"{model / '00000123' / 'assets.extra' / 'tf_serving_warmup_requests'}. Number of warmup "
+                           "records read: 3.")
+        assert warmed < log.index("every model is AVAILABLE on 1 model server(s)")
+        assert invoke(stack, "1.0").text == pretty_predictions("3.5")
+    finally:
+        stack.stop()
+
+
+def test_a_corrupt_warmup_file_stops_serve_with_tensorflow_serving_s_error(tmp_path):
+    model = model_dir(tmp_path)
+    write_warmup_requests(model, corrupt=True)
+    assert cannot_start(serve_fails(model)) == (
+        f"model server 0 could not load model model version 123 from {model}: corrupted record at 12. Please verify "
+        "your warmup data is in TFRecord format.")
 
 
 def test_an_invalid_variable_stops_serve_naming_it(model):

@@ -59,7 +59,8 @@ class Flags:
     num_load_threads: int = _flag(0, "threads loading models", ignored=True)
     num_unload_threads: int = _flag(0, "threads unloading models", ignored=True)
     saved_model_tags: str = _flag("serve", "comma-separated MetaGraph tags to load")
-    enable_model_warmup: bool = _flag(True, "replay assets.extra warmup requests", ignored=True)
+    enable_model_warmup: bool = _flag(True, "run a version's assets.extra/tf_serving_warmup_requests before it serves "
+                                            "(a failing one fails its load)")
     monitoring_config_file: str = _flag("", "text-format MonitoringConfig: the Prometheus page on the REST port")
     platform_config_file: str = _flag("", "platform configuration", ignored=True)
     ssl_config_file: str = _flag("", "TLS for gRPC", ignored=True)
@@ -72,12 +73,13 @@ class Flags:
     flush_filesystem_caches: bool = _flag(True, "flush file-system caches after loading", ignored=True)
     tensorflow_session_config_file: str = _flag("", "text-format SessionConfig", ignored=True)
     use_alts_credentials: bool = _flag(False, "ALTS credentials for gRPC", ignored=True)
-    num_request_iterations_for_warmup: int = _flag(0, "warmup replays per record", ignored=True)
+    num_request_iterations_for_warmup: int = _flag(0, "runs of each warm-up record (0: once)")
     remove_unused_fields_from_bundle_metagraph: bool = _flag(True, "drop unused MetaGraph fields", ignored=True)
-    prefer_tflite_model: bool = _flag(False, "serve model.tflite (TFLite is not supported: a version holding only "
-                                             "model.tflite fails the start)", ignored=True)
-    num_tflite_pools: int = _flag(0, "TFLite interpreter pools (TFS: one per core)", ignored=True)
-    num_tflite_interpreters_per_pool: int = _flag(1, "TFLite interpreters per pool", ignored=True)
+    prefer_tflite_model: bool = _flag(False, "serve a version folder's model.tflite with TensorFlow Lite (LiteRT) "
+                                             "instead of its SavedModel")
+    num_tflite_pools: int = _flag(0, "TFLite interpreters of a model (0: one per core, TFS's default)")
+    num_tflite_interpreters_per_pool: int = _flag(1, "multiplies --num_tflite_pools (TFS splits batches across "
+                                                     "them instead)")
     xla_gpu_compilation_enabled: bool = _flag(False, "XLA on GPU", ignored=True)
     thread_pool_factory_config_file: str = _flag("", "thread pool factory config", ignored=True)
     mixed_precision: str = _flag("", "mixed precision mode", ignored=True)

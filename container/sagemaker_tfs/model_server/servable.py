@@ -1,4 +1,6 @@
-"""One loaded model version: a SavedModel in a TensorFlow graph and session, run by tensor name as TFS does.
+"""One loaded model version. `Servable` is what the front ends and runners use: signatures whose tensors are named,
+and a timed, thread-safe `run` by tensor name. `SavedModelServable` runs a SavedModel (tflite_servable.py runs a
+TensorFlow Lite model).
 
 Every SavedModel (TF1 graphs and TF2 exports alike) is loaded with the TF1 loader into its own `tf.Graph`
 and `tf.Session`; `tf.saved_model.load` cannot load some real TF1 models. A signature is run by feeding and
@@ -63,6 +65,11 @@ class Signature:
     outputs: Mapping[str, TensorInfo]
     proto: object  # tensorflow.core.protobuf.meta_graph_pb2.SignatureDef
 
+    @classmethod
+    def from_proto(cls, key: str, proto) -> "Signature":
+        return cls(key, proto.method_name, {a: _tensor_info(a, i) for a, i in proto.inputs.items()},
+                   {a: _tensor_info(a, i) for a, i in proto.outputs.items()}, proto)
+
     @functools.cached_property
     def output_aliases(self) -> tuple[str, ...]:
         return tuple(self.outputs)
@@ -111,21 +118,70 @@ class RunOptions:
 
 
 class Servable:
-    """A loaded SavedModel version. `run` is thread-safe; the session closes when the last user drops it."""
+    """A loaded model version, whatever runs it: its signatures, and `run`, which is thread-safe and times each
+    run so that the runners can keep small runs on the calling thread (is_small)."""
 
-    def __init__(self, name: str, version: int, path: Path, session, signatures: dict[str, Signature]):
-        from tensorflow.python.client import pywrap_tf_session
-
+    def __init__(self, name: str, version: int, path: Path, signatures: dict[str, Signature]):
         self.name = name
         self.version = version
         self.path = path
         self.signatures = signatures
+        self._seconds: dict[tuple[str, ...], float] = {}
+
+    def run(self, feeds: Mapping[str, np.ndarray], fetches: Sequence[str],
+            options: RunOptions | None = None) -> list[np.ndarray]:
+        """Feed tensors by name, return the fetched tensors (numpy arrays) in order; raises ServingError with
+        TensorFlow's code and message (e.g. a dtype mismatch is INVALID_ARGUMENT `Expects arg[0] to be float but
+        string is provided`)."""
+        key = tuple(fetches)
+        previous = self._seconds.get(key)
+        small = previous is not None and previous < CALLER_THREAD_SECONDS  # see is_small
+        start = time.perf_counter()
+        try:
+            return self._run(feeds, fetches, options, small)
+        finally:
+            elapsed = time.perf_counter() - start
+            # A rising minimum: waiting for the GIL only ever lengthens a run, so the fastest recent run tells
+            # the model's own cost; a lasting slowdown still shows (+10% per run). Races lose only a sample.
+            self._seconds[key] = elapsed if previous is None else min(elapsed, previous * 1.1)
+
+    def _run(self, feeds: Mapping[str, np.ndarray], fetches: Sequence[str], options: RunOptions | None,
+             small: bool) -> list[np.ndarray]:
+        raise NotImplementedError
+
+    def is_small(self, fetches: Sequence[str]) -> bool:
+        """Whether running these fetches lately took under CALLER_THREAD_SECONDS (False before a first run)."""
+        seconds = self._seconds.get(tuple(fetches))
+        return seconds is not None and seconds < CALLER_THREAD_SECONDS
+
+    def signature_def_map(self):
+        """The SignatureDefMap of TFS's metadata API (every signature of the model)."""
+        from tensorflow_serving.apis import get_model_metadata_pb2
+
+        signature_map = get_model_metadata_pb2.SignatureDefMap()
+        for key, signature in self.signatures.items():
+            signature_map.signature_def[key].CopyFrom(signature.proto)
+        return signature_map
+
+    def close(self) -> None:
+        pass
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r}, {self.version})"
+
+
+class SavedModelServable(Servable):
+    """A SavedModel version in its own TensorFlow session; the session closes when the last user drops it."""
+
+    def __init__(self, name: str, version: int, path: Path, session, signatures: dict[str, Signature]):
+        from tensorflow.python.client import pywrap_tf_session
+
+        super().__init__(name, version, path, signatures)
         self._session = session
         self._c_session = session._session  # noqa: SLF001 - the C session the fast path runs on
         self._session_run = pywrap_tf_session.TF_SessionRun_wrapper
         self._graph = session.graph
         self._outputs: dict[str, object] = {}
-        self._seconds: dict[tuple[str, ...], float] = {}
         self._no_deadline = RunOptions()
         for signature in signatures.values():  # resolve names once, off the request path
             for info in (*signature.inputs.values(), *signature.outputs.values()):
@@ -145,51 +201,20 @@ class Servable:
             self._outputs = {**self._outputs, tensor_name: endpoint}  # copy-on-write: readers take no lock
         return endpoint
 
-    def run(self, feeds: Mapping[str, np.ndarray], fetches: Sequence[str],
-            options: RunOptions | None = None) -> list[np.ndarray]:
-        """Feed tensors by name, return the fetched tensors (numpy arrays) in order.
-
-        Raises ServingError with TensorFlow's code and message (e.g. a dtype mismatch is INVALID_ARGUMENT
-        `Expects arg[0] to be float but string is provided`).
-        """
+    def _run(self, feeds: Mapping[str, np.ndarray], fetches: Sequence[str], options: RunOptions | None,
+             small: bool) -> list[np.ndarray]:
         endpoint = self._endpoint
         feed_map = {endpoint(name): value for name, value in feeds.items()}
         fetch_list = [endpoint(name) for name in fetches]
-        key = tuple(fetches)
-        previous = self._seconds.get(key)
         options = options or self._no_deadline
-        small = previous is not None and previous < CALLER_THREAD_SECONDS  # see is_small
-        start = time.perf_counter()
         try:
             return self._session_run(self._c_session, options.caller_thread if small else options.pooled, feed_map,
                                      fetch_list, [], None)
         except Exception as exc:  # TensorFlow OpErrors carry the status code
             raise from_tensorflow(exc) from None
-        finally:
-            elapsed = time.perf_counter() - start
-            # A rising minimum: waiting for the GIL only ever lengthens a run, so the fastest recent run tells
-            # the model's own cost; a lasting slowdown still shows (+10% per run). Races lose only a sample.
-            self._seconds[key] = elapsed if previous is None else min(elapsed, previous * 1.1)
-
-    def is_small(self, fetches: Sequence[str]) -> bool:
-        """Whether running these fetches lately took under CALLER_THREAD_SECONDS (False before a first run)."""
-        seconds = self._seconds.get(tuple(fetches))
-        return seconds is not None and seconds < CALLER_THREAD_SECONDS
-
-    def signature_def_map(self):
-        """The SignatureDefMap of TFS's metadata API (every signature of the MetaGraph)."""
-        from tensorflow_serving.apis import get_model_metadata_pb2
-
-        signature_map = get_model_metadata_pb2.SignatureDefMap()
-        for key, signature in self.signatures.items():
-            signature_map.signature_def[key].CopyFrom(signature.proto)
-        return signature_map
 
     def close(self) -> None:
         self._session.close()
-
-    def __repr__(self) -> str:
-        return f"Servable({self.name!r}, {self.version})"
 
 
 def session_config(options: SessionOptions):
@@ -206,7 +231,7 @@ def has_saved_model(path: Path) -> bool:
     return (path / "saved_model.pb").is_file() or (path / "saved_model.pbtxt").is_file()
 
 
-def load(name: str, version: int, path: Path, options: SessionOptions = SessionOptions()) -> Servable:
+def load(name: str, version: int, path: Path, options: SessionOptions = SessionOptions()) -> SavedModelServable:
     """Load one SavedModel version; raises ServingError saying why it cannot be served."""
     if not has_saved_model(path):
         raise ServingError(Code.NOT_FOUND, f"Could not find SavedModel .pb or .pbtxt at supplied export "
@@ -227,14 +252,9 @@ def load(name: str, version: int, path: Path, options: SessionOptions = SessionO
         raise ServingError(Code.UNKNOWN, f"Failed to load SavedModel {path}: {exc}") from None
     session._extend_graph()  # noqa: SLF001 - the C session must know every op before the first fast run
     graph.finalize()  # nothing adds ops after loading
-    signatures = {
-        key: Signature(key, sig.method_name,
-                       {a: _tensor_info(a, i) for a, i in sig.inputs.items()},
-                       {a: _tensor_info(a, i) for a, i in sig.outputs.items()}, sig)
-        for key, sig in meta_graph.signature_def.items()
-    }
+    signatures = {key: Signature.from_proto(key, proto) for key, proto in meta_graph.signature_def.items()}
     try:
-        return Servable(name, version, path, session, signatures)
+        return SavedModelServable(name, version, path, session, signatures)
     except ServingError:
         session.close()
         raise

@@ -11,12 +11,12 @@ import time
 import warnings
 from pathlib import Path
 
-from . import servable
+from . import servable, tflite_servable, warmup
 from .batch_scheduler import BatchingConfigError, BatchScheduler, load_batching_parameters
 from .flags import Flags, default_threads
 from .metrics import ModelServerMetrics, MonitoringConfigError, load_monitoring_config
-from .model_config import ModelConfig, ModelConfigError, list_versions, load_config_file
-from .servable_manager import ServableManager
+from .model_config import ModelConfig, ModelConfigError, load_config_file
+from .servable_manager import Loader, ServableManager
 
 log = logging.getLogger("sagemaker_tfs.model_server")
 
@@ -29,20 +29,6 @@ def model_configs(flags: Flags) -> list[ModelConfig]:
     if flags.model_config_file:
         return load_config_file(flags.model_config_file)
     return [ModelConfig(flags.model_name, flags.model_base_path)]
-
-
-def tflite_only_version(configs: list[ModelConfig]) -> Path | None:
-    """A version folder holding model.tflite and no SavedModel: what --prefer_tflite_model would serve with
-    TFLite, which this server cannot (its load would fail, and be retried for minutes before any port opens)."""
-    for config in configs:
-        try:
-            folders = list_versions(config.base_path)
-        except OSError:
-            continue  # reported by the load, as without the flag
-        for folder in folders.values():
-            if (folder / "model.tflite").is_file() and not servable.has_saved_model(folder):
-                return folder
-    return None
 
 
 def session_options(flags: Flags) -> servable.SessionOptions:
@@ -68,6 +54,38 @@ def metered_loader(load, metrics: ModelServerMetrics):
     return loader
 
 
+def warmed_loader(load: Loader, iterations: int, metrics: ModelServerMetrics | None) -> Loader:
+    """The servable loader, then TFS's model warm-up of the loaded version (warmup.py), outside the load's metrics;
+    a failing warm-up closes the servable and fails the load with its error."""
+
+    def loader(name: str, version: int, path: Path):
+        loaded = load(name, version, path)
+        try:
+            warmup.replay(loaded, path, iterations, metrics)
+        except BaseException:
+            loaded.close()
+            raise
+        return loaded
+
+    return loader
+
+
+def version_loader(flags: Flags, metrics: ModelServerMetrics | None) -> Loader:
+    """How a version folder is loaded: its model.tflite with --prefer_tflite_model, else its SavedModel (TFS's
+    rule), with TensorFlow's SavedModel load metrics when there is a Prometheus page."""
+    saved_model = functools.partial(servable.load, options=session_options(flags))
+    if metrics is not None:
+        saved_model = metered_loader(saved_model, metrics)
+    interpreters = tflite_servable.interpreter_count(flags.num_tflite_pools, flags.num_tflite_interpreters_per_pool)
+
+    def load(name: str, version: int, path: Path) -> servable.Servable:
+        if flags.prefer_tflite_model and tflite_servable.found(path):
+            return tflite_servable.load(name, version, path, interpreters)
+        return saved_model(name, version, path)
+
+    return load
+
+
 def run(flags: Flags) -> int:
     """Serve until SIGTERM/SIGINT; returns the exit status."""
     try:
@@ -77,12 +95,6 @@ def run(flags: Flags) -> int:
     except (ModelConfigError, BatchingConfigError, MonitoringConfigError) as exc:
         log.error("Failed to start server. Error: %s", exc)
         return 1
-    tflite = tflite_only_version(configs) if flags.prefer_tflite_model else None
-    if tflite is not None:
-        log.error("Failed to start server. Error: --prefer_tflite_model: %s holds only model.tflite, and TFLite "
-                  "models are not supported by this model server (serve a SavedModel, or use "
-                  "tensorflow_model_server)", tflite)
-        return 1
     metrics = None
     if monitoring is not None and monitoring.prometheus_path is not None:
         metrics = ModelServerMetrics(batching.thread_pool_name if batching is not None else "batch_threads")
@@ -91,8 +103,10 @@ def run(flags: Flags) -> int:
     # Request values beyond a float32's range become +-inf as in TFS; numpy would also warn, once per process.
     warnings.filterwarnings("ignore", "overflow encountered in cast", RuntimeWarning)
     servable.import_tensorflow()
-    loader = functools.partial(servable.load, options=session_options(flags))
-    servables = ServableManager(configs, metered_loader(loader, metrics) if metrics is not None else loader,
+    loader = version_loader(flags, metrics)
+    if flags.enable_model_warmup:
+        loader = warmed_loader(loader, flags.num_request_iterations_for_warmup, metrics)
+    servables = ServableManager(configs, loader,
                         flags.max_num_load_retries, flags.load_retry_interval_micros / 1e6)
     previous = signal.signal(signal.SIGTERM, lambda *_: servables.stop())  # a stop during loading ends the retries
     servables.refresh()  # every configured model gets its load attempt before any port opens (as in TFS)
