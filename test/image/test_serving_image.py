@@ -25,7 +25,8 @@ import sagemaker_tfs
 import support
 
 # Packages the image must not hold: TensorFlow and what only the embedded model server or s3 jobs need.
-ABSENT = ["tensorflow", "tensorflow-cpu", "keras", "numpy", "uvloop", "boto3"]  # httptools: the app worker's parser
+ABSENT = ["tensorflow", "tensorflow-cpu", "keras", "numpy", "uvloop", "ai-edge-litert",
+          "boto3"]  # httptools: the app worker's parser
 LOWEST_PYTHON = Path("/root/.pyenv/versions/3.10.13/bin/python3")  # pyenv's, on this kind of machine
 IMAGE_SIZE_LIMIT = 120 * 2**20  # about 60 MB today; the full environment is about 2.7 GB
 
@@ -137,8 +138,8 @@ def test_serve_without_a_model_server_stops_at_once(image_bin, tmp_path):
     errors = [line.split(" serve: ", 1)[1] for line in result.stderr.splitlines() if " ERROR serve: " in line]
     assert errors == [
         "cannot start: no model server: tensorflow_model_server is not on PATH and the embedded model server is not "
-        "installed (missing tensorflow, uvloop); install TensorFlow Serving, or the model-server extra "
-        "(pip install '.[model-server]', as scripts/install.sh does)"]
+        "installed (missing tensorflow, uvloop, ai-edge-litert); install TensorFlow Serving, or the model-server "
+        "extra (pip install '.[model-server]', as scripts/install.sh does)"]
 
 
 def test_the_stack_serves_from_the_image_environment(image_bin, model_server_on_path, tmp_path):

@@ -1,6 +1,6 @@
 """TensorFlow Lite versions served by the model server (--prefer_tflite_model) over REST and gRPC: TFS's own TFLite
 test models, a model converted here with stored signatures, a folder holding both a SavedModel and model.tflite
-(it follows the flag), TFS's errors, and the interpreter pool's flags."""
+(it follows the flag), TFS's errors, a warm-up file, and the interpreter pool's flags."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import grpc
 import pytest
 import tensorflow as tf
 from model_server_support import ModelServer, model_config
-from tensorflow_serving.apis import get_model_metadata_pb2, predict_pb2, prediction_service_pb2_grpc
+from tensorflow_serving.apis import (get_model_metadata_pb2, predict_pb2, prediction_log_pb2,
+                                     prediction_service_pb2_grpc)
 
 import support
 
@@ -25,9 +26,24 @@ def both(built_models, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def lite(built_models, both, tmp_path_factory):
+def warmed(tmp_path_factory):
+    """TFS's half_plus_two TFLite model with a warm-up file of two Predict records."""
+    base = tmp_path_factory.mktemp("warmed") / "warmed"
+    shutil.copytree(support.HALF_PLUS_TWO_TFLITE / "00000123", base / "00000123")
+    entry = prediction_log_pb2.PredictionLog()
+    entry.predict_log.request.inputs["x"].CopyFrom(tf.make_tensor_proto([[1.0]], tf.float32))
+    (base / "00000123" / "assets.extra").mkdir()
+    with tf.io.TFRecordWriter(str(base / "00000123" / "assets.extra" / "tf_serving_warmup_requests")) as writer:
+        for _ in range(2):
+            writer.write(entry.SerializeToString())
+    return base
+
+
+@pytest.fixture(scope="module")
+def lite(built_models, both, warmed, tmp_path_factory):
     models = {"half_plus_two": support.HALF_PLUS_TWO_TFLITE, "with_sigdef": support.HALF_PLUS_TWO_TFLITE_WITH_SIGDEF,
-              "scale": built_models / "tflite_scale_sigdefs", "both": both, "saved_model_only": support.HALF_PLUS_TWO}
+              "scale": built_models / "tflite_scale_sigdefs", "both": both, "saved_model_only": support.HALF_PLUS_TWO,
+              "warmed": warmed}
     with ModelServer(model_config(models), tmp_path_factory.mktemp("lite"), "--prefer_tflite_model",
                      "--num_tflite_pools=2", "--num_tflite_interpreters_per_pool=2") as server:
         yield server
@@ -142,6 +158,13 @@ def test_wrong_inputs_get_tfs_errors_over_grpc(prediction):
     assert (info.value.code(), info.value.details()) == (
         grpc.StatusCode.INVALID_ARGUMENT,
         "output tensor alias not found in signature: scaled Outputs expected to be in the set {doubled}.")
+
+
+def test_a_tflite_version_replays_its_warmup_file_too(lite, warmed):
+    support.wait_for_log(lite, "Finished reading warmup data for model at "
+                         f"{warmed / '00000123' / 'assets.extra' / 'tf_serving_warmup_requests'}. Number of warmup "
+                         "records read: 2.")
+    assert lite.post("/v1/models/warmed:predict", {"instances": [4.0]}).json() == {"predictions": [4.0]}
 
 
 def test_the_interpreter_pool_is_sized_by_the_flags(lite):
