@@ -144,11 +144,14 @@ def test_ping_stays_503_until_the_model_server_has_replayed_the_warmup_file(tmp_
     write_warmup_requests(model)
     stack = support.Stack(model).start()
     try:
-        log = support.wait_for_log(stack, "every model is AVAILABLE on 1 model server(s)")
-        warmed = log.index("Finished reading warmup data for model at "
-                           f"{model / '00000123' / 'assets.extra' / 'tf_serving_warmup_requests'}. Number of warmup "
-                           "records read: 3.")
-        assert warmed < log.index("every model is AVAILABLE on 1 model server(s)")
+        warmed = ("Finished reading warmup data for model at "
+                  f"{model / '00000123' / 'assets.extra' / 'tf_serving_warmup_requests'}. Number of warmup records "
+                  "read: 3.")
+        available = "Successfully loaded servable version {name: model version: 123}"
+        # the model server's own lines, forwarded in its order: warm-up ended before the version was AVAILABLE,
+        # which serve's readiness (and /ping) waits for
+        log = support.wait_for_log(stack, warmed, available, "every model is AVAILABLE on 1 model server(s)")
+        assert log.index(warmed) < log.index(available)
         assert invoke(stack, "1.0").text == pretty_predictions("3.5")
     finally:
         stack.stop()
