@@ -20,7 +20,6 @@ import asyncio
 import collections
 import functools
 import logging
-import os
 import time
 from concurrent.futures import Future as ThreadFuture
 from concurrent.futures import ThreadPoolExecutor
@@ -30,6 +29,7 @@ from typing import Sequence
 
 import numpy as np
 
+from ..config import cpu_count
 from . import protos
 from .servable import Servable
 from .error_codes import Code, ServingError, invalid_argument
@@ -70,12 +70,7 @@ class BatchingParameters:
 
     @property
     def threads(self) -> int:
-        if self.num_batch_threads > 0:
-            return self.num_batch_threads
-        try:
-            return max(1, len(os.sched_getaffinity(0)))
-        except AttributeError:
-            return os.cpu_count() or 1
+        return self.num_batch_threads if self.num_batch_threads > 0 else cpu_count()
 
 
 _INT64, _STRING, _BOOL = ".google.protobuf.Int64Value", ".google.protobuf.StringValue", ".google.protobuf.BoolValue"

@@ -9,8 +9,9 @@ marked `ignored` (`--help` says so, and a non-default value is logged at startup
 from __future__ import annotations
 
 import dataclasses
-import os
 from dataclasses import dataclass, field
+
+from ..config import cpu_count
 
 
 class FlagError(ValueError):
@@ -169,8 +170,4 @@ def _validate(flags: Flags) -> None:
 
 def default_threads() -> int:
     """TFS's default for thread-count flags left at 0: four per core."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:
-        cores = os.cpu_count() or 1
-    return 4 * max(1, cores)
+    return 4 * cpu_count()

@@ -19,13 +19,13 @@ than the input's is refused with TensorFlow's message. The interpreter is LiteRT
 from __future__ import annotations
 
 import logging
-import os
 import queue
 from pathlib import Path
 from typing import Mapping, Sequence
 
 import numpy as np
 
+from ..config import cpu_count
 from . import dtypes
 from .error_codes import Code, ServingError, invalid_argument
 from .servable import PREDICT_METHOD, RunOptions, Servable, Signature
@@ -49,12 +49,7 @@ def found(path: Path) -> bool:
 
 def interpreter_count(pools: int, per_pool: int) -> int:
     """--num_tflite_pools (0: one per core, TFS's default) x --num_tflite_interpreters_per_pool (at least 1)."""
-    if pools <= 0:
-        try:
-            pools = len(os.sched_getaffinity(0))
-        except AttributeError:
-            pools = os.cpu_count() or 1
-    return max(1, pools) * max(1, per_pool)
+    return (pools if pools > 0 else cpu_count()) * max(1, per_pool)
 
 
 def _legacy_name(name: str) -> str:
