@@ -160,10 +160,11 @@ class TfLiteServable(Servable):
 
     def _run(self, feeds: Mapping[str, np.ndarray], fetches: Sequence[str], options: RunOptions | None,
              small: bool) -> list[np.ndarray]:
-        # a deadline (options) is not applied: a TFLite run cannot be interrupted, in TFS either
+        # a deadline (options) is not applied: a TFLite run cannot be interrupted, in TFS either. Names are the
+        # tensors' own: load matched the signatures' names to them (_fixed_name)
         placed = []
         for position, (name, value) in enumerate(feeds.items()):
-            index, data_type = self._inputs.get(name) or self._inputs.get(_legacy_name(name)) or (None, None)
+            index, data_type = self._inputs.get(name, (None, None))
             if index is None:
                 raise ServingError(Code.INTERNAL, f"Unknown tensor '{name}'.\n\tMissing input TFLite tensor: {name}")
             given = dtypes.from_numpy(value.dtype)
@@ -173,7 +174,7 @@ class TfLiteServable(Servable):
             placed.append((index, value))
         indices = []
         for name in fetches:
-            index = self._outputs.get(name, self._outputs.get(_legacy_name(name)))
+            index = self._outputs.get(name)
             if index is None:
                 raise ServingError(Code.INTERNAL, f"Missing output TFLite tensor: {name}: Unknown tensor '{name}'.")
             indices.append(index)
