@@ -368,6 +368,32 @@ class Background:
         self.stop()
 
 
+def predict_log(name: str = "", **inputs) -> bytes:
+    """A serialized PredictionLog of a Predict request (a warm-up record), its inputs as tf.make_tensor_proto
+    makes them."""
+    import tensorflow as tf
+    from tensorflow_serving.apis import prediction_log_pb2
+
+    entry = prediction_log_pb2.PredictionLog()
+    request = entry.predict_log.request
+    request.model_spec.name = name
+    for alias, value in inputs.items():
+        request.inputs[alias].CopyFrom(tf.make_tensor_proto(value))
+    return entry.SerializeToString()
+
+
+def write_warmup_requests(version_dir: Path, records: list[bytes]) -> Path:
+    """version_dir/assets.extra/tf_serving_warmup_requests holding `records` (TensorFlow's TFRecordWriter)."""
+    import tensorflow as tf
+
+    path = version_dir / "assets.extra" / "tf_serving_warmup_requests"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for record in records:
+            writer.write(record)
+    return path
+
+
 def copy_model(source: Path, dest_parent: Path, name: str | None = None, versions: list[str] | None = None) -> Path:
     """Copy a reference model (optionally only some version folders) to dest_parent/name; returns the copy."""
     dest = dest_parent / (name or source.name)

@@ -10,8 +10,7 @@ import grpc
 import pytest
 import tensorflow as tf
 from model_server_support import ModelServer, model_config
-from tensorflow_serving.apis import (get_model_metadata_pb2, predict_pb2, prediction_log_pb2,
-                                     prediction_service_pb2_grpc)
+from tensorflow_serving.apis import get_model_metadata_pb2, predict_pb2, prediction_service_pb2_grpc
 
 import support
 
@@ -30,12 +29,7 @@ def warmed(tmp_path_factory):
     """TFS's half_plus_two TFLite model with a warm-up file of two Predict records."""
     base = tmp_path_factory.mktemp("warmed") / "warmed"
     shutil.copytree(support.HALF_PLUS_TWO_TFLITE / "00000123", base / "00000123")
-    entry = prediction_log_pb2.PredictionLog()
-    entry.predict_log.request.inputs["x"].CopyFrom(tf.make_tensor_proto([[1.0]], tf.float32))
-    (base / "00000123" / "assets.extra").mkdir()
-    with tf.io.TFRecordWriter(str(base / "00000123" / "assets.extra" / "tf_serving_warmup_requests")) as writer:
-        for _ in range(2):
-            writer.write(entry.SerializeToString())
+    support.write_warmup_requests(base / "00000123", [support.predict_log(x=[[1.0]])] * 2)
     return base
 
 

@@ -38,12 +38,7 @@ def example(x: float) -> tf.train.Example:
 
 
 def predict_log(name: str = "warm", **inputs) -> bytes:
-    entry = prediction_log_pb2.PredictionLog()
-    request = entry.predict_log.request
-    request.model_spec.name = name
-    for alias, value in inputs.items():
-        request.inputs[alias].CopyFrom(tf.make_tensor_proto(value))
-    return entry.SerializeToString()
+    return support.predict_log(name, **inputs)
 
 
 def examples_log(kind: str, signature: str, name: str = "warm") -> bytes:
@@ -79,20 +74,11 @@ GOOD = [predict_log("good_warmup", x=[[1.0], [2.0]]), examples_log("regress_log"
 WRONG_ALIAS = predict_log("failing", z=[[1.0]])
 
 
-def write_warmup(version_dir: Path, records: list[bytes]) -> Path:
-    path = version_dir / "assets.extra" / "tf_serving_warmup_requests"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with tf.io.TFRecordWriter(str(path)) as writer:
-        for record in records:
-            writer.write(record)
-    return path
-
-
 def model_with_warmup(parent: Path, name: str, records: list[bytes]) -> Path:
     """A copy of half_plus_two (version 123) whose version folder has these warm-up records."""
     base = parent / name
     shutil.copytree(support.HALF_PLUS_TWO / "00000123", base / "00000123")
-    write_warmup(base / "00000123", records)
+    support.write_warmup_requests(base / "00000123", records)
     return base
 
 
@@ -250,11 +236,11 @@ def warmup_lines(metrics: ModelServerMetrics) -> list[str]:
 
 
 def test_up_to_1000_records_are_replayed_and_the_1001st_fails(loaded, tmp_path):
-    write_warmup(tmp_path / "1000", [predict_log(x=[[1.0]])] * 1000)
+    support.write_warmup_requests(tmp_path / "1000", [predict_log(x=[[1.0]])] * 1000)
     metrics = ModelServerMetrics()
     warmup.replay(loaded, tmp_path / "1000", 0, metrics)
     assert f'{RECORDS}{{model_path="{tmp_path / "1000"}",status="OK"}} 1000' in warmup_lines(metrics)
-    path = write_warmup(tmp_path / "1001", [predict_log(x=[[1.0]])] * 1001)
+    path = support.write_warmup_requests(tmp_path / "1001", [predict_log(x=[[1.0]])] * 1001)
     metrics = ModelServerMetrics()
     error = replay_error(loaded, tmp_path / "1001", metrics=metrics)
     assert (error.code, error.message) == (
@@ -263,7 +249,8 @@ def test_up_to_1000_records_are_replayed_and_the_1001st_fails(loaded, tmp_path):
 
 
 def test_without_iterations_each_record_runs_once(loaded, tmp_path):
-    write_warmup(tmp_path, [predict_log("once", x=[[1.0]]), examples_log("regress_log", "regress_x_to_y", "once")])
+    support.write_warmup_requests(tmp_path, [predict_log("once", x=[[1.0]]),
+                                             examples_log("regress_log", "regress_x_to_y", "once")])
     metrics = ModelServerMetrics()
     warmup.replay(loaded, tmp_path, 0, metrics)
     lines = metrics.page().decode().splitlines()
@@ -272,7 +259,7 @@ def test_without_iterations_each_record_runs_once(loaded, tmp_path):
 
 
 def test_an_unparsable_record_fails_without_metrics(loaded, tmp_path):
-    path = write_warmup(tmp_path, [b"malformed_record"])
+    path = support.write_warmup_requests(tmp_path, [b"malformed_record"])
     metrics = ModelServerMetrics()
     error = replay_error(loaded, tmp_path, metrics=metrics)
     assert (error.code, error.message) == (
@@ -283,13 +270,13 @@ def test_an_unparsable_record_fails_without_metrics(loaded, tmp_path):
 def test_a_predict_streamed_log_is_unimplemented(loaded, tmp_path):
     entry = prediction_log_pb2.PredictionLog()
     entry.predict_streamed_log.request.add()
-    write_warmup(tmp_path, [entry.SerializeToString()])
+    support.write_warmup_requests(tmp_path, [entry.SerializeToString()])
     error = replay_error(loaded, tmp_path)
     assert (error.code, error.message) == (Code.UNIMPLEMENTED, "Unsupported log_type for warmup: 7")
 
 
 def test_a_truncated_file_is_data_loss_and_counts_the_records_read(loaded, tmp_path):
-    path = write_warmup(tmp_path, [predict_log(x=[[1.0]])] * 2)
+    path = support.write_warmup_requests(tmp_path, [predict_log(x=[[1.0]])] * 2)
     path.write_bytes(path.read_bytes()[:-2])  # the second record's data CRC cut short
     metrics = ModelServerMetrics()
     error = replay_error(loaded, tmp_path, metrics=metrics)
@@ -301,7 +288,7 @@ def test_a_truncated_file_is_data_loss_and_counts_the_records_read(loaded, tmp_p
 
 
 def test_an_empty_file_is_ok_with_no_records(loaded, tmp_path):
-    write_warmup(tmp_path, [])
+    support.write_warmup_requests(tmp_path, [])
     metrics = ModelServerMetrics()
     warmup.replay(loaded, tmp_path, 0, metrics)
     assert f'{RECORDS}{{model_path="{tmp_path}",status="OK"}} 0' in warmup_lines(metrics)
@@ -315,12 +302,12 @@ def test_a_warmup_request_uses_its_signature_not_its_model_spec_version(loaded, 
     request.model_spec.version.value = 7
     request.model_spec.signature_name = "no_such_signature"
     request.input.example_list.examples.extend([example(1.0)])
-    write_warmup(tmp_path, [entry.SerializeToString()])
+    support.write_warmup_requests(tmp_path, [entry.SerializeToString()])
     error = replay_error(loaded, tmp_path)
     assert (error.code, error.message) == (Code.INVALID_ARGUMENT,
                                            "No signature was found with the name: no_such_signature")
     request.model_spec.signature_name = "regress_x_to_y"
-    write_warmup(tmp_path, [entry.SerializeToString()])
+    support.write_warmup_requests(tmp_path, [entry.SerializeToString()])
     warmup.replay(loaded, tmp_path, 1, None)
 
 
@@ -334,7 +321,7 @@ def test_a_failed_warmup_closes_the_loaded_servable(tmp_path):
             self.closed = True
 
     loaded = Loaded()
-    write_warmup(tmp_path, [session_run_log()])  # fails before the servable is used
+    support.write_warmup_requests(tmp_path, [session_run_log()])  # fails before the servable is used
     with pytest.raises(ServingError) as info:
         warmed_loader(lambda name, version, path: loaded, 0, None)("m", 1, tmp_path)
     assert info.value.code == Code.UNIMPLEMENTED and loaded.closed

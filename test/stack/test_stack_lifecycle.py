@@ -123,16 +123,7 @@ def test_a_version_folder_without_saved_model_stops_serve(tmp_path):
 
 def write_warmup_requests(model: Path, corrupt: bool = False) -> None:
     """Three Predict records in the model's warm-up file; with `corrupt`, the first record's data CRC is wrong."""
-    import tensorflow as tf
-    from tensorflow_serving.apis import prediction_log_pb2
-
-    entry = prediction_log_pb2.PredictionLog()
-    entry.predict_log.request.inputs["x"].CopyFrom(tf.make_tensor_proto([[1.0]], tf.float32))
-    path = model / "00000123" / "assets.extra" / "tf_serving_warmup_requests"
-    path.parent.mkdir()
-    with tf.io.TFRecordWriter(str(path)) as writer:
-        for _ in range(3):
-            writer.write(entry.SerializeToString())
+    path = support.write_warmup_requests(model / "00000123", [support.predict_log(x=[[1.0]])] * 3)
     if corrupt:
         data = bytearray(path.read_bytes())
         data[12] ^= 0xFF  # the first byte of the first record's data
