@@ -9,9 +9,9 @@ import threading
 import numpy as np
 import pytest
 
-from sagemaker_tfs.model_server import json_response
+from sagemaker_tfs.shared import tfs_json_response as json_response
 from sagemaker_tfs.model_server.batch_scheduler import BatchingParameters, BatchRows, BatchScheduler
-from sagemaker_tfs.model_server.error_codes import ServingError, invalid_argument
+from sagemaker_tfs.shared.error_codes import ServingError, invalid_argument
 
 
 class DoublingServable:

@@ -9,14 +9,15 @@ import sys
 import numpy as np
 import pytest
 
-from sagemaker_tfs.model_server import flags, http_server, json_request, json_response, json_text
+from sagemaker_tfs.model_server import flags, http_server, json_request
+from sagemaker_tfs.shared import tfs_json_response as json_response, tfs_json_text as json_text
 from sagemaker_tfs.model_server.batch_scheduler import (BatchingConfigError, BatchingParameters, _merge, _Task,
                                                  parse_batching_parameters)
 from sagemaker_tfs.model_server.model_config import (ModelConfigError, VersionPolicy, list_versions,
                                                      parse_config_text, parse_version)
 from sagemaker_tfs.model_server.rest import RestApi, Route, Verb
 from sagemaker_tfs.model_server.servable import TensorInfo
-from sagemaker_tfs.model_server.error_codes import ServingError
+from sagemaker_tfs.shared.error_codes import ServingError
 
 CONTAINER_COMMAND = ["--port=9000", "--rest_api_port=9001", "--model_config_file=/x/models.config",
                      "--max_num_load_retries=0", "--file_system_poll_wait_seconds=0", "--enable_batching=true",

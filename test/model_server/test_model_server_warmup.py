@@ -21,7 +21,7 @@ from tensorflow_serving.apis import (model_management_pb2, model_service_pb2_grp
 
 import support
 from sagemaker_tfs.model_server import servable, warmup
-from sagemaker_tfs.model_server.error_codes import Code, ServingError
+from sagemaker_tfs.shared.error_codes import Code, ServingError
 from sagemaker_tfs.model_server.metrics import ModelServerMetrics
 
 MONITORING = 'prometheus_config { enable: true path: "/monitoring/prometheus/metrics" }\n'

@@ -13,7 +13,7 @@ from ai_edge_litert.interpreter import Interpreter
 
 import support
 from sagemaker_tfs.model_server import tflite_servable
-from sagemaker_tfs.model_server.error_codes import Code, ServingError
+from sagemaker_tfs.shared.error_codes import Code, ServingError
 
 
 def load(path, interpreters: int = 1):

@@ -3,7 +3,7 @@
 Used wherever the real binary is not installed (laptops, CI, `serve` without Docker). It loads TF1 and TF2
 SavedModels with the TF1 loader and runs signatures by tensor name (servable.py), and TensorFlow Lite models with
 --prefer_tflite_model (tflite_servable.py); replays a version's warm-up file before it serves (warmup.py); serves
-TFS's REST API with TFS's bodies and error texts (rest.py, json_request.py, json_response.py; its HTTP/1.1
+TFS's REST API with TFS's bodies and error texts (rest.py, json_request.py, shared/tfs_json_response.py; its HTTP/1.1
 protocol is http_server.py) and TFS's gRPC services (grpc_service.py, prediction_api.py); batches concurrent
 requests like TFS's batch scheduler (batch_scheduler.py); and discovers versions by folder with TFS's version
 policies (model_config.py, servable_manager.py).

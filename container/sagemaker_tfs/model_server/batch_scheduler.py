@@ -32,7 +32,7 @@ import numpy as np
 from ..config import cpu_count
 from . import protos
 from .servable import Servable
-from .error_codes import Code, ServingError, invalid_argument
+from ..shared.error_codes import Code, ServingError, invalid_argument
 
 log = logging.getLogger(__name__)
 

@@ -35,7 +35,7 @@ from .model_config import ModelConfigError, configs_from_list
 from .servable_manager import ServableManager
 from .runner import Runner, deadline_options
 from .servable import Servable
-from .error_codes import Code, ServingError, invalid_argument
+from ..shared.error_codes import Code, ServingError, invalid_argument
 
 log = logging.getLogger(__name__)
 

@@ -18,10 +18,10 @@ from typing import Callable, Mapping, TypeVar
 
 import numpy as np
 
-from . import dtypes
-from .json_text import debug, type_name
+from ..shared import dtypes
+from ..shared.tfs_json_text import debug, type_name
 from .servable import TensorInfo
-from .error_codes import Code, ServingError, invalid_argument
+from ..shared.error_codes import Code, ServingError, invalid_argument
 
 _NUMERIC_RANGES = {
     dtypes.DT_INT8: (-(2**7), 2**7 - 1),

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import protos
-from .error_codes import ServingError
+from ..shared.error_codes import ServingError
 
 DEFAULT_PATH = "/monitoring/prometheus/metrics"
 

@@ -18,8 +18,9 @@ from tensorflow.python.framework import tensor_util
 from tensorflow_serving.apis import (classification_pb2, inference_pb2, model_pb2, predict_pb2,
                                      regression_pb2)
 
-from . import dtypes, signatures
-from .error_codes import Code, ServingError, invalid_argument
+from ..shared import dtypes
+from . import signatures
+from ..shared.error_codes import Code, ServingError, invalid_argument
 from .servable import Servable, Signature
 
 Resolve = Callable[["model_pb2.ModelSpec | None"], Servable]

@@ -20,11 +20,12 @@ from google.protobuf import json_format
 from tensorflow_serving.apis import model_pb2
 
 from ..shared.version_folders import INT64_MAX
-from . import json_request, json_response, signatures
+from ..shared import tfs_json_response
+from . import json_request, signatures
 from .http_server import Pending, Response, html_error
 from .servable_manager import ServableManager
 from .runner import Runner
-from .error_codes import Code, ServingError, invalid_argument
+from ..shared.error_codes import Code, ServingError, invalid_argument
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +59,7 @@ class Route:
 
 
 def _error(error: ServingError) -> Response:
-    return Response(error.http_status, json_response.error_body(error.message), code=error.code.name)
+    return Response(error.http_status, tfs_json_response.error_body(error.message), code=error.code.name)
 
 
 def _fixed(response: Response) -> Route:
@@ -139,7 +140,7 @@ class RestApi:
 
     @staticmethod
     def refuse(status: int, message: str) -> Response:
-        return Response(status, json_response.error_body(message), code="RESOURCE_EXHAUSTED")
+        return Response(status, tfs_json_response.error_body(message), code="RESOURCE_EXHAUSTED")
 
     @classmethod
     def route(cls, method: str, path: str) -> Route:
@@ -191,7 +192,7 @@ class RestApi:
         feeds = {signature.inputs[alias].name: array for alias, array in tensors.items()}
         outputs = self.runner.run_in_loop(servable, feeds, signature.fetches, "Predict")
         aliases = signature.output_aliases
-        return _then(outputs, lambda result: json_response.predict_body(dict(zip(aliases, result)), row_format))
+        return _then(outputs, lambda result: tfs_json_response.predict_body(dict(zip(aliases, result)), row_format))
 
     def _classify_regress(self, route: Route, body: bytes) -> Response | Pending:
         classify = route.verb is Verb.CLASSIFY
@@ -204,9 +205,9 @@ class RestApi:
         outputs = self.runner.run_in_loop(servable, {run.input_name: signatures.examples_tensor(examples)},
                                           run.fetches, "Classify" if classify else "Regress")
         if classify:
-            return _then(outputs, lambda result: json_response.classify_body(
+            return _then(outputs, lambda result: tfs_json_response.classify_body(
                 *signatures.classification(result, run, count), count))
-        return _then(outputs, lambda result: json_response.regress_body(signatures.regression(result, count)))
+        return _then(outputs, lambda result: tfs_json_response.regress_body(signatures.regression(result, count)))
 
     def _status(self, route: Route, _body: bytes) -> Response:
         response = self.servables.status_proto(route.name, route.version)  # TFS ignores a status request's label

@@ -20,8 +20,8 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from ..shared.logs import quiet_tensorflow
-from . import dtypes
-from .error_codes import Code, ServingError, from_tensorflow
+from ..shared import dtypes
+from ..shared.error_codes import Code, ServingError, from_tensorflow
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from typing import Callable
 from ..shared.version_states import VersionState
 from .model_config import ModelConfig, ModelConfigError, list_versions, load_config_file
 from .servable import Servable
-from .error_codes import Code, ServingError, invalid_argument, not_found
+from ..shared.error_codes import Code, ServingError, invalid_argument, not_found
 
 log = logging.getLogger(__name__)
 

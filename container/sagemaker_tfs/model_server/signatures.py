@@ -12,9 +12,9 @@ from dataclasses import dataclass
 import numpy as np
 from google.protobuf import text_format
 
-from . import dtypes
+from ..shared import dtypes
 from .servable import Servable, Signature
-from .error_codes import Code, ServingError, invalid_argument
+from ..shared.error_codes import Code, ServingError, invalid_argument
 
 DEFAULT_SIGNATURE = "serving_default"
 

@@ -26,8 +26,8 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from ..config import cpu_count
-from . import dtypes
-from .error_codes import Code, ServingError, invalid_argument
+from ..shared import dtypes
+from ..shared.error_codes import Code, ServingError, invalid_argument
 from .servable import PREDICT_METHOD, RunOptions, Servable, Signature
 
 log = logging.getLogger(__name__)

@@ -23,7 +23,7 @@ from google.protobuf.message import DecodeError
 from tensorflow_serving.apis import prediction_log_pb2
 
 from . import prediction_api
-from .error_codes import Code, ServingError, from_tensorflow, invalid_argument
+from ..shared.error_codes import Code, ServingError, from_tensorflow, invalid_argument
 from .metrics import ModelServerMetrics
 from .servable import Servable
 

@@ -4,8 +4,8 @@ wsgi_server/) and the JSON of a handler's dict or list or of a management route'
 One form for all: UTF-8, with non-ASCII characters as they are (ensure_ascii=False). The original container's error
 bodies came from falcon's JSON handler, which writes them so, and so does everything a client reads from the app; the
 refusals (wsgi_server/refusals.py) used to escape them (`\\u00e9`), the one place that did. For ASCII text the two
-forms are the same bytes. (The model servers' own errors keep TensorFlow Serving's layout: model_server/
-json_response.py.)
+forms are the same bytes. (The model servers' own errors keep TensorFlow Serving's layout: shared/
+tfs_json_response.py.)
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
 from sagemaker_tfs import HandlerError
 from sagemaker_tfs.codecs import default_input_handler
-from sagemaker_tfs.model_server.error_codes import HTTP_STATUS
+from sagemaker_tfs.shared.error_codes import HTTP_STATUS
 
 FIRST_MODEL = "encoder"
 SECOND_MODEL = "classifier"  # unless the request names another one (tfs-model-name)

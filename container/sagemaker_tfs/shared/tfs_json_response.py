@@ -14,7 +14,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from . import dtypes
-from .json_text import float_texts, string
+from .tfs_json_text import float_texts, string
 from .error_codes import invalid_argument
 
 Layout = Callable[[int], tuple[str, str, str]]  # level -> (open, separator, close)
