@@ -159,6 +159,14 @@ def default_input_handler(data: Any, context: Any) -> bytes:
     return tfs_request(_read(data), context.request_content_type)
 
 
+def default_request(data: Any, context: Any) -> Any:
+    """What the default handler sends: default_input_handler's TFS request, except that an NPY body stays an array
+    (the instances), which goes to the model server in binary (model_client/tensor_calls.py)."""
+    if media_type(context.request_content_type) == npy.NPY:
+        return npy.load(_read(data))
+    return default_input_handler(data, context)
+
+
 def tfs_request(body: bytes, content_type: str | None = JSON) -> bytes:
     """The TFS REST request body (JSON) for a client body of this content type; HandlerError 415/400."""
     media = media_type(content_type) or JSON
@@ -328,6 +336,11 @@ def default_output_handler(response: Any, context: Any) -> tuple:
     if media == JSON:
         return response.content, JSON
     if media == npy.NPY:
+        outputs = getattr(response, "outputs", None)  # a binary call's arrays (tensor_calls.TensorResponse)
+        if outputs is not None and len(outputs) == 1:
+            (array,) = outputs.values()
+            if array.dtype.kind in "biuf":
+                return npy.dump(array), media  # the model's own type: float32 where JSON would give float64
         return npy.predictions_body(predictions(_answer(response.content))), media
     return encode_predictions(response.content, media), media
 

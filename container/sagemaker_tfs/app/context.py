@@ -6,7 +6,8 @@ import re
 from typing import Any, NamedTuple
 
 from ..errors import HandlerError
-from ..model_client.model_servers import ModelServerSession
+from ..model_client.http_client import HOST
+from ..model_client.model_servers import ModelServerSession, loopback_target
 from ..shared.headers import CUSTOM_ATTRIBUTES_HEADER, environ_key
 from ..shared.media_types import JSON
 from ..shared.model_names import MODEL_NAME
@@ -37,6 +38,24 @@ class Context(NamedTuple):
         `context.session.post(context.rest_uri, data=...)` in place of `requests.post(...)` (not a tuple field, so
         that the Context keeps the original's fields)."""
         return ModelServerSession(self.timeout)
+
+    def predict_arrays(self, inputs: Any, *, model_name: str | None = None, version: int | str | None = None,
+                       signature_name: str | None = None, timeout: float | None = None) -> dict[str, Any]:
+        """A Predict with numpy arrays, in binary over `channel` (gRPC), never as JSON: `inputs` is one array for
+        the signature's only input, or a dict of arrays by input name, converted to the inputs' types as REST
+        converts JSON numbers (float64 to a float32 input, ...). Returns the outputs by name, as numpy arrays in the
+        model's types. The model is this request's (the `rest_uri` one: the tfs-model-name attribute, else the
+        default model) unless `model_name` names another; `version` likewise. A model server error raises a
+        HandlerError with the status and message the REST call would answer (uncaught, the client gets them)."""
+        from ..model_client import tensor_calls  # numpy: scripts that call this have it
+
+        port, path = loopback_target(self.rest_uri)
+        target = tensor_calls.rest_target(path.partition("?")[0])
+        if model_name is None and target is not None:
+            model_name, version = target[0], target[1] if version is None else version
+        return tensor_calls.predict(self.channel, port, f"{HOST}:{port}", model_name or "", inputs,
+                                    version=None if version is None else int(version), signature_name=signature_name,
+                                    timeout=self.timeout if timeout is None else timeout)
 
 
 # As the original: every `tfs-<key>=<value>` pair anywhere in the header, up to the next comma. The value is

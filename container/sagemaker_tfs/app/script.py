@@ -37,7 +37,7 @@ class Handlers:
     toolkit: Any = None  # toolkit.functions.ToolkitFunctions, for Contract.TOOLKIT
 
 
-DEFAULT = Handlers(Contract.DEFAULT, None, input_handler=codecs.default_input_handler,
+DEFAULT = Handlers(Contract.DEFAULT, None, input_handler=codecs.default_request,
                    output_handler=codecs.default_output_handler)
 
 

@@ -18,6 +18,9 @@ from ..shared.version_states import VersionState
 from .http_client import HOST, HttpClient, ProtocolError
 
 
+UNLIMITED_MESSAGES = [("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)]
+
+
 class ModelServer:
     """One model server instance on 127.0.0.1. Its gRPC channel is made on first use, in the worker
     process that uses it (a channel must not cross a fork)."""
@@ -35,7 +38,8 @@ class ModelServer:
         if channel is None:  # two threads may both get here: one channel is then dropped, which is harmless
             import grpc  # only scripts get a channel: the default handler does not pay for grpc
 
-            channel = self._channel = grpc.insecure_channel(f"{HOST}:{self.grpc_port}")
+            # no 4 MB cap on answers (gRPC's default): the model servers take and give messages of any size
+            channel = self._channel = grpc.insecure_channel(f"{HOST}:{self.grpc_port}", options=UNLIMITED_MESSAGES)
         return channel
 
     def __repr__(self) -> str:
@@ -116,7 +120,7 @@ class ModelServerSession:
 
     def request(self, method: str, url: str, data: Any = None, json: Any = None,
                 headers: dict[str, str] | None = None, timeout: float | None = None) -> requests.Response:
-        port, path = _loopback_target(url)
+        port, path = loopback_target(url)
         if json is not None:
             data = json_module.dumps(json).encode()
             headers = {"Content-Type": JSON, **(headers or {})}
@@ -130,7 +134,7 @@ class ModelServerSession:
 
 
 @functools.lru_cache(maxsize=256)  # a script calls the same few rest_uri values
-def _loopback_target(url: str) -> tuple[int, str]:
+def loopback_target(url: str) -> tuple[int, str]:
     """(port, path with query) of an http://127.0.0.1:<port>/... URL; ValueError for any other."""
     parts = urlsplit(url)
     if parts.scheme != "http" or parts.hostname not in (HOST, "localhost") or parts.port is None:

@@ -52,7 +52,11 @@ def dump(array: Any) -> bytes:
 
 def tfs_request(body: bytes) -> bytes:
     """The TFS REST request of an NPY body: the array (its first axis) as the instances."""
-    array = load(body)
+    return instances_request(load(body))
+
+
+def instances_request(array: Any) -> bytes:
+    """The TFS REST request of an array: its first axis as the instances."""
     try:
         instances = json.dumps(array.tolist())
     except TypeError:
