@@ -156,7 +156,7 @@ def _typed_values(field: int, chunks: list) -> np.ndarray:
     if wire == _VARINT:
         arrays = [_varints(c) if isinstance(c, memoryview) else np.array([c], np.uint64) for c in chunks]
     else:
-        arrays = [np.frombuffer(c, stored) for c in chunks]
+        arrays = [np.frombuffer(c, stored).copy() for c in chunks]  # aligned and writable, not the message's bytes
     return np.concatenate(arrays) if len(arrays) != 1 else arrays[0]
 
 
