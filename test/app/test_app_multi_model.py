@@ -3,12 +3,16 @@ a registry publisher run by the test, against the real model server: the routes 
 
 from __future__ import annotations
 
+import io
 import time
+
+import numpy as np
 
 import falcon.testing
 
 from app_support import OTHER_MODEL, ModelServer
 from sagemaker_tfs.config import Settings
+from sagemaker_tfs.shared import npy
 from sagemaker_tfs.app.routes import create_app
 from sagemaker_tfs.registry.publication import Publisher
 
@@ -38,6 +42,10 @@ def test_the_routes_follow_the_registry(model_server: ModelServer, tmp_path):
         publisher.publish(snapshot(OTHER_MODEL), time.monotonic() + 10)
         answer = invoke(OTHER_MODEL)
         assert (answer.status_code, answer.json) == (200, {"predictions": [2.5, 3.0]})
+        arrays = client.simulate_post(f"/models/{OTHER_MODEL}/invoke", body=npy.dump(np.array([1.0, 2.0])),
+                                      headers={"Content-Type": npy.NPY, "Accept": npy.NPY})
+        answered = np.load(io.BytesIO(arrays.content))  # float32: the binary way, as single-model endpoints
+        assert (arrays.status_code, answered.dtype, answered.tolist()) == (200, np.float32, [2.5, 3.0])
         publisher.publish(snapshot(OTHER_MODEL, state="loading"), time.monotonic() + 10)
         assert invoke(OTHER_MODEL).status_code == 404  # its code is imported, it is not routed yet
         publisher.publish([], time.monotonic() + 10)

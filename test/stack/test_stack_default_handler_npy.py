@@ -4,6 +4,7 @@ NumpyDeserializer (the defaults of its PyTorch and MXNet predictors) against a S
 from __future__ import annotations
 
 import io
+import json
 
 import numpy as np
 import pytest
@@ -36,6 +37,18 @@ def test_accept_npy_answers_the_predictions_as_an_array(stack, body, content_typ
     assert (answer.status, answer.content_type) == (200, NPY)
     array = np.load(io.BytesIO(answer.body), allow_pickle=False)
     assert array.shape == (2, 1) and array.tolist() == [[2.5], [3.0]]
+
+
+def test_large_images_go_in_binary_and_come_back_in_the_models_type(stack):
+    images = np.random.default_rng(35).random((3, 224, 224, 3), dtype=np.float32)
+    answer = invoke(stack, npy_body(images), NPY, Accept=NPY)
+    assert (answer.status, answer.content_type) == (200, NPY)
+    array = np.load(io.BytesIO(answer.body), allow_pickle=False)
+    # float32, as the model answered it (the JSON way gave float64); half_plus_two computes in float32
+    assert array.dtype == np.float32 and array.tobytes() == (images * np.float32(0.5) + np.float32(2)).tobytes()
+    as_json = invoke(stack, npy_body(images), NPY)
+    instances = invoke(stack, '{"instances": ' + json.dumps(images.tolist()) + "}", "application/json")
+    assert (as_json.status, as_json.content_type, as_json.body) == (200, "application/json", instances.body)
 
 
 def test_a_pickled_npy_body_is_refused(stack):

@@ -15,6 +15,7 @@ import struct
 from pathlib import Path
 
 import boto3
+import numpy as np
 import pytest
 
 import support
@@ -255,6 +256,21 @@ def test_recordio_single_record_strips_framing_and_multi_record_keeps_it(stacks,
 
 
 # ----- the default handler: filters and joins, Gzip, manifests, S3, instances -----
+
+
+def test_npy_files_go_to_the_model_server_in_binary(stacks, tmp_path):
+    data = tmp_path / "in"
+    data.mkdir()
+    images = np.random.default_rng(5).random((4, 224, 224, 3), dtype=np.float32)  # 2.4 MB, one request per file
+    np.save(data / "images.npy", images)
+    np.save(data / "numbers.npy", np.array([[1.0], [2.0]]))
+    description = run(stacks["plain"], data, tmp_path / "out", content_type="application/x-npy",
+                      accept="application/x-npy", max_payload=6)
+    assert description["TransformJobStatus"] == "Completed", description["LocalRun"]["Objects"]
+    # float32, the model's own type: JSON would have given float64
+    answer = np.load(tmp_path / "out" / "images.npy.out")
+    assert answer.dtype == np.float32 and answer.tobytes() == (images * np.float32(0.5) + np.float32(3)).tobytes()
+    assert np.load(tmp_path / "out" / "numbers.npy.out").tolist() == [[3.5], [4.0]]
 
 
 def test_csv_filters_and_join(stacks, tmp_path):
