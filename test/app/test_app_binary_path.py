@@ -180,6 +180,19 @@ def test_the_binary_path_is_taken_for_large_images(app, binary_answers):
     assert got.dtype == np.float32 and got.tobytes() == (images * 2 + 1).tobytes()
 
 
+@pytest.mark.parametrize("attributes, status", [
+    ("tfs-model-name=half_plus_two,tfs-model-version=124", 200),
+    ("tfs-model-name=half_plus_two,tfs-model-version=7", 404),
+    ("tfs-model-name=nope", 404),
+])
+def test_named_models_and_versions_are_the_rest_calls(model_server, tmp_path, binary_answers, attributes, status):
+    with InProcessApp(write_model_dir(tmp_path), model_server) as app:
+        binary = app.invoke(npy.dump(np.array([[1.0], [5.0]])), NPY, X_Amzn_SageMaker_Custom_Attributes=attributes)
+        rest = app.invoke('{"instances": [[1.0], [5.0]]}', X_Amzn_SageMaker_Custom_Attributes=attributes)
+        assert (binary.status, binary.body) == (rest.status, rest.body)
+        assert binary.status == status and len(binary_answers) == (status == 200)
+
+
 ARRAYS_SCRIPT = '''
 import io
 import json
