@@ -151,6 +151,19 @@ def _render_list(value: tuple[int, ...]) -> str:
     return ",".join(map(str, value)) or NO_PORTS
 
 
+def _device_list(raw: str) -> tuple[str, ...]:
+    if raw == NO_DEVICES:
+        return ()
+    devices = tuple(part.strip() for part in raw.split(","))
+    if not all(devices):
+        raise ValueError("must be a comma-separated list of CUDA devices")
+    return devices
+
+
+def _render_devices(value: tuple[str, ...]) -> str:
+    return ",".join(value) or NO_DEVICES
+
+
 @dataclass(frozen=True)
 class Variable:
     """The declaration of one environment variable."""
@@ -165,11 +178,16 @@ class Variable:
     by_presence: bool = False  # set to anything (even empty) means True, as SageMaker's SAGEMAKER_BATCH
     set_by_serve: bool = False  # handed by `serve` to its children, not set by users
 
+    def is_set(self, env: Mapping[str, str]) -> bool:
+        """Whether `env` gives the variable a value (else the setting takes its default)."""
+        raw = env.get(self.name)
+        return raw is not None if self.by_presence else raw is not None and raw.strip() != ""
+
     def read(self, env: Mapping[str, str], others: Any) -> Any:
         raw = env.get(self.name)
         if self.by_presence:
             value = raw is not None
-        elif raw is None or raw.strip() == "":
+        elif not self.is_set(env):
             value = self.default(others) if callable(self.default) else self.default
         else:
             try:
@@ -202,8 +220,28 @@ MAX_TRANSFORM_MB = 100  # SageMaker's limit of MaxPayloadInMB and of MaxConcurre
 BATCH_QUEUE_UNDER_TRANSFORM = 100000000
 _EXEC_PARAMS = "reported by `GET /execution-parameters`"
 NO_PORTS = "none"  # TFS_REST_PORTS / TFS_GRPC_PORTS without SavedModels: no model server runs
+NO_DEVICES = "none"  # TFS_CUDA_DEVICES on a machine without GPUs
 TOOLKIT_ACCEPT_TYPES = media_types.names(*media_types.TOOLKIT_FORMATS)  # the default output_fn writes them
 _TOOLKIT = "the inference toolkit contract's"
+
+
+# ---- the defaults that depend on what `serve` finds (the GPUs, the script): Settings.resolved() applies them ----
+
+def default_worker_count(model_server_workers: int | None, gpus: int, script_loads_model: bool) -> tuple[int, str]:
+    """gunicorn's worker count when SAGEMAKER_GUNICORN_WORKERS is unset, and why: SAGEMAKER_MODEL_SERVER_WORKERS
+    when set; else, on a machine with GPUs, one worker per GPU when an inference toolkit script's model_fn loads
+    the model (each worker holds a copy, on GPU `gpu_id`: the toolkit's own default); else one per core (the
+    workers never touch a GPU when the model servers hold the model)."""
+    if model_server_workers:
+        return model_server_workers, "SAGEMAKER_MODEL_SERVER_WORKERS"
+    if gpus and script_loads_model:
+        return gpus, "one per GPU: the script's model_fn loads the model"
+    return cpu_count(), "one per core"
+
+
+def default_instance_count(gpus: int) -> int:
+    """SAGEMAKER_TFS_INSTANCE_COUNT when unset: one model server per GPU (each pinned to its GPU), else one."""
+    return max(1, gpus)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -215,8 +253,10 @@ class Settings:
         "SAGEMAKER_SAFE_PORT_RANGE", _port_range, None,
         "`low-high`; model server *i* uses gRPC `low+2i` and REST `low+2i+1`",
         shown_default="unset: gRPC 9000+i, REST 8501+i", render=_render_range)
-    tfs_instance_count: int = var("SAGEMAKER_TFS_INSTANCE_COUNT", _int_between(1), 1,
-                                  "model server processes; requests are spread over them")
+    tfs_instance_count: int = var("SAGEMAKER_TFS_INSTANCE_COUNT", _int_between(1),
+                                  lambda s: default_instance_count(len(s.cuda_devices)),
+                                  "model server processes; requests are spread over them (round-robin)",
+                                  shown_default="`1`; with several GPUs, one per GPU (docs/gpu.md)")
     tfs_default_model_name: str | None = var("SAGEMAKER_TFS_DEFAULT_MODEL_NAME", _model_name, None,
                                              "model used when a request names none", shown_default="the first model")
     tfs_enable_batching: bool = var("SAGEMAKER_TFS_ENABLE_BATCHING", _bool, False,
@@ -240,14 +280,22 @@ class Settings:
         "SAGEMAKER_TFS_FRACTIONAL_GPU_MEM_MARGIN", _fraction, 0.2,
         "with several instances on GPUs: each gets `(1 - margin) / instances per GPU` of its GPU's memory; "
         "instance *i* uses GPU *i mod n*")
+    nvidia_smi_timeout_seconds: int = var(
+        "SAGEMAKER_NVIDIA_SMI_TIMEOUT_SECONDS", _int_between(1), 20,
+        "how long `serve` waits for `nvidia-smi -L` to count the GPUs; past it, or when it fails, it counts none "
+        "(logged) and starts")
     tfs_wait_time_seconds: int = var("SAGEMAKER_TFS_WAIT_TIME_SECONDS", _int_between(1), 300,
                                      "start-up budget for the models to load and the app to answer `/ping`")
     nginx_loglevel: str = var("SAGEMAKER_TFS_NGINX_LOGLEVEL", _choice(*NGINX_LOG_LEVELS), "error",
                               "nginx `error_log` level")
-    # One worker per core, so that CPU-bound handlers do not run one at a time (the original: 1).
+    # One worker per core, so that CPU-bound handlers do not run one at a time (the original: 1); one per GPU for a
+    # toolkit script's model on a GPU machine (default_worker_count).
     gunicorn_workers: int = var("SAGEMAKER_GUNICORN_WORKERS", _int_between(1),
-                                lambda s: s.model_server_workers or cpu_count(), "gunicorn worker processes",
-                                shown_default="`SAGEMAKER_MODEL_SERVER_WORKERS`, else the number of cores")
+                                lambda s: default_worker_count(s.model_server_workers, 0, False)[0],
+                                "gunicorn worker processes",
+                                shown_default="`SAGEMAKER_MODEL_SERVER_WORKERS`, else one per GPU for an inference "
+                                              "toolkit script whose `model_fn` loads the model on a machine with "
+                                              "GPUs, else the number of cores (docs/gpu.md)")
     gunicorn_threads: int = var("SAGEMAKER_GUNICORN_THREADS", _int_between(1), 1,
                                 "threads per `gthread` worker (a `connections` worker has one per connection)")
     # gevent is not required (the original's default): a thread per connection serves as many requests at once.
@@ -382,6 +430,14 @@ class Settings:
     default_model: str | None = var("TFS_DEFAULT_MODEL_NAME", _text, None,
                                     "the model `serve` chose for requests that name none (unset without "
                                     "SavedModels, when the ports are `none`)", set_by_serve=True)
+    cuda_devices: tuple[str, ...] = var(
+        "TFS_CUDA_DEVICES", _device_list, (),
+        "the GPUs CUDA sees, as `CUDA_VISIBLE_DEVICES` names them (`none`: no GPU), found once by `serve`; worker "
+        "slot *s* gets `gpu_id` *s mod n*", render=_render_devices, set_by_serve=True)
+
+    # Not a variable: the settings whose variable was unset, so that resolved() can apply the defaults that depend
+    # on what serve found. Children get every value set, so theirs is empty.
+    defaulted: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
 
     def __post_init__(self) -> None:
         ports = self.ports()  # validates the port range against the instance count
@@ -400,7 +456,8 @@ class Settings:
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
         env = os.environ if env is None else env
-        return cls(**_Resolver(env).values())
+        resolver = _Resolver(env)
+        return cls(**resolver.values(), defaulted=resolver.defaulted())
 
     def to_env(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
         """The environment of a child of the stack: `base` (e.g. os.environ) without any declared variable, plus
@@ -420,12 +477,22 @@ class Settings:
                 env[variable.name] = text
         return env
 
-    def resolved(self, model_dir: str, default_model: str | None) -> "Settings":
-        """The settings `serve` hands to its children: the model folder and default model it found, and the
-        ports it gave the model servers (none without a default model, no SavedModel hence no model server, except
-        on a multi-model endpoint, whose models come later)."""
-        ports = self.ports() if default_model is not None or self.multi_model else []
-        return dataclasses.replace(self, model_dir=model_dir, default_model=default_model,
+    def resolved(self, model_dir: str, default_model: str | None, cuda_devices: tuple[str, ...] = (),
+                 script_loads_model: bool = False) -> "Settings":
+        """The settings `serve` hands to its children: the model folder and default model it found, the GPUs CUDA
+        sees (shared/gpus.py) and the ports it gave the model servers (none without a default model, no SavedModel
+        hence no model server, except on a multi-model endpoint, whose models come later). The worker and model
+        server counts that were left unset take the defaults that depend on the GPUs and on whether an inference
+        toolkit script's model_fn loads the model (default_worker_count, default_instance_count)."""
+        counts: dict[str, int] = {}
+        if "gunicorn_workers" in self.defaulted:
+            counts["gunicorn_workers"] = default_worker_count(self.model_server_workers, len(cuda_devices),
+                                                              script_loads_model)[0]
+        if "tfs_instance_count" in self.defaulted:
+            counts["tfs_instance_count"] = default_instance_count(len(cuda_devices))
+        found = dataclasses.replace(self, cuda_devices=cuda_devices, **counts)
+        ports = found.ports() if default_model is not None or self.multi_model else []
+        return dataclasses.replace(found, model_dir=model_dir, default_model=default_model,
                                    model_server_grpc_ports=tuple(grpc for grpc, _ in ports),
                                    model_server_rest_ports=tuple(rest for _, rest in ports))
 
@@ -452,7 +519,9 @@ class Settings:
         if low + 2 * count - 1 > high:
             raise ConfigError(
                 f"not enough ports available in SAGEMAKER_SAFE_PORT_RANGE ({low}-{high}) "
-                f"for SAGEMAKER_TFS_INSTANCE_COUNT={count}: each instance needs 2"
+                f"for SAGEMAKER_TFS_INSTANCE_COUNT={count}"
+                + (" (unset: one per GPU)" if "tfs_instance_count" in self.defaulted else "")
+                + ": each instance needs 2"
             )
         return [(low + 2 * i, low + 2 * i + 1) for i in range(count)]
 
@@ -472,7 +541,8 @@ class Settings:
         return parameters
 
 
-VARIABLES: dict[str, Variable] = {f.name: f.metadata["variable"] for f in dataclasses.fields(Settings)}
+VARIABLES: dict[str, Variable] = {f.name: f.metadata["variable"] for f in dataclasses.fields(Settings)
+                                  if "variable" in f.metadata}
 _NAMES = frozenset(v.name for v in VARIABLES.values())
 
 
@@ -502,6 +572,9 @@ class _Resolver:
 
     def values(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in VARIABLES}
+
+    def defaulted(self) -> frozenset[str]:
+        return frozenset(name for name, variable in VARIABLES.items() if not variable.is_set(self._env))
 
 
 def markdown_table() -> str:

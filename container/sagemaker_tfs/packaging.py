@@ -81,6 +81,13 @@ def is_toolkit_script(script: Path, choice: str = "auto") -> bool:
         return False
 
 
+def script_loads_model(script: Path, choice: str = "auto") -> bool:
+    """Whether the script's own model_fn loads the model (an inference toolkit script defining model_fn): then
+    each worker holds a copy, and on a machine with GPUs the default is one worker per GPU
+    (config.default_worker_count)."""
+    return is_toolkit_script(script, choice) and "model_fn" in script_names(script)
+
+
 def _describe(script: Path) -> str:
     contract = handler_contract(script)
     if contract is Contract.TOOLKIT:

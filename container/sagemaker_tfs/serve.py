@@ -1,8 +1,10 @@
 """`serve`: the container's entrypoint. Starts and supervises the model servers, gunicorn and nginx.
 
 Start-up, each step failing fast with one message that says what to fix:
-  1. settings from SAGEMAKER_* (config.py) and the model tree (model_tree.py) are validated, and the runtime
-     folder (runtime_dir.py) is checked to be private and locked;
+  1. settings from SAGEMAKER_* (config.py) and the model tree (model_tree.py) are validated, the GPUs CUDA sees are
+     counted once (gpus.py; they give the worker and instance counts left unset, and one log line says which
+     worker and instance uses which GPU), and the runtime folder (runtime_dir.py) is checked to be private and
+     locked;
   2. the model server config (and batching config) are written to the runtime folder, and
      SAGEMAKER_TFS_INSTANCE_COUNT model servers start: `tensorflow_model_server` when it is on PATH,
      else the embedded one, with the same flags (commands.py); code/requirements.txt is installed meanwhile
@@ -31,11 +33,11 @@ from pathlib import Path
 
 from . import __version__
 from .stack import commands
-from .shared import logs, model_tree, runtime_dir
+from .shared import gpus, logs, model_tree, runtime_dir
 from .config import ConfigError, Settings, log_format
 from .errors import StartupError
 from .shared.model_tree import ModelTree, ModelTreeError
-from .packaging import is_toolkit_script
+from .packaging import is_toolkit_script, script_loads_model
 from .stack import reaper
 from .stack.supervisor import Stack, StopRequested
 
@@ -43,8 +45,9 @@ log = logging.getLogger("serve")
 
 
 def prepare() -> tuple[Settings, ModelTree | None]:
-    """The settings, resolved for the children (Settings.resolved), and the validated model tree (None for a
-    multi-model endpoint: nothing is loaded at start-up)."""
+    """The settings, resolved for the children (Settings.resolved, with the GPUs CUDA sees, counted once here), and
+    the validated model tree (None for a multi-model endpoint: nothing is loaded at start-up). Logs the one line
+    that says which GPU each worker and model server uses."""
     settings = Settings.from_env()
     if settings.gunicorn_worker_class in ("gevent", "eventlet", "tornado") and \
             importlib.util.find_spec(settings.gunicorn_worker_class) is None:
@@ -56,12 +59,20 @@ def prepare() -> tuple[Settings, ModelTree | None]:
         from .stack.multi_model import check_model_root
 
         commands.model_server_base_command()
-        return settings.resolved(check_model_root(settings), None), None
+        model_root = check_model_root(settings)
+        found = gpus.find(settings.nvidia_smi_timeout_seconds)
+        settings = settings.resolved(model_root, None, found.devices)
+        log.info("%s", commands.gpu_line(settings, found.how, False, model_servers=True))
+        return settings, None
     tree = model_tree.find_models(settings.model_dir, settings.tfs_default_model_name, settings.program,
                                   lambda script: is_toolkit_script(script, settings.inference_contract))
     if tree.models:  # an inference toolkit script without SavedModels needs no model server
         commands.model_server_base_command()
-    return settings.resolved(str(tree.model_dir.resolve()), tree.default_model), tree
+    loads_model = tree.script is not None and script_loads_model(tree.script, settings.inference_contract)
+    found = gpus.find(settings.nvidia_smi_timeout_seconds)
+    settings = settings.resolved(str(tree.model_dir.resolve()), tree.default_model, found.devices, loads_model)
+    log.info("%s", commands.gpu_line(settings, found.how, loads_model, model_servers=bool(tree.models)))
+    return settings, tree
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -93,11 +93,12 @@ class WorkerModels:
     ready ones."""
 
     def __init__(self, universal: script.Handlers, servers: list[ModelServer], client: ModelServerClient,
-                 timeout: float, default_accept: str = answers.JSON):
+                 timeout: float, default_accept: str = answers.JSON, gpu_id: int | None = None):
         self.routes: dict[str, RoutedModel] = {}  # replaced as a whole; read by invocations without a lock
         self._universal = universal
         self._servers, self._client, self._timeout = servers, client, timeout
         self._default_accept = default_accept  # SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT, for toolkit scripts
+        self._gpu_id = gpu_id  # this worker's, for toolkit scripts (shared/gpus.py)
         self._code: dict[str, ModelCode] = {}
 
     def apply(self, message: Message) -> dict[str, str]:
@@ -147,7 +148,7 @@ class WorkerModels:
         if handlers.contract is Contract.TOOLKIT:
             try:  # the start-up functions, with model_dir = the model's url (docs/toolkit-contract.md §11)
                 toolkit = start_invocations(handlers.toolkit, model["url"], name, self._servers, self._client,
-                                            self._default_accept)
+                                            self._default_accept, self._gpu_id)
             except StartupFailure:
                 script.forget(modules)
                 raise

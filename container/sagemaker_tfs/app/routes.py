@@ -37,7 +37,7 @@ from ..config import MAX_TRANSFORM_MB, PING_TIMEOUT_SECONDS, Settings
 from ..model_client.model_servers import (ANY_MODEL, ModelServer, ModelServerClient, ModelServerError,
                                           model_servers, model_status)
 from ..registry.publication import Subscriber
-from ..shared import json_bodies, logs
+from ..shared import gpus, json_bodies, logs
 from ..shared.handler_contract import Contract
 from ..shared.metrics_files import folder as metrics_folder
 from ..toolkit.invocations import start_invocations
@@ -158,7 +158,8 @@ def _single_model_routes(app: ProxyApp, settings: Settings, servers: list[ModelS
     handlers = script.load(settings.model_dir, settings.program, settings.inference_contract)
     if handlers.contract is Contract.TOOLKIT:
         invocations: Any = start_invocations(handlers.toolkit, settings.model_dir, settings.default_model or "model",
-                                             servers, client, settings.default_invocations_accept)
+                                             servers, client, settings.default_invocations_accept,
+                                             gpus.gpu_id(len(settings.cuda_devices)))
     else:
         invocations = Invocations(handlers, servers, client, settings.default_model, timeout)
     app.add_route("/ping", Ping(servers, settings.default_model))
@@ -170,7 +171,8 @@ def _multi_model_routes(app: ProxyApp, settings: Settings, servers: list[ModelSe
                         timeout: float) -> str:
     app.releases.append(lambda: script.unload(Path(settings.multi_model_code_dir)))
     universal = script.load_code(Path(settings.multi_model_code_dir))
-    models = WorkerModels(universal, servers, client, timeout, settings.default_invocations_accept)
+    models = WorkerModels(universal, servers, client, timeout, settings.default_invocations_accept,
+                          gpus.gpu_id(len(settings.cuda_devices)))
     app.releases.append(models.forget)
     subscriber = Subscriber(Path(settings.runtime_dir) / "registry.sock", models.apply)
     app.releases.append(subscriber.close)

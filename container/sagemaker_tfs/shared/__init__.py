@@ -12,7 +12,7 @@
     runtime_dir.py      the private runtime folder and the files created in it
     metrics_files.py    the metrics folder's file format
     reload_generation.py the metadata key of the registry's numbered reloads
-    gpus.py             the machine's GPUs
+    gpus.py             the GPUs CUDA sees (nvidia-smi, CUDA_VISIBLE_DEVICES), worker slots and gpu_id
     str_enum.py         enum.StrEnum on Python 3.10 too
     version_states.py   TensorFlow Serving's version states (START ... END)
     logs.py             text or JSON log lines

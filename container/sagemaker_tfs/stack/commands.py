@@ -1,5 +1,5 @@
-"""The command lines `serve` starts: the model server instances (and their batching file) and gunicorn (nginx's is in
-nginx.py)."""
+"""The command lines `serve` starts: the model server instances (and their batching file, their GPUs) and gunicorn
+(nginx's is in nginx.py), and the start-up line that says which GPU each worker and instance uses."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ import sys
 from pathlib import Path
 
 from . import extras
-from ..config import Settings
+from ..config import Settings, default_worker_count
 from ..errors import StartupError
+from ..shared import gpus
 
 
 def model_server_base_command() -> list[str]:
@@ -31,12 +32,30 @@ def model_server_base_command() -> list[str]:
             "--rest_api_idle_timeout_seconds=0"]
 
 
+def instance_device(settings: Settings, instance: int) -> str | None:
+    """The CUDA_VISIBLE_DEVICES that pins model server `instance` to one GPU: with several instances and several
+    GPUs, the (i mod n)-th device CUDA sees (as serve's own CUDA_VISIBLE_DEVICES names it); None otherwise (the
+    instance sees what serve sees)."""
+    devices = settings.cuda_devices
+    return devices[instance % len(devices)] if len(devices) > 1 and settings.tfs_instance_count > 1 else None
+
+
+def memory_fraction(settings: Settings) -> float | None:
+    """Each instance's --per_process_gpu_memory_fraction with several instances on GPUs: (1 - margin) / the
+    instances on each GPU; None otherwise (TensorFlow's default: the GPU's memory as needed)."""
+    gpu_count, count = len(settings.cuda_devices), settings.tfs_instance_count
+    if not gpu_count or count <= 1:
+        return None
+    sharing = math.ceil(count / gpu_count)  # instances on each GPU
+    return round((1 - settings.tfs_fractional_gpu_mem_margin) / sharing, 4)
+
+
 def model_server_commands(settings: Settings, config_file: Path, batching_file: Path | None,
-                          gpus: int, monitoring_file: Path | None = None) -> list[tuple[list[str], dict[str, str]]]:
+                          monitoring_file: Path | None = None) -> list[tuple[list[str], dict[str, str]]]:
     """The command line and extra environment of each model server instance."""
     base = model_server_base_command()
     commands = []
-    count = settings.tfs_instance_count
+    fraction = memory_fraction(settings)
     for i, (grpc_port, rest_port) in enumerate(settings.ports()):
         args = base + [
             f"--port={grpc_port}",
@@ -54,15 +73,41 @@ def model_server_commands(settings: Settings, config_file: Path, batching_file: 
             args.append(f"--tensorflow_intra_op_parallelism={settings.tfs_intra_op_parallelism}")
         if settings.tfs_inter_op_parallelism:
             args.append(f"--tensorflow_inter_op_parallelism={settings.tfs_inter_op_parallelism}")
-        env: dict[str, str] = {}
-        if gpus and count > 1:
-            sharing = math.ceil(count / gpus)  # instances on each GPU
-            fraction = round((1 - settings.tfs_fractional_gpu_mem_margin) / sharing, 4)
+        if fraction is not None:
             args.append(f"--per_process_gpu_memory_fraction={fraction}")
-            if gpus > 1:
-                env["CUDA_VISIBLE_DEVICES"] = str(i % gpus)
-        commands.append((args, env))
+        device = instance_device(settings, i)
+        commands.append((args, {} if device is None else {"CUDA_VISIBLE_DEVICES": device}))
     return commands
+
+
+def gpu_line(settings: Settings, how: str, script_loads_model: bool, model_servers: bool) -> str:
+    """serve's one start-up line about the GPUs (settings resolved): how many CUDA sees and how that was found;
+    the gunicorn workers, why that many, and the toolkit `gpu_id` of each worker slot; the model servers, why
+    that many, and the GPU each is pinned to."""
+    devices = settings.cuda_devices
+    workers = settings.gunicorn_workers
+    if "gunicorn_workers" not in settings.defaulted:
+        why = "SAGEMAKER_GUNICORN_WORKERS"
+    else:
+        why = default_worker_count(settings.model_server_workers, len(devices), script_loads_model)[1]
+    ids = ", ".join(f"{slot}->{gpus.gpu_id(len(devices), slot)}" for slot in range(workers)) if devices else "None"
+    line = (f"GPUs: {len(devices)} seen by CUDA ({how}); gunicorn workers: {workers} ({why}), toolkit gpu_id by "
+            f"worker slot: {ids}; model servers: ")
+    if not model_servers:
+        return line + "none"
+    count = settings.tfs_instance_count
+    if "tfs_instance_count" not in settings.defaulted:
+        why = "SAGEMAKER_TFS_INSTANCE_COUNT"
+    else:
+        why = "one per GPU" if len(devices) > 1 else "the default"
+    if instance_device(settings, 0) is not None:
+        where = "CUDA_VISIBLE_DEVICES by instance: " + ", ".join(
+            f"{i}->{instance_device(settings, i)}" for i in range(count))
+    else:
+        where = {0: "on CPU", 1: "on the GPU CUDA sees"}.get(len(devices), "on the GPUs CUDA sees")
+    fraction = memory_fraction(settings)
+    return line + f"{count} ({why}), {where}" + \
+        (f", --per_process_gpu_memory_fraction={fraction}" if fraction is not None else "")
 
 
 def batching_parameters_text(settings: Settings) -> str:

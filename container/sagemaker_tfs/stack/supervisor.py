@@ -25,7 +25,6 @@ from typing import Callable
 from . import commands, direct_metrics, metrics_page, nginx, readiness, reaper, requirements
 from .processes import processes
 from ..shared import logs, model_tree, runtime_dir
-from ..shared.gpus import gpu_count
 from ..config import Settings
 from ..errors import StartupError
 from ..model_client.model_servers import ModelServerError, model_status
@@ -207,9 +206,9 @@ class Stack:
         if s.metrics:
             monitoring_file = self.runtime / "monitoring_config.pbtxt"
             runtime_dir.write_file(monitoring_file, metrics_page.MODEL_SERVER_MONITORING)
-        gpus = gpu_count()
-        # No SavedModel (an inference toolkit script loads the model itself): no model server.
-        servers = commands.model_server_commands(s, config_file, batching_file, gpus, monitoring_file) \
+        # No SavedModel (an inference toolkit script loads the model itself): no model server. Their GPUs are those
+        # serve found (s.cuda_devices).
+        servers = commands.model_server_commands(s, config_file, batching_file, monitoring_file) \
             if self.serves_models else []
         for i, (args, extra_env) in enumerate(servers):
             child = Child(f"model server {i}", args, {**self.env, **extra_env}, self.runtime / f"tfs-{i}.pid",

@@ -13,13 +13,12 @@ import falcon
 
 from ..errors import HandlerError
 from ..model_client.model_servers import ModelServer, ModelServerClient
-from ..shared import media_types
-from ..shared.gpus import gpu_count
+from ..shared import gpus, media_types
 from ..web import answers
 from ..web.bodies import body_stream
 from .context import Context
 from .functions import ToolkitFunctions
-from .lifecycle import Loaded, StartupFailure, start
+from .lifecycle import Loaded, StartupFailure, log, start
 from .served_model import ServedModel
 
 ANY = "*/*"
@@ -86,11 +85,13 @@ class ToolkitInvocations:
 
 
 def start_invocations(functions: ToolkitFunctions, model_dir: str, model_name: str, servers: list[ModelServer],
-                      client: ModelServerClient, default_accept: str) -> ToolkitInvocations:
+                      client: ModelServerClient, default_accept: str, gpu_id: int | None) -> ToolkitInvocations:
     """A toolkit script's /invocations, after its start-up functions ran in this worker with `model_dir` (the default
-    model_fn gives the model server's `model_name`, when there are model servers)."""
+    model_fn gives the model server's `model_name`, when there are model servers) and the worker's `gpu_id`
+    (shared/gpus.py: its slot mod the GPUs CUDA sees; None without GPUs)."""
     served = (lambda: ServedModel(model_name, servers, client)) if servers else None
-    loaded = start(functions, str(Path(model_dir).resolve()), model_name, 0 if gpu_count() else None, served)
+    log.info("%s: gpu_id %s (worker slot %d)", functions.script, gpu_id, gpus.worker_slot())
+    loaded = start(functions, str(Path(model_dir).resolve()), model_name, gpu_id, served)
     try:
         return ToolkitInvocations(loaded, default_accept)
     except ImportError as exc:

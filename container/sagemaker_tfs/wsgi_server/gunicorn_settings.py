@@ -52,12 +52,26 @@ def on_starting(server) -> None:
     _util.write_error = _write_json_error
 
 
+def pre_fork(server, worker) -> None:
+    """In the master, before forking a worker: its slot, the lowest that no live worker holds (shared/gpus.py's
+    free_slot). gunicorn removes a dead worker from server.WORKERS before it forks the one that replaces it, so the
+    replacement takes the dead one's slot, hence its GPU (the toolkit's gpu_id is the slot mod the GPUs)."""
+    from ..shared.gpus import free_slot
+
+    worker.sagemaker_slot = free_slot(getattr(live, "sagemaker_slot", -1) for live in server.WORKERS.values())
+
+
 def post_fork(server, worker) -> None:
-    """gunicorn kills a worker silent for longer than its timeout, also while the worker creates the app, and
+    """In the worker: it takes its slot (pre_fork), before the app is built.
+
+    gunicorn kills a worker silent for longer than its timeout, also while the worker creates the app, and
     creating it runs the script's start-up functions (the inference toolkit's pre_model_fn, model_fn,
     model_warmup_fn), which may take minutes. So a thread keeps the heartbeat until the app exists, for at most
     SAGEMAKER_TFS_WAIT_TIME_SECONDS (the start-up budget); the worker takes no request before then."""
     from ..config import Settings
+    from ..shared.gpus import set_worker_slot
+
+    set_worker_slot(worker.sagemaker_slot)
 
     created = worker.sagemaker_app_created = _threading.Event()
     interval = max(0.2, min(5.0, worker.cfg.timeout / 4))
