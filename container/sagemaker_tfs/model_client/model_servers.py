@@ -109,6 +109,22 @@ class ModelServerClient:
         CONNECTIONS.close()
 
 
+def answer_json(response: requests.Response) -> Any:
+    """The JSON of a model server's 200 answer; HandlerError with its status (502 below 400) and its `error`
+    otherwise, 502 for a 200 that is not JSON."""
+    try:
+        answer = json_module.loads(response.content)
+    except ValueError:
+        answer = None
+    if response.status_code != 200:
+        message = answer.get("error") if isinstance(answer, dict) else None
+        raise HandlerError(response.status_code if response.status_code >= 400 else 502,
+                           message or f"the model server answered {response.status_code}: {response.content[:200]!r}")
+    if answer is None:
+        raise HandlerError(502, f"the model server's answer is not JSON: {response.content[:200]!r}")
+    return answer
+
+
 class ModelServerSession:
     """`context.session`: requests' post/get/request for a handler script's calls to the model server (the
     Context's rest_uri), over this thread's keep-alive connections rather than requests' own. Answers are

@@ -30,7 +30,7 @@ from ..shared import dtypes, npy, tfs_json_response
 from ..shared.error_codes import HTTP_STATUS, Code
 from ..shared.media_types import JSON
 from ..shared.tensor_proto import WireError, predict_outputs, predict_request
-from .model_servers import ModelServerTimeout, ModelServerUnreachable, call
+from .model_servers import ModelServerTimeout, ModelServerUnreachable, answer_json, call
 
 PREDICT = "/tensorflow.serving.PredictionService/Predict"
 DEFAULT_SIGNATURE = "serving_default"  # what TFS runs when a request names none
@@ -67,15 +67,7 @@ def _inputs(rest_port: int, name: str, version: int | None, signature: str, time
     inputs = _signatures.get(key)
     if inputs is None:
         versions = f"/versions/{version}" if version is not None else ""
-        answer = call(rest_port, "GET", f"/v1/models/{name}{versions}/metadata", timeout=timeout)
-        try:
-            document = json.loads(answer.content)
-        except ValueError:
-            document = None
-        if answer.status_code != 200:
-            error = document.get("error") if isinstance(document, dict) else None
-            raise HandlerError(answer.status_code if answer.status_code >= 400 else 502,
-                               error or f"the model server answered {answer.status_code} for the metadata of {name}")
+        document = answer_json(call(rest_port, "GET", f"/v1/models/{name}{versions}/metadata", timeout=timeout))
         try:
             signatures = document["metadata"]["signature_def"]["signature_def"]
         except (KeyError, TypeError):

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..codecs import TFS_REQUEST_KEYS, TFS_SIGNATURE_KEY
 from ..errors import HandlerError
-from ..model_client.model_servers import ModelServer, ModelServerClient, model_path
+from ..model_client.model_servers import ModelServer, ModelServerClient, answer_json, model_path
 from .plain import json_default
 
 
@@ -58,19 +58,7 @@ class ServedModel:
         if isinstance(body, (dict, list)):
             body = json.dumps(body, default=json_default)
         path = model_path(self.name, None if version is None else str(version), method)
-        response = self._client.request(self._next_server(), "POST", path, body)
-        try:
-            answer = json.loads(response.content)
-        except ValueError:
-            answer = None
-        if response.status_code != 200:
-            message = answer.get("error") if isinstance(answer, dict) else None
-            raise HandlerError(response.status_code if response.status_code >= 400 else 502,
-                               message or f"the model server answered {response.status_code}: "
-                                          f"{response.content[:200]!r}")
-        if answer is None:
-            raise HandlerError(502, f"the model server's answer is not JSON: {response.content[:200]!r}")
-        return answer
+        return answer_json(self._client.request(self._next_server(), "POST", path, body))
 
     def __repr__(self) -> str:
         return f"ServedModel({self.name!r})"
