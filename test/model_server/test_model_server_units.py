@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -17,7 +18,7 @@ from sagemaker_tfs.model_server.model_config import (ModelConfigError, VersionPo
                                                      parse_config_text, parse_version)
 from sagemaker_tfs.model_server.rest import RestApi, Route, Verb
 from sagemaker_tfs.model_server.servable import TensorInfo
-from sagemaker_tfs.shared.error_codes import ServingError
+from sagemaker_tfs.shared.error_codes import Code, ServingError
 
 CONTAINER_COMMAND = ["--port=9000", "--rest_api_port=9001", "--model_config_file=/x/models.config",
                      "--max_num_load_retries=0", "--file_system_poll_wait_seconds=0", "--enable_batching=true",
@@ -231,3 +232,268 @@ def test_the_model_server_imports_tensorflow_without_keras():
     result = subprocess.run([sys.executable, "-c", code], env={**env, "TF_CPP_MIN_LOG_LEVEL": "3"},
                             capture_output=True, text=True, timeout=300)
     assert result.stdout.split() == ["False", "False", "2.0"], result.stderr
+
+
+# ---------------------------------------------------------------------------------------------- big tensors
+# The numpy paths for big float tensors (json_request.NumericArray, tfs_json_text.float32_json) against the
+# element-by-element paths they replace: the same arrays to the bit, the same texts, the same errors.
+
+def _float32_cases() -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(20240611)
+    info = np.finfo(np.float32)
+    near_tens = np.array([10.0 ** k for k in range(-45, 39)], np.float32)
+    with np.errstate(over="ignore"):
+        cases = {
+            "any bits": rng.integers(0, 2 ** 32, 40000, dtype=np.uint64).astype(np.uint32).view(np.float32),
+            "every decade": (rng.standard_normal(20000) * 10.0 ** rng.integers(-46, 40, 20000)).astype(np.float32),
+            "one decade": rng.uniform(2, 2.5, 5000).astype(np.float32),
+            "decade by decade": np.concatenate([np.where(rng.random(400) < 0.3, np.float32(2 * 10.0 ** k),
+                                                         rng.uniform(10.0 ** k, 10.0 ** (k + 1), 400))
+                                                for k in range(-7, 11)]).astype(np.float32),
+            "unit interval": rng.random(5000, dtype=np.float32),
+            "signed": (rng.random(5000, dtype=np.float32) - 0.5) * 8,
+            "small": rng.uniform(1e-5, 1e-3, 5000).astype(np.float32),
+            "millions": -rng.uniform(1e5, 1e9, 5000).astype(np.float32),
+            "integers": rng.integers(-10 ** 8, 10 ** 8, 5000).astype(np.float32),
+            "halves": (rng.integers(-1000, 1000, 5000) / 2).astype(np.float32),
+            "zeros": np.where(rng.random(5000) < 0.5, np.float32(0), np.float32(-0.0)) * rng.integers(0, 2, 5000),
+            "special": np.array([0.0, -0.0, np.nan, -np.nan, np.inf, -np.inf, info.max, -info.max, info.tiny,
+                                 info.smallest_subnormal, 1e-5, 9e6, 1e5, 999999.5, 9999999, 123456789, 1e9,
+                                 2 ** 24 + 1, 1 + 2.0 ** -23, 0.1, 1 / 3] * 30, np.float32),
+            "powers of ten": np.concatenate([near_tens, np.nextafter(near_tens, np.float32(0)),
+                                             np.nextafter(near_tens, np.float32(np.inf))] * 4),
+        }
+    return cases
+
+
+FLOAT32_CASES = _float32_cases()
+
+
+@pytest.mark.parametrize("case", FLOAT32_CASES)
+def test_float32_texts_of_big_arrays_are_the_element_by_element_texts(case, monkeypatch):
+    values = FLOAT32_CASES[case]
+    expected = [json_text._float_text(v, False) for v in values.tolist()]
+    assert values.size >= json_text.VECTOR_MIN
+    assert json_text.float_texts(values) == expected
+    monkeypatch.setattr(json_text, "_BLOCK", 37)  # many blocks: one decade or not, one layout or mixed
+    assert json_text.float_texts(values) == expected
+
+
+def _element_by_element_body(outputs, row_format: bool, monkeypatch) -> bytes:
+    with monkeypatch.context() as patch:
+        patch.setattr(json_response, "_float32_items", lambda *args, **kwargs: None)
+        patch.setattr(json_text, "VECTOR_MIN", 2 ** 62)
+        return json_response.predict_body(outputs, row_format)
+
+
+@pytest.mark.parametrize("shape", [(600,), (3, 300), (2, 3, 4, 25), (1, 7, 7, 3), (4, 1, 70), (2, 2, 2, 2, 40)])
+def test_float32_answers_of_big_tensors_are_the_element_by_element_answers(shape, monkeypatch):
+    rng = np.random.default_rng(sum(shape))
+    y = (rng.standard_normal(shape) * 10.0 ** rng.integers(-6, 8, shape)).astype(np.float32)
+    y.reshape(-1)[::7] = rng.uniform(1, 2, y.size)[::7]
+    for outputs in ({"y": y}, {"y": y, "z": -y}, {"y": y, "i": np.arange(shape[0])}):
+        for row_format in (True, False):
+            expected = _element_by_element_body(outputs, row_format, monkeypatch)
+            assert json_response.predict_body(outputs, row_format) == expected
+
+
+def test_float32_rows_of_a_batch_are_cut_from_the_batch_text(monkeypatch):
+    from sagemaker_tfs.model_server.batch_scheduler import BatchRows
+
+    whole = np.random.default_rng(5).random((6, 20, 3), dtype=np.float32)
+    memo: dict = {}
+    for start, stop in ((0, 1), (1, 4), (4, 6)):
+        rows = BatchRows.of(whole, start, stop, memo)
+        expected = _element_by_element_body({"y": whole[start:stop]}, True, monkeypatch)
+        assert json_response.predict_body({"y": rows}, True) == expected
+
+
+NUMBER_FORMATS = [  # how a client may write a number
+    lambda v, rng: repr(float(v)), lambda v, rng: "%.9g" % v, lambda v, rng: "%.17g" % v, lambda v, rng: "%e" % v,
+    lambda v, rng: "%.3E" % v, lambda v, rng: "%d" % int(v * 1000), lambda v, rng: "%.25f" % v,
+    lambda v, rng: rng.choice(["0", "-0", "0.0", "-0.0", "1e400", "-1e400", "1e-400", "4.9e-324", "1.4e-45",
+                               "7e-46", "3.4028235677973366e38", "3.4028234e38", "16777217", "16777217.0",
+                               "1.000000059604644775390625", "123456789012345", "-999999999999999", "1E+2",
+                               "2.5e+00", "0.000000000000000000000000000000000001234", "1" * 40 + ".5",
+                               "9.999999999999999999999e-5", "1e-5", "0e0", "-0e-0"]),
+]
+
+
+def _numbers(count: int, rng, formats=NUMBER_FORMATS) -> list[str]:
+    values = (rng.standard_normal(count) * 10.0 ** rng.integers(-8, 9, count)).astype(np.float32)
+    kinds = rng.integers(0, len(formats), count)
+    return [str(formats[kind](value, rng)) for kind, value in zip(kinds.tolist(), values.tolist())]
+
+
+def _nested(tokens: list[str], shape: tuple[int, ...], separator: str, rng) -> str:
+    """The JSON lists of `shape` holding the tokens, with whitespace of some kind around them."""
+    spaces = ["", " ", "\n", "\t", "\r\n  "]
+    if len(shape) == 1:
+        items = tokens
+    else:
+        step = len(tokens) // shape[0]
+        items = [_nested(tokens[i * step:(i + 1) * step], shape[1:], separator, rng) for i in range(shape[0])]
+    if separator == "mixed":
+        return "[" + ",".join(rng.choice(spaces) + item + rng.choice(spaces) for item in items) + "]"
+    return "[" + separator.join(items) + "]"
+
+
+def _outcome(doc_of, body: bytes, info: TensorInfo):
+    """(the tensor of a predict body and whether it is in rows, or its error: code and message; whether the body took
+    the numeric path), as rest.py gets them."""
+    taken = False
+    try:
+        doc = doc_of(body)
+        taken = any(isinstance(value, json_request.NumericArray) for value in doc.values())
+        tensors, row_format = json_request.predict_inputs(doc, {"x": info}, json_request.may_hold_bools(doc, body))
+        return (tensors["x"], row_format), taken
+    except ServingError as exc:
+        return (exc.code, exc.message), taken
+
+
+def _same_outcome(body: bytes, info: TensorInfo) -> bool:
+    """Whether the numeric path (taken, or refused) gives what the usual parse gives; True if it took the body."""
+    usual, _ = _outcome(json_request.request_object, body, info)
+    fast, taken = _outcome(lambda text: json_request.predict_request(text, lambda name: info.dtype), body, info)
+    if isinstance(usual[0], np.ndarray):
+        assert isinstance(fast[0], np.ndarray), fast
+        (expected, expected_rows), (array, rows) = usual, fast
+        assert (array.dtype, array.shape, rows) == (expected.dtype, expected.shape, expected_rows)
+        bits = np.uint32 if array.dtype == np.float32 else np.uint64
+        assert np.array_equal(array.view(bits), expected.view(bits))
+    else:
+        assert fast == usual
+    return taken
+
+
+DOUBLE = TensorInfo("x", "x:0", 2, (-1,))
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered in cast")  # the usual path's float32 of 1e300
+@pytest.mark.parametrize("info", [FLOAT, DOUBLE], ids=["float", "double"])
+@pytest.mark.parametrize("separator", [", ", ",", "mixed"])
+@pytest.mark.parametrize("shape", [(1500,), (15, 100), (3, 5, 100), (2, 5, 10, 10), (1, 1, 1, 1000)])
+def test_numeric_bodies_convert_to_the_usual_tensors(shape, separator, info, monkeypatch):
+    rng = np.random.default_rng(len(shape) * 100 + len(separator) + info.dtype)
+    tokens = _numbers(int(np.prod(shape)), rng)
+    text = _nested(tokens, shape, separator, rng)
+    monkeypatch.setattr(json_request, "_TEXT_BLOCK", 500)  # blocks end all over the array
+    monkeypatch.setattr(json_request, "FAST_MIN_BYTES", 0)
+    for body in ('{"instances": %s}' % text, '{"inputs":%s }' % text,
+                 '{"signature_name": "serving_default", "instances": %s}' % text,
+                 '\n{ "instances" :\n%s\n, "signature_name":"serving_default"}\n' % text):
+        assert _same_outcome(body.encode(), info)  # taken: valid JSON, numbers of up to 15-digit integers
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered in cast")
+@pytest.mark.parametrize("info", [FLOAT, DOUBLE], ids=["float", "double"])
+def test_float_formats_of_every_kind_convert_to_the_usual_values(info, monkeypatch):
+    rng = np.random.default_rng(7 + info.dtype)
+    values = FLOAT32_CASES["every decade"].astype(np.float64)
+    formats = [repr, lambda v: "%.9g" % v, lambda v: "%.17g" % v, lambda v: "%.3e" % v, lambda v: "%.12E" % v]
+    tokens = [formats[k](v) for k, v in zip(rng.integers(0, len(formats), values.size).tolist(), values.tolist())]
+    tokens = [t.lower().replace("inf", "1e999") for t in tokens]  # the values are finite in float64 (no nan)
+    tokens = [t + ".0" if t.lstrip("-").isdigit() else t for t in tokens]  # %.17g of 1e16: a 17-digit integer
+    monkeypatch.setattr(json_request, "_TEXT_BLOCK", 4096)
+    assert _same_outcome(('{"instances": [%s]}' % ", ".join(tokens)).encode(), info)
+    digits = zip(rng.integers(1, 9, 3000).tolist(), rng.integers(0, 10 ** 16, 3000).tolist())
+    midpoints = [f"{a}.{b}" for a, b in digits]  # 17 digits, some near a float32's rounding midpoint
+    assert _same_outcome(('{"inputs": [%s]}' % ",".join(midpoints)).encode(), info)
+
+
+@pytest.mark.parametrize("defect", [
+    "01", "1.", ".5", "-", "+1", "1e", "1e+", "1.2.3", "1e5e5", "--1", "1-2", "1 2", "1.5e3.5", "e5", "-e5", "1e-",
+    "NaN", "Infinity", "-Infinity", "true", "false", "null", '"1"', "[1]", "{}", "", " ", "1,2", "0x10", "1_000",
+    "12345678901234567890", "1" * 5000, "- 1", "1e+-5", "1.e5", "00", "-01.5", "\u00bd", "1\x00",
+])
+def test_bodies_the_numeric_path_refuses_answer_as_before(defect, monkeypatch):
+    rng = np.random.default_rng(len(defect))
+    monkeypatch.setattr(json_request, "_TEXT_BLOCK", 777)
+    monkeypatch.setattr(json_request, "FAST_MIN_BYTES", 0)
+    for place, separator in ((0, ", "), (250, "mixed"), (-1, ", ")):  # the first, one within, the last
+        tokens = [repr(float(v)) for v in rng.random(500, dtype=np.float32).tolist()]
+        tokens[place] = defect
+        body = ('{"instances": %s}' % _nested(tokens, (5, 100), separator, rng)).encode()
+        assert not _same_outcome(body, FLOAT)
+
+
+@pytest.mark.parametrize("text", [
+    "[[0.5, 1.5], [2.5]]", "[[0.5, 1.5], 2.5]", "[0.5, [1.5, 2.5]]", "[[0.5, 1.5]] ", "[[]]", "[]", "[[0.5,,1.5]]",
+    "[[0.5, 1.5],]", "[,[0.5]]", "[[0.5] [1.5]]", "[[0.5],\n[1.5]", "[[0.5],[1.5]]]", "[[[[[[[[[[[[[[[[[[[[[[[[[[[["
+    "[[[[[[0.5]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]", "[[0.5, 1.5], [2.5, 3.5]] x", "[[0.5, 1.5], [2.5, 3.5]]}",
+])
+def test_irregular_arrays_answer_as_before(text, monkeypatch):
+    monkeypatch.setattr(json_request, "FAST_MIN_BYTES", 0)
+    padding = ", ".join(["[0.25, 0.75]"] * 500)
+    for body in ('{"instances": %s}' % text, '{"instances": [%s, %s]}' % (padding, text),
+                 '{"instances": [%s, %s]}' % (text, padding), '{"inputs": %s, "inputs": [1.0]}' % text,
+                 '{"signature_name": "a", "instances": %s, "signature_name": "b"}' % text,
+                 '{"signature_name": "tr\\u0075e", "instances": [%s]}' % padding, '{"instances": [%s]}\n\n' % padding,
+                 '{"instances": [%s], "extra": 1}' % padding, '\ufeff{"instances": [%s]}' % padding):
+        for info in (FLOAT, DOUBLE, INT32):
+            _same_outcome(body.encode(), info)  # whether taken or not: the same tensor or error
+
+
+def test_small_bodies_and_other_inputs_take_the_usual_path():
+    body = b'{"instances": [1.0, 2.0, 5.0]}'
+    assert isinstance(json_request.predict_request(body, lambda name: FLOAT.dtype)["instances"], list)
+    big = ('{"instances": [%s]}' % ", ".join(["0.5"] * 20000)).encode()
+    for dtype in (INT32.dtype, STRING.dtype, None):
+        assert isinstance(json_request.predict_request(big, lambda name: dtype)["instances"], list)
+    numbers = json_request.predict_request(big, lambda name: FLOAT.dtype)["instances"]
+    assert isinstance(numbers, json_request.NumericArray)
+    assert _same_outcome(big, INT32) is False  # converted, for an int32 input, as the usual path does
+
+
+class _Servables:
+    """A ServableManager of one model `m` whose signature has one input x (dtype as given) and one output y."""
+
+    def __init__(self, dtype: int):
+        from sagemaker_tfs.model_server.servable import Signature
+
+        x, y = TensorInfo("x", "x:0", dtype, None), TensorInfo("y", "y:0", dtype, None)
+        signature = Signature("serving_default", "tensorflow/serving/predict", {"x": x}, {"y": y}, None)
+        self.servable = type("Servable", (), {"name": "m", "version": 1, "signatures": {"serving_default": signature}})
+
+    def resolve(self, name, version=None, label=None):
+        if name != "m":
+            raise ServingError(Code.NOT_FOUND, f"Servable not found for request: Latest({name})")
+        return self.servable
+
+
+class _Runner:
+    """Runs y = 0.5 x + 2 at once."""
+
+    def run_in_loop(self, servable, feeds, fetches, api):
+        from concurrent.futures import Future
+
+        future = Future()
+        (x,) = feeds.values()
+        future.set_result([x * x.dtype.type(0.5) + x.dtype.type(2)])
+        return future
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered in cast")
+@pytest.mark.parametrize("dtype", [1, 2, 3])
+def test_rest_predict_of_big_bodies_answers_as_before(dtype, monkeypatch):
+    rng = np.random.default_rng(dtype)
+    api = RestApi(_Servables(dtype), _Runner())
+    taken, numeric_array = [], json_request._numeric_array
+    monkeypatch.setattr(json_request, "_numeric_array", lambda *args: taken.append(args[0]) or numeric_array(*args))
+    rows = rng.random((3, 40, 40), dtype=np.float32).tolist()
+    bodies = [json.dumps({"instances": rows}), json.dumps({"signature_name": "other", "instances": rows}),
+              json.dumps({"inputs": rows}).replace("]]", "], 7]", 1),  # ragged
+              json.dumps({"instances": rows})[:-9] + "1.2.3]]]}",  # not JSON
+              json.dumps({"instances": [[[int(v * 10 ** 6) for v in r] for r in row] for row in rows]})]
+    for path in ("/v1/models/m:predict", "/v1/models/missing:predict"):
+        for body in bodies:
+            body = body.encode()
+            assert len(body) > json_request.FAST_MIN_BYTES
+            response = api.handle("POST", path, body)
+            with monkeypatch.context() as patch:
+                patch.setattr(json_request, "FAST_MIN_BYTES", 2 ** 62)
+                patch.setattr(json_text, "VECTOR_MIN", 2 ** 62)
+                patch.setattr(json_response, "_float32_items", lambda *args, **kwargs: None)
+                usual = api.handle("POST", path, body)
+            assert (response.status, response.body) == (usual.status, usual.body)
+    assert len(taken) == (4 if dtype in (1, 2) else 0)  # for the model's float input and default signature

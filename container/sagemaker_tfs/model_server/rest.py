@@ -183,16 +183,26 @@ class RestApi:
         return route.fixed
 
     def _predict(self, route: Route, body: bytes) -> Response | Pending:
-        doc = json_request.request_object(body)
+        doc = json_request.predict_request(body, lambda name: self._input_dtype(route, name))
         signature_name = json_request.signature_name(doc)
         servable = self.servables.resolve(route.name, route.version, route.label)
         signature = signatures.predict_signature(servable, signature_name, rest=True)
-        may_hold_bools = b"true" in body or b"false" in body
-        tensors, row_format = json_request.predict_inputs(doc, signature.inputs, may_hold_bools)
+        tensors, row_format = json_request.predict_inputs(doc, signature.inputs,
+                                                          json_request.may_hold_bools(doc, body))
         feeds = {signature.inputs[alias].name: array for alias, array in tensors.items()}
         outputs = self.runner.run_in_loop(servable, feeds, signature.fetches, "Predict")
         aliases = signature.output_aliases
         return _then(outputs, lambda result: tfs_json_response.predict_body(dict(zip(aliases, result)), row_format))
+
+    def _input_dtype(self, route: Route, signature_name: str) -> int | None:
+        """The dtype of the signature's one input (None: not one, or an error, which _predict then answers in
+        its order): what lets predict_request convert a big numeric body as it checks it."""
+        try:
+            servable = self.servables.resolve(route.name, route.version, route.label)
+            inputs = signatures.predict_signature(servable, signature_name, rest=True).inputs
+        except ServingError:
+            return None
+        return next(iter(inputs.values())).dtype if len(inputs) == 1 else None
 
     def _classify_regress(self, route: Route, body: bytes) -> Response | Pending:
         classify = route.verb is Verb.CLASSIFY

@@ -3,7 +3,9 @@
 Row format (`instances` requests) writes `predictions` with each row on one line; columnar (`inputs`)
 writes `outputs` with every array over several lines; see docs/tfs-compatibility.md §3. Leaves are
 formatted for a whole tensor at once (json_text.float_texts), then grouped into nested arrays bottom-up. The rows
-of a batched task (batching.BatchRows) are cut from its batch's rows, written once for the whole batch.
+of a batched task (batching.BatchRows) are cut from its batch's rows, written once for the whole batch. A big float32
+tensor is written in one pass instead (_float32_items: its texts, brackets and separators made by numpy), and in
+the row format of one output straight into the body.
 """
 
 from __future__ import annotations
@@ -14,10 +16,11 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from . import dtypes
-from .tfs_json_text import float_texts, string
+from .tfs_json_text import VECTOR_MIN, float32_json, float_texts, string
 from .error_codes import invalid_argument
 
 Layout = Callable[[int], tuple[str, str, str]]  # level -> (open, separator, close)
+_FLOAT32 = np.dtype(np.float32)
 
 
 def _indent(depth: int) -> str:
@@ -76,8 +79,48 @@ def _group(texts: list[str], shape: Sequence[int], first_level: int, layout: Lay
     return items
 
 
+def _joined_rows(level: int) -> tuple[str, str, str]:
+    """The row format's rows joined by ", " (the list around them is the body's)."""
+    return ("", ", ", "") if level == 0 else ("[", ", ", "]")
+
+
+def _float32_items(array: np.ndarray, first_level: int, layout: Layout, before: bytes = b"",
+                   after_all: bytes = b"", boundary: str = "\x01") -> bytes | None:
+    """before + the texts _group gives for a big float32 tensor, each item followed by `boundary`, + after_all;
+    written in one pass (float32_json) with the brackets and separators between the elements: what follows
+    element i depends only on how many dimensions end at it. (One join: a big text's copies cost more than its
+    digits.)"""
+    if array.size < VECTOR_MIN or array.dtype != _FLOAT32 or array.ndim <= first_level:  # (the size first: cheapest)
+        return None
+    shape, rank = array.shape, array.ndim
+    levels = range(first_level, rank)
+    opens = "".join(layout(level)[0] for level in levels)
+    closes = "".join(layout(level)[2] for level in reversed(levels))
+    after = []  # [k]: the text after an element at which k dimensions end
+    for ended in range(rank - first_level):
+        inner = range(rank - ended, rank)
+        after.append("".join(layout(level)[2] for level in reversed(inner)) + layout(rank - 1 - ended)[1]
+                     + "".join(layout(level)[0] for level in inner))
+    after.append(closes + boundary + opens)  # an item ends, the next one opens
+    ended = np.zeros(shape, np.uint8)
+    for depth in range(1, rank - first_level + 1):
+        ended[(Ellipsis,) + (-1,) * depth] += 1
+    pieces = float32_json(array, [s.encode("ascii") for s in after], ended.reshape(-1))
+    pieces[-1] = pieces[-1][:len(pieces[-1]) - len(opens)]  # without the opening after the last item
+    return b"".join([before, opens.encode("ascii"), *pieces, after_all])
+
+
+def _float32_group(array: np.ndarray, first_level: int, layout: Layout) -> list[str] | None:
+    """_group's items for a big float32 tensor (_float32_items)."""
+    items = _float32_items(array, first_level, layout)  # \x01: in no text
+    return None if items is None else items.decode("ascii").split("\x01")[:-1]
+
+
 def _nested(alias: str, array: np.ndarray, base_depth: int) -> str:
     """A whole tensor, multi-line, written at base_depth (columnar format)."""
+    fast = _float32_group(array, 0, _multi_line(base_depth)) if array.size >= VECTOR_MIN else None
+    if fast is not None:
+        return fast[0]
     texts = _leaf_texts(alias, array, base_depth + array.ndim)
     if array.ndim == 0:
         return texts[0]
@@ -93,6 +136,9 @@ def _rows(alias: str, array: np.ndarray, row_depth: int) -> list[str]:
         if rows is None:
             rows = array.memo[key] = _rows(alias, whole, row_depth)
         return rows[array.start:array.stop]
+    fast = _float32_group(array, 1, _single_line) if array.size >= VECTOR_MIN else None
+    if fast is not None:
+        return fast
     texts = _leaf_texts(alias, array, row_depth + array.ndim - 1)
     return _group(texts, array.shape, 1, _single_line)
 
@@ -115,7 +161,13 @@ def predict_body(outputs: Mapping[str, np.ndarray], row_format: bool) -> bytes:
     if row_format:
         _check_rows(outputs)
         if len(aliases) == 1:
-            rows = _rows(aliases[0], outputs[aliases[0]], 2)
+            array = outputs[aliases[0]]
+            if array.size >= VECTOR_MIN and getattr(array, "whole", None) is None:
+                # a big float32 tensor (not a batch's rows: those are cut from the batch's): the body at once
+                body = _float32_items(array, 0, _joined_rows, b'{\n    "predictions": [', b"\n    ]\n}", "")
+                if body is not None:
+                    return body
+            rows = _rows(aliases[0], array, 2)
             text = '{\n    "predictions": [' + ", ".join(rows) + ("\n    ]\n}" if rows else "]\n}")
         else:
             columns = [_rows(alias, outputs[alias], 3) for alias in aliases]
