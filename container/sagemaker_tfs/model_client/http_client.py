@@ -284,11 +284,11 @@ class HttpClient:
         self._local.connections = {}
 
 
-def _response(status: int, reason: str, headers: list[tuple[str, str]], content: bytes, url: str,
-              seconds: float) -> requests.Response:
-    """A requests.Response, built without Response.__init__ (whose empty header dict and cookie jar would cost
-    more than the rest of the call)."""
-    response = requests.Response.__new__(requests.Response)
+def _response(status: int, reason: str, headers: list[tuple[str, str]], content: bytes | bool, url: str,
+              seconds: float, kind: type[requests.Response] = requests.Response) -> requests.Response:
+    """A requests.Response (or subclass `kind`), built without Response.__init__ (whose empty header dict and cookie
+    jar would cost more than the rest of the call). `content` False: not read yet (requests' own marker)."""
+    response = requests.Response.__new__(kind)
     table = CaseInsensitiveDict()
     # what CaseInsensitiveDict.update does; a repeated header's values joined, its first spelling kept, as urllib3's
     # headers are (test/app/test_http_client_requests_internals.py guards the internals used here)

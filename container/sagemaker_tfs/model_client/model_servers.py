@@ -73,6 +73,15 @@ class ModelServerTimeout(ModelServerError, requests.Timeout):
     """504, and for scripts that catch requests' errors, a requests.Timeout."""
 
 
+def no_answer(address: str, timeout: float) -> ModelServerTimeout:
+    return ModelServerTimeout(504, f"the model server at {address} did not answer within {timeout:g} s")
+
+
+def unreachable(address: str, reason: str) -> ModelServerUnreachable:
+    return ModelServerUnreachable(502, f"the model server at {address} is not reachable ({reason}); it may be "
+                                       "starting or restarting")
+
+
 CONNECTIONS = HttpClient()  # the keep-alive connections of each thread of this process, for every caller
 
 
@@ -84,11 +93,9 @@ def call(port: int, method: str, path: str, data: Any = None, timeout: float = 3
     try:
         return CONNECTIONS.request(port, method, path, data, timeout, headers)
     except TimeoutError:
-        raise ModelServerTimeout(504, f"the model server at {address} did not answer within {timeout:g} s") from None
+        raise no_answer(address, timeout) from None
     except OSError as exc:
-        reason = exc.strerror or str(exc) or type(exc).__name__
-        raise ModelServerUnreachable(502, f"the model server at {address} is not reachable ({reason}); it may be "
-                                          "starting or restarting") from None
+        raise unreachable(address, exc.strerror or str(exc) or type(exc).__name__) from None
     except ProtocolError as exc:
         raise ModelServerUnreachable(502, f"the model server at {address} sent an invalid answer: {exc}") from None
 

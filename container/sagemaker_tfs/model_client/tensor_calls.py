@@ -15,22 +15,20 @@ with this module: the app imports it on the first array only (the image has no n
 
 from __future__ import annotations
 
-import datetime
 import json
 import re
 from typing import Any, Mapping
 
 import numpy as np
 import requests
-from requests.cookies import RequestsCookieJar
-from requests.structures import CaseInsensitiveDict
 
 from ..errors import HandlerError
 from ..shared import dtypes, npy, tfs_json_response
 from ..shared.error_codes import HTTP_STATUS, Code
 from ..shared.media_types import JSON
 from ..shared.tensor_proto import WireError, predict_outputs, predict_request
-from .model_servers import ModelServerTimeout, ModelServerUnreachable, answer_json, call
+from .http_client import _response
+from .model_servers import ModelServerTimeout, answer_json, call, no_answer, unreachable
 
 PREDICT = "/tensorflow.serving.PredictionService/Predict"
 DEFAULT_SIGNATURE = "serving_default"  # what TFS runs when a request names none
@@ -51,9 +49,7 @@ def rest_target(path: str) -> tuple[str, int | None, str] | None:
 
 # ---- signatures ----
 
-_INT_RANGES = {dtypes.DT_INT8: (-(2**7), 2**7 - 1), dtypes.DT_UINT8: (0, 2**8 - 1),
-               dtypes.DT_INT16: (-(2**15), 2**15 - 1), dtypes.DT_INT32: (-(2**31), 2**31 - 1),
-               dtypes.DT_INT64: (-(2**63), 2**63 - 1), dtypes.DT_UINT32: (0, 2**32 - 1), dtypes.DT_UINT64: (0, 2**64 - 1)}
+_INT_RANGES = dtypes.INT_RANGES  # REST's, in the model server's json_request.py too
 _FLOATS = (dtypes.DT_FLOAT, dtypes.DT_DOUBLE)
 _ENUMS = {dtypes.enum_name(number): number for number in (*_FLOATS, *_INT_RANGES, dtypes.DT_BOOL)}
 
@@ -138,11 +134,9 @@ def _grpc_call(channel: Any, request: bytes, timeout: float, address: str) -> by
     except grpc.RpcError as exc:
         code, details = exc.code(), exc.details() or ""
         if code is grpc.StatusCode.DEADLINE_EXCEEDED:
-            raise ModelServerTimeout(504, f"the model server at {address} did not answer within {timeout:g} s") \
-                from None
+            raise no_answer(address, timeout) from None
         if code is grpc.StatusCode.UNAVAILABLE and not details.startswith("Servable"):
-            raise ModelServerUnreachable(502, f"the model server at {address} is not reachable ({details}); it may "
-                                              "be starting or restarting") from None
+            raise unreachable(address, details) from None
         raise TensorCallError(Code(code.value[0]), details) from None
 
 
@@ -174,11 +168,14 @@ class TensorResponse(requests.Response):
     """A binary call's answer as the REST call's answer: a requests.Response whose JSON `content` (TFS's text,
     byte for byte) is written only when read; `outputs` holds the arrays."""
 
-    def __init__(self, outputs: dict[str, np.ndarray], row_format: bool, url: str):
-        self.__dict__.update(_content=False, _content_consumed=True, _next=None, status_code=200, raw=None, url=url,
-                             headers=CaseInsensitiveDict({"Content-Type": JSON}), encoding="utf-8", history=[],
-                             reason="OK", cookies=RequestsCookieJar(), elapsed=datetime.timedelta(0), request=None)
-        self.outputs, self.row_format = outputs, row_format
+    outputs: dict[str, np.ndarray]
+    row_format: bool
+
+    @classmethod
+    def of(cls, outputs: dict[str, np.ndarray], row_format: bool, url: str) -> "TensorResponse":
+        response = _response(200, "OK", [("Content-Type", JSON)], False, url, 0.0, cls)
+        response.outputs, response.row_format = outputs, row_format
+        return response
 
     @property
     def content(self) -> bytes:
@@ -227,7 +224,7 @@ def answer(server: Any, client: Any, path: str, inputs: Any, timeout: float) -> 
                 outputs = predict_outputs(_grpc_call(server.channel, request, timeout, server.address))
                 row_format = not isinstance(inputs, Mapping)
                 if _writable(outputs, row_format):
-                    return TensorResponse(outputs, row_format, server.base_uri + path)
+                    return TensorResponse.of(outputs, row_format, server.base_uri + path)
         except ModelServerTimeout:
             raise  # asking again would wait as long
         except (HandlerError, WireError):  # TensorCallError, ModelServerUnreachable, a missing model or signature

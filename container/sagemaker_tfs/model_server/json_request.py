@@ -29,15 +29,7 @@ from ..shared.tfs_json_text import debug, type_name
 from .servable import TensorInfo
 from ..shared.error_codes import Code, ServingError, invalid_argument
 
-_NUMERIC_RANGES = {
-    dtypes.DT_INT8: (-(2**7), 2**7 - 1),
-    dtypes.DT_UINT8: (0, 2**8 - 1),
-    dtypes.DT_INT16: (-(2**15), 2**15 - 1),
-    dtypes.DT_INT32: (-(2**31), 2**31 - 1),
-    dtypes.DT_INT64: (-(2**63), 2**63 - 1),
-    dtypes.DT_UINT32: (0, 2**32 - 1),
-    dtypes.DT_UINT64: (0, 2**64 - 1),
-}
+_NUMERIC_RANGES = dtypes.INT_RANGES
 _FLOATS = (dtypes.DT_FLOAT, dtypes.DT_DOUBLE)
 SUPPORTED = (*_FLOATS, *_NUMERIC_RANGES, dtypes.DT_BOOL, dtypes.DT_STRING)
 

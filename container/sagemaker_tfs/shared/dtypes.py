@@ -37,6 +37,17 @@ _BY_NUMPY = {np_dtype: number for number, (_, np_dtype) in _TABLE.items()
 DT_FLOAT, DT_DOUBLE, DT_INT32, DT_UINT8, DT_INT16, DT_INT8, DT_STRING = 1, 2, 3, 4, 5, 6, 7
 DT_INT64, DT_BOOL, DT_UINT16, DT_HALF, DT_UINT32, DT_UINT64 = 9, 10, 17, 19, 22, 23
 
+# The integer types TFS's REST API reads JSON integers into, and the range of each (one outside it is refused).
+INT_RANGES = {
+    DT_INT8: (-(2**7), 2**7 - 1),
+    DT_UINT8: (0, 2**8 - 1),
+    DT_INT16: (-(2**15), 2**15 - 1),
+    DT_INT32: (-(2**31), 2**31 - 1),
+    DT_INT64: (-(2**63), 2**63 - 1),
+    DT_UINT32: (0, 2**32 - 1),
+    DT_UINT64: (0, 2**64 - 1),
+}
+
 
 def name(dtype: int) -> str:
     """TF's DataTypeString: `float`, `int64`, `string`, ... (`DT_INVALID` for an unknown number)."""
