@@ -126,11 +126,15 @@ class TensorCallError(HandlerError):
         self.code = code
 
 
-def _grpc_call(channel: Any, request: bytes, timeout: float, address: str) -> bytes:
+def _call(channel: Any, address: str, name: str, feeds: Arrays, version: int | None, signature_name: str | None,
+          timeout: float) -> dict[str, np.ndarray]:
+    """The outputs of one Predict over gRPC; TensorCallError with the model server's error, ModelServerError
+    without an answer."""
     import grpc
 
+    request = predict_request(name, feeds, version, signature_name)
     try:
-        return channel.unary_unary(PREDICT)(request, timeout=timeout)
+        return predict_outputs(channel.unary_unary(PREDICT)(request, timeout=timeout))
     except grpc.RpcError as exc:
         code, details = exc.code(), exc.details() or ""
         if code is grpc.StatusCode.DEADLINE_EXCEEDED:
@@ -155,8 +159,7 @@ def predict(channel: Any, rest_port: int, address: str, name: str, inputs: Any, 
         arrays = {next(iter(known)): inputs}
     feeds = conform(arrays, known) or {alias: np.asarray(array) for alias, array in arrays.items()}
     try:
-        request = predict_request(name, feeds, version, signature_name)
-        return predict_outputs(_grpc_call(channel, request, timeout, address))
+        return _call(channel, address, name, feeds, version, signature_name, timeout)
     except TensorCallError:
         forget(name, version, signature)
         raise
@@ -220,8 +223,7 @@ def answer(server: Any, client: Any, path: str, inputs: Any, timeout: float) -> 
                 arrays = {next(iter(known)): inputs}
             feeds = conform(arrays, known) if arrays is not None else None
             if feeds is not None:
-                request = predict_request(name, feeds, version)
-                outputs = predict_outputs(_grpc_call(server.channel, request, timeout, server.address))
+                outputs = _call(server.channel, server.address, name, feeds, version, None, timeout)
                 row_format = not isinstance(inputs, Mapping)
                 if _writable(outputs, row_format):
                     return TensorResponse.of(outputs, row_format, server.base_uri + path)
