@@ -74,8 +74,9 @@ def toolkit_stack(tmp_path: Path, env: dict[str, str]) -> support.Stack:
 
 def gpu_line(stack: support.Stack) -> str:
     """serve's start-up line about the GPUs (logged before gunicorn starts, so there once the stack is ready)."""
-    lines = [line.split(" INFO serve: ", 1)[1] for line in stack.log().splitlines() if " INFO serve: GPUs: " in line]
-    assert len(lines) == 1, stack.log()
+    text = support.wait_for_log(stack, " INFO serve: GPUs: ")
+    lines = [line.split(" INFO serve: ", 1)[1] for line in text.splitlines() if " INFO serve: GPUs: " in line]
+    assert len(lines) == 1, text
     return lines[0]
 
 
@@ -157,7 +158,7 @@ def test_without_gpus_one_worker_per_core_and_gpu_id_none(tmp_path, nvidia_smi, 
                                    "gpu_id by worker slot: None; model servers: none")
         assert list(seen(stack, cores).values()) == ["None"] * cores
         if nvidia_smi:
-            assert f"WARNING serve: {how}: counting no GPU" in stack.log()
+            support.wait_for_log(stack, f"WARNING serve: {how}: counting no GPU")
 
 
 def test_a_hanging_nvidia_smi_costs_its_timeout_then_counts_no_gpu(tmp_path):
@@ -167,7 +168,7 @@ def test_a_hanging_nvidia_smi_costs_its_timeout_then_counts_no_gpu(tmp_path):
         how = "nvidia-smi -L did not answer within 1 s"
         assert gpu_line(stack) == (f"GPUs: 0 seen by CUDA ({how}); gunicorn workers: {cpu_count()} (one per core), "
                                    "toolkit gpu_id by worker slot: None; model servers: none")
-        assert f"WARNING serve: {how} (SAGEMAKER_NVIDIA_SMI_TIMEOUT_SECONDS): counting no GPU" in stack.log()
+        support.wait_for_log(stack, f"WARNING serve: {how} (SAGEMAKER_NVIDIA_SMI_TIMEOUT_SECONDS): counting no GPU")
         hung = int(pid_file.read_text())
         support.wait_for(lambda: not support.pid_alive(hung), what="the hanging nvidia-smi to be killed")
 
