@@ -16,9 +16,9 @@ Parts (--part, default all):
 - invocations: `serve` (nginx, gunicorn with the app, the embedded model server) serving half_plus_two twice, with
   no script and with a handler that calls `context.predict_arrays` and answers the output as NPY. For one image and
   for a batch of 32, at concurrency 1 and 8 (each client thread its own keep-alive connection, the kinds of call one
-  after the other): `POST /invocations` with NPY in and out (the default handler's binary path), with the image as
-  JSON in and out (one image only: a batch of 32 is 100 MB of JSON), through the script, and the same model server's
-  gRPC Predict as above, as the reference. Medians of every call of a kind; targets: NPY <= 1.5x gRPC, JSON <= 3x.
+  after the other): `POST /invocations` with NPY in and out (the default handler's binary path), NPY in and JSON out
+  (the same, its answer written as JSON in the app), with the image as JSON in and out (one image only: a batch of 32
+  is 100 MB of JSON), through the script, and the same model server's gRPC Predict as above, as the reference. Medians of every call of a kind; targets: NPY <= 1.5x gRPC, JSON <= 3x.
 Figures are noisy on a shared machine: compare the ratios of one run.
 """
 
@@ -255,6 +255,7 @@ def invocations_part(args, workdir: Path) -> list[tuple[str, dict[str, float]]]:
             kinds = {
                 "grpc": lambda: GrpcCaller(grpc_port, "model", {"x": x}),
                 "npy": lambda: InvocationsCaller(port["default"], npy_body, NPY, NPY),
+                "npy_json": lambda: InvocationsCaller(port["default"], npy_body, NPY, "application/json"),
                 "script": lambda: InvocationsCaller(port["script"], npy_body, NPY, NPY),
             }
             if batch == 1:  # 32 images are 100 MB of JSON: one image says what JSON costs
@@ -289,7 +290,8 @@ def print_table(title: str, rows: list[tuple[str, float, float]]) -> None:
 
 def print_invocations(title: str, rows: list[tuple[str, dict[str, float]]]) -> None:
     print(f"{title}: medians per call")
-    kinds = (("npy", "NPY in/out", 1.5), ("json", "JSON in/out", 3.0), ("script", "predict_arrays", None))
+    kinds = (("npy", "NPY in/out", 1.5), ("npy_json", "NPY in, JSON", None), ("json", "JSON in/out", 3.0),
+             ("script", "predict_arrays", None))
     print(f"{'case':<16}  {'gRPC ms':>8}  " + "  ".join(f"{name:>14} ms  x gRPC" for _, name, _ in kinds))
     for label, medians in rows:
         grpc_seconds = medians["grpc"]

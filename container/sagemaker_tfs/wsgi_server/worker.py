@@ -44,9 +44,15 @@ class _Malloc:
     """glibc's malloc, told to give back the memory of large bodies. Two causes keep it resident otherwise: glibc
     raises its mmap threshold to the size of each mapped block freed (up to 32 MB), so after one 10 MB body every
     later buffer below that is carved from the threads' malloc arenas; and the arenas keep what is freed. Fixing the
-    threshold (M_MMAP_THRESHOLD at its default, 128 kB) and trimming after a large body (malloc_trim also releases
-    free pages inside each arena) took a worker from 3 to 10 times its size after 40 concurrent 10 MB requests back
-    to within 10%; either alone did not. Elsewhere (musl, macOS) nothing to do."""
+    threshold and trimming after a large body (malloc_trim also releases free pages inside each arena) took a worker
+    from 3 to 10 times its size after 40 concurrent 10 MB requests back to within 10%; either alone did not.
+    The threshold is fixed at 1 MB, not glibc's initial 128 kB, and the heap's top is trimmed only past 32 MB free:
+    numpy's temporaries of a few hundred kB (the binary path's arrays, JSON written from them) are then reused from
+    the arena instead of being mapped and faulted in afresh each time, which made such work 4 to 6 times slower in a
+    worker thread (docs/BENCHMARKS.md). Elsewhere (musl, macOS) nothing to do."""
+
+    MMAP_THRESHOLD = 1 << 20
+    TRIM_THRESHOLD = 32 << 20
 
     def __init__(self) -> None:
         try:
@@ -58,9 +64,10 @@ class _Malloc:
         self._mallopt.argtypes, self._mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
         self._trim.argtypes, self._trim.restype = [ctypes.c_size_t], ctypes.c_int
 
-    def fix_mmap_threshold(self) -> None:
+    def fix_thresholds(self) -> None:
         if self._mallopt is not None:
-            self._mallopt(-3, 128 * 1024)  # M_MMAP_THRESHOLD
+            self._mallopt(-3, self.MMAP_THRESHOLD)  # M_MMAP_THRESHOLD
+            self._mallopt(-1, self.TRIM_THRESHOLD)  # M_TRIM_THRESHOLD
 
     def trim(self) -> None:
         if self._trim is not None:
@@ -173,7 +180,7 @@ class ConnectionsWorker(base.Worker):
 
     def init_process(self) -> None:
         self.connections: dict[int, socket.socket] = {}  # fd -> socket, read by the main thread at stop
-        _malloc.fix_mmap_threshold()
+        _malloc.fix_thresholds()
         super().init_process()
 
     def run(self) -> None:
