@@ -4,6 +4,7 @@ fake container (the whole stack, through boto3, is test/stack/test_stack_runtime
 from __future__ import annotations
 
 import logging
+import os
 import tempfile
 import threading
 import time
@@ -286,3 +287,40 @@ def test_without_an_input_path_only_s3_and_inline_inputs_are_taken(output):
     assert (result.status_code, result.json["Message"]) == (400, (
         "InputLocation '/tmp/in.json' is a local path: set SAGEMAKER_LOCAL_ASYNC_INPUT_PATH on the container to the "
         "folder local inputs may be read from, or give an s3:// location"))
+
+
+def test_a_link_put_on_the_way_after_acceptance_is_refused_when_the_input_is_read(tmp_path, output):
+    """The input is checked when the request is accepted and read later: a file, or a folder on its way, replaced by
+    a link in between is not followed (the secret never reaches the container or the output)."""
+    inputs, secret = tmp_path / "inputs", tmp_path / "secret"
+    (inputs / "folder").mkdir(parents=True)
+    secret.mkdir()
+    (secret / "in.json").write_bytes(b"the secret")
+    (inputs / "in.json").write_bytes(b"1")
+    (inputs / "folder" / "in.json").write_bytes(b"2")
+    (inputs / "fifo").mkdir()
+    os.mkfifo(inputs / "fifo" / "in.json")
+    container = FakeContainer()
+    container.gate.clear()
+    invocations, client = make(output, container, SAGEMAKER_LOCAL_ASYNC_INPUT_PATH=str(inputs))
+    post(client, b"0", Inference_Id="in-flight")
+    assert container.entered.acquire(timeout=10)  # the worker holds it: the next ones wait in the queue
+    for name, location in (("file", inputs / "in.json"), ("folder", inputs / "folder" / "in.json"),
+                           ("fifo", inputs / "fifo" / "in.json")):
+        assert post(client, InputLocation=str(location), Inference_Id=name).status_code == 202
+    (inputs / "in.json").unlink()
+    (inputs / "in.json").symlink_to(secret / "in.json")
+    (inputs / "folder").rename(tmp_path / "moved")
+    (inputs / "folder").symlink_to(secret)
+    container.gate.set()
+    written(output, "in-flight.out", "file-error.out", "folder-error.out", "fifo-error.out")
+    invocations.stop()
+    assert [call[2] for call in container.calls] == [b"0"]
+    assert (output / "file-error.out").read_text() == (
+        f"Unable to read the input {inputs}/in.json: 'in.json' on the way to 'in.json' is a symbolic link, which is "
+        "not followed")
+    assert (output / "folder-error.out").read_text() == (
+        f"Unable to read the input {inputs}/folder/in.json: 'folder' on the way to 'folder/in.json' is a symbolic "
+        "link, which is not followed")
+    assert (output / "fifo-error.out").read_text() == \
+        f"Unable to read the input {inputs}/fifo/in.json: not a regular file"

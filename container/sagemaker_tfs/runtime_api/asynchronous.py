@@ -46,6 +46,7 @@ import falcon
 
 from ..config import Settings
 from ..shared import logs
+from ..shared.files_beneath import read_beneath
 from ..shared.headers import CUSTOM_ATTRIBUTES_HEADER, INFERENCE_ID_HEADER, REQUEST_ID_HEADER
 from ..shared.storage import Storage
 from .container import Answer, Container
@@ -98,6 +99,7 @@ class Invocation:
     ttl: int
     timeout: int
     received: float  # time.monotonic() when it was queued
+    input_beneath: str | None = None  # a local input's path below SAGEMAKER_LOCAL_ASYNC_INPUT_PATH, links resolved
 
     @property
     def source(self) -> str:
@@ -145,8 +147,9 @@ class AsyncInvocations:
                              "(a folder or an s3:// prefix, the endpoint config's AsyncInferenceConfig S3OutputPath) "
                              "on the container")
         location, body = _input(req)
+        beneath = None
         if location is not None and not location.startswith(S3_SCHEME):
-            self._check_confined(location, req.get_header(INPUT_LOCATION_HEADER))
+            beneath = self._confined(location, req.get_header(INPUT_LOCATION_HEADER))
         inference_id = _inference_id(req)
         name, error_name = _output_names(req, inference_id)
         return Invocation(
@@ -154,17 +157,20 @@ class AsyncInvocations:
             headers=_container_headers(req, inference_id),
             output=_join(self.output_path, name), failure=_join(self.failure_path, error_name),
             ttl=_seconds(req, TTL_HEADER, *TTL_SECONDS), timeout=_seconds(req, TIMEOUT_HEADER, *TIMEOUT_SECONDS),
-            received=time.monotonic())
+            received=time.monotonic(), input_beneath=beneath)
 
-    def _check_confined(self, path: str, given: str) -> None:
+    def _confined(self, path: str, given: str) -> str:
         """A local input is read only inside SAGEMAKER_LOCAL_ASYNC_INPUT_PATH: the API may listen beyond the
-        machine, and a request must not make serve read any file it can."""
+        machine, and a request must not make serve read any file it can. Its path below the folder, links resolved
+        now; it is read later through no link at all (shared/files_beneath.py), so a link put on the way after
+        this check leads nowhere."""
         if self.input_root is None:
             raise validation(f"InputLocation '{given}' is a local path: set SAGEMAKER_LOCAL_ASYNC_INPUT_PATH on the "
                              "container to the folder local inputs may be read from, or give an s3:// location")
         real = os.path.realpath(path)
         if os.path.commonpath([real, self.input_root]) != self.input_root:
             raise validation(f"InputLocation '{given}' is outside SAGEMAKER_LOCAL_ASYNC_INPUT_PATH ({self.input_root})")
+        return os.path.relpath(real, self.input_root)
 
     # ----- the threads -----
 
@@ -221,7 +227,7 @@ class AsyncInvocations:
             self._write_failure(invocation, message.encode(), "expired")
             return
         try:
-            body = invocation.body if invocation.body is not None else self.storage.read(invocation.input_location)
+            body = self._input_body(invocation)
         except OSError as exc:  # Storage's own message of an s3:// read names the object already
             message = f"Unable to read the input {invocation.input_location}: {exc.strerror}" if exc.strerror \
                 else str(exc)
@@ -235,6 +241,13 @@ class AsyncInvocations:
         else:
             body = answer.body or f"The container answered {answer.status} with an empty body".encode()
             self._write_failure(invocation, body, f"the container answered {answer.status}")
+
+    def _input_body(self, invocation: Invocation) -> bytes:
+        if invocation.body is not None:
+            return invocation.body
+        if invocation.input_beneath is not None:
+            return read_beneath(self.input_root, invocation.input_beneath)
+        return self.storage.read(invocation.input_location)
 
     def _call(self, invocation: Invocation, body: bytes) -> Answer | None:
         """The container's answer, or None once a failure saying why it has none is written."""
