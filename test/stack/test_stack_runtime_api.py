@@ -114,11 +114,39 @@ def test_a_target_model_on_a_single_model_endpoint_is_a_validation_error(stack):
                                          "serves one model (SAGEMAKER_MULTI_MODEL is not true)")
 
 
-def test_headers_the_twin_cannot_honour_are_accepted(stack):
+@pytest.mark.parametrize("member, value, message", [
+    ("TargetContainerHostname", "c1", "TargetContainerHostname is not supported by the local endpoint e: it serves one "
+                                      "container, not a multi-container endpoint with direct invocation"),
+    ("EnableExplanations", "`true`", "EnableExplanations is not supported by the local endpoint e: it has no "
+                                     "SageMaker Clarify explainer"),
+    ("InferenceComponentName", "ic-1", "InferenceComponentName is not supported by the local endpoint e: it has no "
+                                       "inference components"),
+    ("TargetVariant", "Green", "TargetVariant 'Green' is not a production variant of endpoint e: its one variant is "
+                               "AllTraffic (SAGEMAKER_LOCAL_RUNTIME_VARIANT)"),
+])
+def test_members_one_local_container_cannot_honour_are_refused(stack, member, value, message):
+    error = support.client_error(lambda: support.runtime_client(stack.port).invoke_endpoint(
+        EndpointName="e", Body=BODY, ContentType="application/json", **{member: value}))
+    assert (error["ResponseMetadata"]["HTTPStatusCode"], error["Error"]["Code"]) == (400, "ValidationError")
+    assert error["Error"]["Message"] == message
+
+
+def test_the_endpoint_s_own_variant_is_accepted(stack):
     answer = support.runtime_client(stack.port).invoke_endpoint(
-        EndpointName="e", Body=BODY, ContentType="application/json", TargetVariant="Blue",
-        TargetContainerHostname="c1", EnableExplanations="`true`")
+        EndpointName="e", Body=BODY, ContentType="application/json", TargetVariant="AllTraffic")
     assert answer["Body"].read() == invoke(stack, BODY).body
+
+
+def test_members_that_break_the_service_model_are_validation_errors_in_sagemaker_s_words(stack):
+    error = support.client_error(lambda: support.runtime_client(stack.port).invoke_endpoint(
+        EndpointName="my_endpoint", Body=BODY, ContentType="application/json", InferenceId="i" * 65,
+        CustomAttributes="a" * 1025))
+    assert (error["ResponseMetadata"]["HTTPStatusCode"], error["Error"]["Code"]) == (400, "ValidationError")
+    assert error["Error"]["Message"] == (
+        "3 validation errors detected: Value 'my_endpoint' at 'endpointName' failed to satisfy constraint: Member "
+        "must satisfy regular expression pattern: ^[a-zA-Z0-9](-*[a-zA-Z0-9])*; Value at 'customAttributes' failed "
+        "to satisfy constraint: Member must have length less than or equal to 1024; Value '" + "i" * 65 + "' at "
+        "'inferenceId' failed to satisfy constraint: Member must have length less than or equal to 64")
 
 
 def test_a_server_error_of_a_handler_is_a_model_error(scripted):

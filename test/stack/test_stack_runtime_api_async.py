@@ -120,9 +120,11 @@ def test_a_missing_input_is_a_failure(stack, output, tmp_path):
 @pytest.mark.parametrize("args, message", [
     # botocore refuses a TTL under 60 itself (the model's `min`); over the `max` reaches the service
     ({"InputLocation": "s3://bucket/in.json", "RequestTTLSeconds": 21601},
-     "RequestTTLSeconds '21601' (X-Amzn-SageMaker-RequestTTLSeconds) must be an integer from 60 to 21600"),
+     "1 validation error detected: Value '21601' at 'requestTTLSeconds' failed to satisfy constraint: Member must "
+     "have value less than or equal to 21600"),
     ({"InputLocation": "s3://bucket/in.json", "InvocationTimeoutSeconds": 3601},
-     "InvocationTimeoutSeconds '3601' (X-Amzn-SageMaker-InvocationTimeoutSeconds) must be an integer from 1 to 3600"),
+     "1 validation error detected: Value '3601' at 'invocationTimeoutSeconds' failed to satisfy constraint: Member "
+     "must have value less than or equal to 3600"),
     ({}, "Provide exactly one of InputLocation (X-Amzn-SageMaker-InputLocation) and Body: the request has neither"),
     ({"InputLocation": "/in.json", "Body": BODY},
      "Provide exactly one of InputLocation (X-Amzn-SageMaker-InputLocation) and Body, not both"),

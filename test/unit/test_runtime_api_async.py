@@ -196,21 +196,27 @@ def test_an_output_that_cannot_be_written_becomes_a_failure(tmp_path, caplog):
                                             "s3://bucket/key"),
     (b"", {"InputLocation": "file://relative"}, "InputLocation 'file://relative' (X-Amzn-SageMaker-InputLocation) "
                                                 "must be a file:// URI of an absolute path: file:///path/to/input"),
-    (b"x", {"RequestTTLSeconds": "59"}, "RequestTTLSeconds '59' (X-Amzn-SageMaker-RequestTTLSeconds) must be an "
-                                        "integer from 60 to 21600"),
-    (b"x", {"InvocationTimeoutSeconds": "soon"}, "InvocationTimeoutSeconds 'soon' "
-                                                 "(X-Amzn-SageMaker-InvocationTimeoutSeconds) must be an integer "
-                                                 "from 1 to 3600"),
-    (b"x", {"Inference-Id": "a/b"}, "InferenceId 'a/b' (X-Amzn-SageMaker-Inference-Id) must be 1 to 64 printable "
-                                    "ASCII characters, the first not a space, without '/' (it names the output "
-                                    "file)"),
+    (b"x", {"RequestTTLSeconds": "59"}, "1 validation error detected: Value '59' at 'requestTTLSeconds' failed to "
+                                        "satisfy constraint: Member must have value greater than or equal to 60"),
+    (b"x", {"InvocationTimeoutSeconds": "soon"}, "1 validation error detected: Value 'soon' at "
+                                                 "'invocationTimeoutSeconds' failed to satisfy constraint: Member "
+                                                 "must be an integer"),
+    (b"x", {"Inference-Id": "a/b"}, "InferenceId 'a/b' (X-Amzn-SageMaker-Inference-Id) must not hold '/' here: it "
+                                    "names the output file"),
+    (b"x", {"Inference-Id": "a\u00e9"}, "1 validation error detected: Value 'a\u00e9' at 'inferenceId' failed to satisfy "
+                                   "constraint: Member must satisfy regular expression pattern: \\A\\S[\\p{Print}]*\\z"),
     (b"x", {"S3OutputPathExtension": "a/../b"}, "S3OutputPathExtension 'a/../b' "
-                                                "(X-Amzn-SageMaker-S3OutputPathExtension) must be 1 to 512 of a-z "
-                                                "A-Z 0-9 ! _ . * ' ( ) / -, not start with s3: or https:, and have "
-                                                "no '..' segment"),
-    (b"x", {"Filename": "a.b.c"}, "Filename 'a.b.c' (X-Amzn-SageMaker-Filename) must be 1 to 32 of a-z A-Z 0-9 _ . -,"
-                                  " start with a letter or digit and hold at most one '.'"),
-    (b"x", {"Accept": "a" * 1025}, "X-Amzn-SageMaker-Accept must be at most 1024 characters"),
+                                                "(X-Amzn-SageMaker-S3OutputPathExtension) must have no '..' segment "
+                                                "here: the output must stay under its path"),
+    (b"x", {"Filename": "a.b.c"}, "1 validation error detected: Value 'a.b.c' at 'filename' failed to satisfy "
+                                  "constraint: Member must satisfy regular expression pattern: "
+                                  "^(?!.*\\..*\\.)[a-zA-Z0-9][a-zA-Z0-9-_\\.]*$"),
+    (b"x", {"Accept": "a" * 1025}, "1 validation error detected: Value '" + "a" * 1025 + "' at 'accept' failed to "
+                                   "satisfy constraint: Member must have length less than or equal to 1024"),
+    (b"x", {"Custom-Attributes": "\u00e9" * 1025}, "2 validation errors detected: Value at 'customAttributes' failed "
+                                                   "to satisfy constraint: Member must have length less than or equal "
+                                                   "to 1024; Value at 'customAttributes' failed to satisfy constraint: "
+                                                   "Member must satisfy regular expression pattern: \\p{ASCII}*"),
 ])
 def test_refusals_are_validation_errors_naming_the_header(output, body, headers, message):
     container = FakeContainer()

@@ -35,7 +35,6 @@ from __future__ import annotations
 import logging
 import os
 import queue
-import re
 import threading
 import time
 import uuid
@@ -50,12 +49,16 @@ from ..shared.files_beneath import read_beneath
 from ..shared.headers import CUSTOM_ATTRIBUTES_HEADER, INFERENCE_ID_HEADER, REQUEST_ID_HEADER
 from ..shared.storage import Storage
 from .container import Answer, Container
+from . import members
 from .errors import service_unavailable, throttled, validation
+from .service_model import MEMBERS
 
 if TYPE_CHECKING:
     from .target_models import TargetModels
 
 log = logging.getLogger("sagemaker_tfs.runtime_api")
+
+OPERATION = "InvokeEndpointAsync"
 
 INPUT_LOCATION_HEADER = "X-Amzn-SageMaker-InputLocation"
 CONTENT_TYPE_HEADER = "X-Amzn-SageMaker-Content-Type"
@@ -67,16 +70,10 @@ FILENAME_HEADER = "X-Amzn-SageMaker-Filename"
 OUTPUT_LOCATION_HEADER = "X-Amzn-SageMaker-OutputLocation"
 FAILURE_LOCATION_HEADER = "X-Amzn-SageMaker-FailureLocation"
 
-# The service model's bounds (botocore's sagemaker-runtime 2017-05-13) and AWS's documented defaults.
-TTL_SECONDS = (60, 21600, 21600)  # lowest, highest, default (6 hours)
-TIMEOUT_SECONDS = (1, 3600, 900)  # lowest, highest, default (15 minutes)
-MAX_INLINE_BODY = 128_000
-MAX_INPUT_LOCATION = 1024
-MAX_HEADER_TEXT = 1024  # ContentType, Accept, CustomAttributes
-# \A\S[\p{Print}]*\z, and no `/`: here the id names a file in a folder, and must stay in it
-INFERENCE_ID = re.compile(r"[\x21-\x7e][\x20-\x7e]{0,63}")
-EXTENSION = re.compile(r"(?!s3:|https:)[a-zA-Z0-9!_.*'()/-]{1,512}")
-FILENAME = re.compile(r"(?!.*\..*\.)[a-zA-Z0-9][a-zA-Z0-9_.-]{0,31}")
+# AWS's documented defaults; the bounds of every member are the service model's (members.py)
+TTL_DEFAULT = 21600  # RequestTTLSeconds: 6 hours
+TIMEOUT_DEFAULT = 900  # InvocationTimeoutSeconds: 15 minutes
+MAX_INLINE_BODY = next(limits["max"] for name, *_, limits in MEMBERS[OPERATION] if name == "Body")
 # The request's headers the container gets, under the names it gets them by (container.PASSED_ON)
 PASSED_AS = {CONTENT_TYPE_HEADER: "Content-Type", ACCEPT_HEADER: "Accept",
              CUSTOM_ATTRIBUTES_HEADER: CUSTOM_ATTRIBUTES_HEADER}
@@ -127,7 +124,7 @@ class AsyncInvocations:
     def on_post(self, req: falcon.Request, resp: falcon.Response, endpoint: str) -> None:
         if self.stopping.is_set():
             raise service_unavailable("The endpoint is shutting down and takes no new asynchronous invocation")
-        invocation = self._invocation(req)
+        invocation = self._invocation(req, endpoint)
         try:
             self.queue.put_nowait(invocation)
         except queue.Full:
@@ -140,8 +137,9 @@ class AsyncInvocations:
         resp.set_header(OUTPUT_LOCATION_HEADER, invocation.output)
         resp.set_header(FAILURE_LOCATION_HEADER, invocation.failure)
 
-    def _invocation(self, req: falcon.Request) -> Invocation:
+    def _invocation(self, req: falcon.Request, endpoint: str) -> Invocation:
         """The request, checked as SageMaker checks it; RuntimeApiError (ValidationError) says what is wrong."""
+        members.check(OPERATION, endpoint, req.get_header)
         if self.output_path is None:
             raise validation("InvokeEndpointAsync needs an output location: set SAGEMAKER_LOCAL_ASYNC_OUTPUT_PATH "
                              "(a folder or an s3:// prefix, the endpoint config's AsyncInferenceConfig S3OutputPath) "
@@ -156,7 +154,7 @@ class AsyncInvocations:
             inference_id=inference_id, request_id=req.context.request_id, input_location=location, body=body,
             headers=_container_headers(req, inference_id),
             output=_join(self.output_path, name), failure=_join(self.failure_path, error_name),
-            ttl=_seconds(req, TTL_HEADER, *TTL_SECONDS), timeout=_seconds(req, TIMEOUT_HEADER, *TIMEOUT_SECONDS),
+            ttl=_seconds(req, TTL_HEADER, TTL_DEFAULT), timeout=_seconds(req, TIMEOUT_HEADER, TIMEOUT_DEFAULT),
             received=time.monotonic(), input_beneath=beneath)
 
     def _confined(self, path: str, given: str) -> str:
@@ -330,8 +328,6 @@ def _input(req: falcon.Request) -> tuple[str | None, bytes | None]:
 
 def _input_location(location: str) -> str:
     """The location Storage.read takes: s3://bucket/key or a local path."""
-    if not 1 <= len(location) <= MAX_INPUT_LOCATION:
-        raise validation(f"InputLocation ({INPUT_LOCATION_HEADER}) must be 1 to {MAX_INPUT_LOCATION} characters")
     if location.startswith(S3_SCHEME):
         bucket, _, key = location[len(S3_SCHEME):].partition("/")
         if not bucket or not key:
@@ -353,9 +349,9 @@ def _inference_id(req: falcon.Request) -> str:
     given = req.get_header(INFERENCE_ID_HEADER)
     if given is None:
         return str(uuid.uuid4())  # as SageMaker makes one
-    if not INFERENCE_ID.fullmatch(given) or "/" in given:
-        raise validation(f"InferenceId '{given}' ({INFERENCE_ID_HEADER}) must be 1 to 64 printable ASCII "
-                         "characters, the first not a space, without '/' (it names the output file)")
+    if "/" in given:
+        raise validation(f"InferenceId '{given}' ({INFERENCE_ID_HEADER}) must not hold '/' here: it names the output "
+                         "file")
     return given
 
 
@@ -364,28 +360,16 @@ def _output_names(req: falcon.Request, inference_id: str) -> tuple[str, str]:
     [<extension>/]<InferenceId>-error.out."""
     extension = req.get_header(EXTENSION_HEADER)
     filename = req.get_header(FILENAME_HEADER)
-    if extension is not None and (not EXTENSION.fullmatch(extension) or ".." in extension.split("/")):
-        raise validation(f"S3OutputPathExtension '{extension}' ({EXTENSION_HEADER}) must be 1 to 512 of "
-                         "a-z A-Z 0-9 ! _ . * ' ( ) / -, not start with s3: or https:, and have no '..' segment")
-    if filename is not None and not FILENAME.fullmatch(filename):
-        raise validation(f"Filename '{filename}' ({FILENAME_HEADER}) must be 1 to 32 of a-z A-Z 0-9 _ . -, start "
-                         "with a letter or digit and hold at most one '.'")
+    if extension is not None and ".." in extension.split("/"):
+        raise validation(f"S3OutputPathExtension '{extension}' ({EXTENSION_HEADER}) must have no '..' segment here: "
+                         "the output must stay under its path")
     folder = f"{extension.strip('/')}/" if extension and extension.strip("/") else ""
     return folder + (filename or f"{inference_id}.out"), f"{folder}{inference_id}-error.out"
 
 
-def _seconds(req: falcon.Request, header: str, lowest: int, highest: int, default: int) -> int:
+def _seconds(req: falcon.Request, header: str, default: int) -> int:
     raw = req.get_header(header)
-    if raw is None:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        value = None
-    if value is None or not lowest <= value <= highest:
-        member = header[len("X-Amzn-SageMaker-"):]
-        raise validation(f"{member} '{raw}' ({header}) must be an integer from {lowest} to {highest}")
-    return value
+    return default if raw is None else int(raw)  # an integer in the member's range (members.check)
 
 
 def _container_headers(req: falcon.Request, inference_id: str) -> dict[str, str]:
@@ -394,8 +378,6 @@ def _container_headers(req: falcon.Request, inference_id: str) -> dict[str, str]
     headers = {REQUEST_ID_HEADER: req.context.request_id, INFERENCE_ID_HEADER: inference_id}
     for received, sent in PASSED_AS.items():
         value = req.get_header(received)
-        if value is not None and len(value) > MAX_HEADER_TEXT:
-            raise validation(f"{received} must be at most {MAX_HEADER_TEXT} characters")
         if value is not None:
             headers[sent] = value
     return headers

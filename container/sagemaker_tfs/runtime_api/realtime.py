@@ -14,10 +14,23 @@ from ..config import Settings
 from ..shared.headers import (CUSTOM_ATTRIBUTES_HEADER, INFERENCE_ID_HEADER, REQUEST_ID_HEADER,
                               TARGET_MODEL_HEADER)
 from .container import Answer, Container, passed_on
+from . import members
 from .errors import model_error, service_unavailable, validation
 from .target_models import LoadFailed, TargetModels
 
 log = logging.getLogger("sagemaker_tfs.runtime_api")
+
+OPERATION = "InvokeEndpoint"
+TARGET_VARIANT_HEADER = "X-Amzn-SageMaker-Target-Variant"
+# header -> (member, why): what the service model offers and one container cannot do
+UNSUPPORTED = {
+    "X-Amzn-SageMaker-Target-Container-Hostname": ("TargetContainerHostname", "it serves one container, not a "
+                                                   "multi-container endpoint with direct invocation"),
+    "X-Amzn-SageMaker-Inference-Component": ("InferenceComponentName", "it has no inference components"),
+    "X-Amzn-SageMaker-Session-Id": ("SessionId", "it has no stateful sessions"),
+    "X-Amzn-SageMaker-Enable-Explanations": ("EnableExplanations", "it has no SageMaker Clarify explainer"),
+    "X-Amzn-SageMaker-Prefix-Aware-Id": ("PrefixAwareId", "it has no prefix-aware routing"),
+}
 
 MIB = 1024 * 1024
 VARIANT_HEADER = "x-Amzn-Invoked-Production-Variant"
@@ -41,6 +54,8 @@ class InvokeEndpoint:
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, endpoint: str) -> None:
         rid = req.context.request_id
+        members.check(OPERATION, endpoint, req.get_header)
+        self._check_supported(req, endpoint)
         target = req.get_header(TARGET_MODEL_HEADER)
         log.info("request %s: InvokeEndpoint %s, inference id %s%s", rid, endpoint,
                  req.get_header(INFERENCE_ID_HEADER), f", target model {target}" if target is not None else "")
@@ -62,6 +77,17 @@ class InvokeEndpoint:
         resp.set_header(VARIANT_HEADER, self.settings.local_runtime_variant)
         if answer.custom_attributes is not None:
             resp.set_header(CUSTOM_ATTRIBUTES_HEADER, answer.custom_attributes)
+
+    def _check_supported(self, req: falcon.Request, endpoint: str) -> None:
+        """Members that ask for what one local container with one variant does not have are refused, not ignored:
+        code that relies on them must not pass here and fail in production."""
+        variant = req.get_header(TARGET_VARIANT_HEADER)
+        if variant is not None and variant != self.settings.local_runtime_variant:
+            raise validation(f"TargetVariant '{variant}' is not a production variant of endpoint {endpoint}: its "
+                             f"one variant is {self.settings.local_runtime_variant} (SAGEMAKER_LOCAL_RUNTIME_VARIANT)")
+        for header, (member, what) in UNSUPPORTED.items():
+            if req.get_header(header) is not None:
+                raise validation(f"{member} is not supported by the local endpoint {endpoint}: {what}")
 
     def _body(self, req: falcon.Request, rid: str) -> bytes:
         length = req.content_length

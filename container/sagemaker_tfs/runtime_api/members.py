@@ -1,0 +1,105 @@
+"""An operation's members checked as SageMaker checks them, from the service model's own table (service_model.py):
+length, pattern, range and presence, before anything else, with SageMaker's ValidationError text:
+
+    1 validation error detected: Value 'my_model' at 'endpointName' failed to satisfy constraint: Member must
+    satisfy regular expression pattern: ^[a-zA-Z0-9](-*[a-zA-Z0-9])*
+
+(several: `2 validation errors detected: ...; ...`; a sensitive member's value is not quoted). Patterns are matched
+whole, as SageMaker's validator matches them, after translating the Java classes the model uses (`\\p{ASCII}`,
+`\\p{Print}`, `\\z`). The body's size is the operations' own check (their limits and texts). Where the local endpoint
+takes more than SageMaker (InvokeEndpointAsync's InputLocation may be a local path), LOCAL_EXTENSIONS skips that
+pattern; the operation checks what it takes.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Callable
+
+from .errors import validation
+from .service_model import MEMBERS
+
+LOCAL_EXTENSIONS = {("InvokeEndpointAsync", "InputLocation")}  # file:// URIs and local paths too (asynchronous.py)
+_JAVA_CLASSES = {r"\p{ASCII}": r"\x00-\x7f", r"\p{Print}": r"\x20-\x7e"}
+
+
+@dataclass(frozen=True)
+class Member:
+    name: str
+    kind: str  # the shape's type: string, integer, blob
+    location: str  # uri, header, body
+    location_name: str
+    required: bool
+    min: int | None
+    max: int | None
+    pattern: str | None  # the model's text, quoted in messages
+    regex: re.Pattern | None
+    sensitive: bool
+
+    @property
+    def camel(self) -> str:
+        """How SageMaker's messages name the member: endpointName, customAttributes."""
+        return self.name[0].lower() + self.name[1:]
+
+
+def python_regex(java: str) -> re.Pattern:
+    """A service model pattern (Java's syntax) as a Python regex with the same meaning for the constructs the model
+    uses: \\p{ASCII} and \\p{Print} (inside a class or alone) and \\z."""
+    text = java.replace(r"\z", r"\Z")
+    for name, ranges in _JAVA_CLASSES.items():
+        text = text.replace(f"[{name}]", f"[{ranges}]").replace(name, f"[{ranges}]")
+    return re.compile(text)
+
+
+def _members(operation: str) -> tuple[Member, ...]:
+    members = []
+    for name, kind, location, location_name, required, limits in MEMBERS[operation]:
+        pattern = None if (operation, name) in LOCAL_EXTENSIONS else limits.get("pattern")
+        members.append(Member(name, kind, location, location_name, required, limits.get("min"), limits.get("max"),
+                              pattern, python_regex(pattern) if pattern is not None else None,
+                              limits.get("sensitive", False)))
+    return tuple(members)
+
+
+OPERATIONS = {operation: _members(operation) for operation in MEMBERS}
+
+
+def _violations(member: Member, value: str) -> list[str]:
+    """What the value breaks, in SageMaker's words (a Member must ...)."""
+    if member.kind == "integer":
+        try:
+            number = int(value)
+        except ValueError:
+            return ["Member must be an integer"]
+        if member.min is not None and number < member.min:
+            return [f"Member must have value greater than or equal to {member.min}"]
+        if member.max is not None and number > member.max:
+            return [f"Member must have value less than or equal to {member.max}"]
+        return []
+    broken = []
+    if member.min is not None and len(value) < member.min:
+        broken.append(f"Member must have length greater than or equal to {member.min}")
+    if member.max is not None and len(value) > member.max:
+        broken.append(f"Member must have length less than or equal to {member.max}")
+    if member.regex is not None and not member.regex.fullmatch(value):
+        broken.append(f"Member must satisfy regular expression pattern: {member.pattern}")
+    return broken
+
+
+def check(operation: str, endpoint: str, header: Callable[[str], str | None]) -> None:
+    """RuntimeApiError (ValidationError) naming every uri and header member of the request that breaks the
+    service model's constraints; `header(name)` is the request's header (None when absent)."""
+    errors = []
+    for member in OPERATIONS[operation]:
+        if member.location == "body":
+            continue
+        value = endpoint if member.location == "uri" else header(member.location_name)
+        if value is None:
+            continue  # a required header member: none is (EndpointName and Body are the operations')
+        quoted = "" if member.sensitive else f" '{value}'"
+        errors.extend(f"Value{quoted} at '{member.camel}' failed to satisfy constraint: {broken}"
+                      for broken in _violations(member, value))
+    if errors:
+        count = f"{len(errors)} validation error{'s' if len(errors) > 1 else ''} detected"
+        raise validation(f"{count}: {'; '.join(errors)}")
