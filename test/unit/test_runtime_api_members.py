@@ -4,6 +4,7 @@ are checked by its constraints with SageMaker's ValidationError text."""
 from __future__ import annotations
 
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -16,8 +17,17 @@ import generate_runtime_members  # noqa: E402
 
 
 def test_the_table_is_the_installed_botocore_s_service_model():
-    expected = {operation: tuple(rows) for operation, rows in generate_runtime_members.members().items()}
-    assert service_model.MEMBERS == expected, "run scripts/generate_runtime_members.py"
+    """Every member the table checks is botocore's, with the same place and constraints (else the local checks are no
+    longer SageMaker's). A member botocore added since is only reported: the API ignores headers it does not know,
+    and a botocore release must not turn the suite red until the table is regenerated."""
+    installed = generate_runtime_members.members()
+    for operation, rows in service_model.MEMBERS.items():
+        current = {row[0]: row for row in installed[operation]}
+        assert [row for row in rows if current.get(row[0]) != row] == [], "run scripts/generate_runtime_members.py"
+        added = sorted(current.keys() - {row[0] for row in rows})
+        if added:
+            warnings.warn(f"botocore's {operation} has members the table lacks: {added}; run "
+                          "scripts/generate_runtime_members.py")
 
 
 @pytest.mark.parametrize("java, matches, refuses", [
