@@ -1,7 +1,7 @@
 """SageMaker Runtime's InvokeEndpointAsync on a local container (SAGEMAKER_LOCAL_RUNTIME_API=true), called with
 boto3's own `sagemaker-runtime` client: the output is what `/invocations` answers, written whole to the output path
 (a folder, or an s3:// prefix on moto's server); failures go to the failure location; a full queue throttles; SIGTERM
-finishes the invocation in flight and drops the queued ones."""
+finishes the invocation in flight and ends the queued ones with a failure."""
 
 from __future__ import annotations
 
@@ -64,6 +64,14 @@ def input_file(folder: Path, name: str, body: bytes) -> Path:
     return path
 
 
+def located(answer: dict) -> tuple[str, str]:
+    """The output's and the failure's names: a UUID new for each request, as SageMaker names them."""
+    output, failure = answer["OutputLocation"].rsplit("/", 1)[1], answer["FailureLocation"].rsplit("/", 1)[1]
+    unique = output.removesuffix(".out")
+    assert len(unique) == 36 and failure == f"{unique}-error.out"
+    return output, failure
+
+
 def gated(name: str, gate: Path) -> bytes:
     return json.dumps({"name": name, "gate": str(gate)}).encode()
 
@@ -74,14 +82,15 @@ def test_the_output_of_a_local_input_is_what_invocations_answers(stack, output, 
     answer = invoke_async(stack, InputLocation=str(input_file(tmp_path, "in.json", BODY)),
                           ContentType="application/json", InferenceId="local-1")
     assert answer["ResponseMetadata"]["HTTPStatusCode"] == 202
+    name, failure = located(answer)
     assert (answer["InferenceId"], answer["OutputLocation"], answer["FailureLocation"]) == \
-        ("local-1", f"{output}/local-1.out", f"{output}/local-1-error.out")
+        ("local-1", f"{output}/{name}", f"{output}/{failure}")
     rid = answer["ResponseMetadata"]["RequestId"]
     support.wait_for_log(stack, f"request {rid}: InvokeEndpointAsync local-endpoint, inference id local-1, input "
-                                f"{tmp_path}/in.json: queued",
-                         f"inference local-1: output written to {output}/local-1.out")
-    assert (output / "local-1.out").read_bytes() == expected.body
-    assert not (output / "local-1-error.out").exists()
+                                f"{tmp_path}/in.json: queued, output {output}/{name}",
+                         f"inference local-1: output written to {output}/{name}")
+    assert (output / name).read_bytes() == expected.body
+    assert not (output / failure).exists()
 
 
 def test_a_file_uri_and_an_inline_body_with_a_generated_inference_id(stack, output, tmp_path):
@@ -93,8 +102,9 @@ def test_a_file_uri_and_an_inline_body_with_a_generated_inference_id(stack, outp
     for answer, expected in ((from_uri, csv.body), (inline, invoke(stack, BODY).body)):
         inference_id = answer["InferenceId"]
         assert len(inference_id) == 36  # a UUID, as SageMaker makes one
-        support.wait_for_log(stack, f"inference {inference_id}: output written to {output}/{inference_id}.out")
-        assert (output / f"{inference_id}.out").read_bytes() == expected
+        name, _ = located(answer)
+        support.wait_for_log(stack, f"inference {inference_id}: output written to {output}/{name}")
+        assert (output / name).read_bytes() == expected
 
 
 def test_a_client_error_of_the_model_is_written_to_the_failure_location(stack, output, tmp_path):
@@ -103,17 +113,18 @@ def test_a_client_error_of_the_model_is_written_to_the_failure_location(stack, o
     answer = invoke_async(stack, InputLocation=str(input_file(tmp_path, "bad.json", BAD)),
                           ContentType="application/json", InferenceId="bad-1")
     assert answer["ResponseMetadata"]["HTTPStatusCode"] == 202  # accepted: the failure comes later
+    name, failure = located(answer)
     support.wait_for_log(stack, f"inference bad-1: failed (the container answered 400), failure written to "
-                                f"{output}/bad-1-error.out")
-    assert (output / "bad-1-error.out").read_bytes() == container.body
-    assert not (output / "bad-1.out").exists()
+                                f"{output}/{failure}")
+    assert (output / failure).read_bytes() == container.body
+    assert not (output / name).exists()
 
 
 def test_a_missing_input_is_a_failure(stack, output, tmp_path):
-    invoke_async(stack, InputLocation=str(tmp_path / "missing.json"), InferenceId="missing-1")
+    _, failure = located(invoke_async(stack, InputLocation=str(tmp_path / "missing.json"), InferenceId="missing-1"))
     support.wait_for_log(stack, "inference missing-1: failed (unreadable input), failure written to "
-                                f"{output}/missing-1-error.out")
-    assert (output / "missing-1-error.out").read_text() == \
+                                f"{output}/{failure}")
+    assert (output / failure).read_text() == \
         f"Unable to read the input {tmp_path}/missing.json: No such file or directory"
 
 
@@ -147,34 +158,38 @@ def test_without_an_output_path_the_operation_is_a_validation_error(tmp_path):
 def test_a_full_queue_is_throttled(tmp_path):
     output, gate = tmp_path / "out", tmp_path / "gate"
     with gated_stack(tmp_path / "model", output) as stack:
-        invoke_async(stack, Body=gated("first", gate), InferenceId="first")
+        first, _ = located(invoke_async(stack, Body=gated("first", gate), InferenceId="first"))
         support.wait_for_log(stack, "handling first")  # in flight: the queue is empty again
-        invoke_async(stack, Body=gated("second", gate), InferenceId="second")
+        second, _ = located(invoke_async(stack, Body=gated("second", gate), InferenceId="second"))
         error = support.client_error(lambda: invoke_async(stack, Body=gated("third", gate), InferenceId="third"))
         assert (error["ResponseMetadata"]["HTTPStatusCode"], error["Error"]["Code"]) == (400, "ThrottlingException")
         assert error["Error"]["Message"] == ("The endpoint's asynchronous queue is full (1 requests waiting, "
                                              "SAGEMAKER_LOCAL_ASYNC_MAX_QUEUED); retry later")
         gate.touch()
         support.wait_for_log(stack, "inference first: output written", "inference second: output written")
-    assert sorted(path.name for path in output.iterdir()) == ["first.out", "second.out"]
-    assert json.loads((output / "second.out").read_bytes()) == {"handled": "second"}
+    assert sorted(path.name for path in output.iterdir()) == sorted([first, second])
+    assert json.loads((output / second).read_bytes()) == {"handled": "second"}
 
 
-def test_sigterm_finishes_the_invocation_in_flight_and_drops_the_queued_one(tmp_path):
+def test_sigterm_finishes_the_invocation_in_flight_and_ends_the_queued_one_with_a_failure(tmp_path):
     output, gate = tmp_path / "out", tmp_path / "gate"
     with gated_stack(tmp_path / "model", output) as stack:
-        invoke_async(stack, Body=gated("in-flight", gate), InferenceId="in-flight")
+        in_flight, _ = located(invoke_async(stack, Body=gated("in-flight", gate), InferenceId="in-flight"))
         support.wait_for_log(stack, "handling in-flight")
-        invoke_async(stack, Body=gated("queued", gate), InferenceId="queued")
+        _, queued = located(invoke_async(stack, Body=gated("queued", gate), InferenceId="queued"))
         stack.signal(signal.SIGTERM)
-        support.wait_for_log(stack, "inference queued: dropped at shutdown while queued, nothing written")
+        support.wait_for_log(stack, f"inference queued: failed (stopped while queued), failure written to "
+                                    f"{output}/{queued}")
         assert stack.alive()  # waiting for the one in flight, nginx still answering it
         gate.touch()
         assert stack.proc.wait(60) == 0
     log = stack.log()
-    assert f"inference in-flight: output written to {output}/in-flight.out" in log
-    assert sorted(path.name for path in output.iterdir()) == ["in-flight.out"]  # nothing of the queued one
-    assert json.loads((output / "in-flight.out").read_bytes()) == {"handled": "in-flight"}
+    assert f"inference in-flight: output written to {output}/{in_flight}" in log
+    assert sorted(path.name for path in output.iterdir()) == sorted([in_flight, queued])
+    assert json.loads((output / in_flight).read_bytes()) == {"handled": "in-flight"}
+    assert (output / queued).read_text() == (
+        "Request not run: the endpoint stopped (its container received SIGTERM) while this request was queued; "
+        "nothing was sent to the model, invoke it again")
     assert "handling queued" not in log
 
 
@@ -202,22 +217,23 @@ def test_s3_input_and_output(s3_stack, s3):
     s3.put_object(Bucket="async", Key="input/in.json", Body=BODY)
     answer = invoke_async(s3_stack, InputLocation="s3://async/input/in.json", ContentType="application/json",
                           InferenceId="s3-1")
+    name, failure = located(answer)
     assert (answer["OutputLocation"], answer["FailureLocation"]) == \
-        ("s3://async/output/s3-1.out", "s3://async/failures/s3-1-error.out")
-    support.wait_for_log(s3_stack, "inference s3-1: output written to s3://async/output/s3-1.out")
-    assert s3_object(s3, "output/s3-1.out") == invoke(s3_stack, BODY).body
+        (f"s3://async/output/{name}", f"s3://async/failures/{failure}")
+    support.wait_for_log(s3_stack, f"inference s3-1: output written to s3://async/output/{name}")
+    assert s3_object(s3, f"output/{name}") == invoke(s3_stack, BODY).body
 
 
 def test_s3_failures(s3_stack, s3):
     s3.put_object(Bucket="async", Key="input/bad.json", Body=BAD)
-    invoke_async(s3_stack, InputLocation="s3://async/input/bad.json", InferenceId="s3-bad")
-    invoke_async(s3_stack, InputLocation="s3://async/input/missing.json", InferenceId="s3-missing")
+    bad = located(invoke_async(s3_stack, InputLocation="s3://async/input/bad.json", InferenceId="s3-bad"))
+    missing = located(invoke_async(s3_stack, InputLocation="s3://async/input/missing.json", InferenceId="s3-missing"))
     support.wait_for_log(s3_stack, "inference s3-bad: failed (the container answered 400), failure written to "
-                                   "s3://async/failures/s3-bad-error.out",
+                                   f"s3://async/failures/{bad[1]}",
                          "inference s3-missing: failed (unreadable input), failure written to "
-                         "s3://async/failures/s3-missing-error.out")
-    assert s3_object(s3, "failures/s3-bad-error.out") == invoke(s3_stack, BAD).body
-    assert s3_object(s3, "failures/s3-missing-error.out").startswith(
+                         f"s3://async/failures/{missing[1]}")
+    assert s3_object(s3, f"failures/{bad[1]}") == invoke(s3_stack, BAD).body
+    assert s3_object(s3, f"failures/{missing[1]}").startswith(
         b"Unable to read s3://async/input/missing.json: An error occurred (NoSuchKey)")
-    outputs = s3.list_objects_v2(Bucket="async", Prefix="output/s3-").get("Contents", [])
-    assert {item["Key"] for item in outputs} <= {"output/s3-1.out"}  # no output of a failed invocation
+    outputs = s3.list_objects_v2(Bucket="async", Prefix="output/").get("Contents", [])
+    assert {f"output/{bad[0]}", f"output/{missing[0]}"} & {item["Key"] for item in outputs} == set()

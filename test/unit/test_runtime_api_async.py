@@ -74,6 +74,15 @@ def input_file(tmp_path: Path, body: bytes = b'{"instances": [1.0]}') -> Path:
     return path
 
 
+def names(result: falcon.testing.Result) -> tuple[str, str]:
+    """The output's and the failure's file names the answer gives (a UUID each request: <id>.out, <id>-error.out)."""
+    output, failure = (result.headers[f"X-Amzn-SageMaker-{kind}Location"] for kind in ("Output", "Failure"))
+    output_name, failure_name = Path(output).name, Path(failure).name
+    unique = output_name.removesuffix(".out")
+    assert len(unique) == 36 and failure_name == f"{unique}-error.out"
+    return output_name, failure_name
+
+
 def written(folder: Path, *names: str) -> None:
     """Waits until the worker has written every one of `names` under `folder` (stop() would drop what is queued)."""
     support.wait_for(lambda: all((folder / name).exists() for name in names), 10, f"{names} written")
@@ -86,16 +95,17 @@ def test_a_local_input_is_answered_at_once_and_its_output_written_whole(tmp_path
                   Accept="application/json", Custom_Attributes="tfs-model-name=m", Inference_Id="inf-1")
     assert result.status_code == 202
     assert result.json == {"InferenceId": "inf-1"}
-    assert result.headers["X-Amzn-SageMaker-OutputLocation"] == f"{output}/inf-1.out"
-    assert result.headers["X-Amzn-SageMaker-FailureLocation"] == f"{output}/inf-1-error.out"
-    written(output, "inf-1.out")
-    assert (output / "inf-1.out").read_bytes() == b'{"predictions": [3.5]}'
+    name, failure = names(result)
+    assert result.headers["X-Amzn-SageMaker-OutputLocation"] == f"{output}/{name}"
+    assert result.headers["X-Amzn-SageMaker-FailureLocation"] == f"{output}/{failure}"
+    written(output, name)
+    assert (output / name).read_bytes() == b'{"predictions": [3.5]}'
     assert container.calls == [("POST", "/invocations", b'{"instances": [1.0]}',
                                 {"X-Amzn-RequestId": "rid-1", "X-Amzn-SageMaker-Inference-Id": "inf-1",
                                  "Content-Type": "application/json", "Accept": "application/json",
                                  "X-Amzn-SageMaker-Custom-Attributes": "tfs-model-name=m"}, 900)]
     invocations.stop()
-    assert sorted(p.name for p in output.iterdir()) == ["inf-1.out"]  # no temporary file left
+    assert sorted(p.name for p in output.iterdir()) == [name]  # no temporary file left
 
 
 def test_an_inline_body_a_file_uri_and_a_generated_inference_id(tmp_path, output):
@@ -105,11 +115,12 @@ def test_an_inline_body_a_file_uri_and_a_generated_inference_id(tmp_path, output
     from_uri = post(client, InputLocation=f"file://{input_file(tmp_path, b'[2.0]')}")
     assert (inline.status_code, from_uri.status_code) == (202, 202)
     ids = [inline.json["InferenceId"], from_uri.json["InferenceId"]]
-    written(output, *(f"{i}.out" for i in ids))
+    outputs = [names(inline)[0], names(from_uri)[0]]
+    written(output, *outputs)
     invocations.stop()
     assert all(len(i) == 36 for i in ids) and ids[0] != ids[1]  # UUIDs
     assert sorted((body, timeout) for _, _, body, _, timeout in container.calls) == [(b"[1.0]", 5), (b"[2.0]", 900)]
-    assert sorted(p.name for p in output.iterdir()) == sorted(f"{i}.out" for i in ids)
+    assert sorted(p.name for p in output.iterdir()) == sorted(outputs)
 
 
 def test_the_extension_and_the_filename_name_the_output(tmp_path):
@@ -118,7 +129,8 @@ def test_the_extension_and_the_filename_name_the_output(tmp_path):
     written(tmp_path / "out" / "day" / "1", "r.json")
     invocations.stop()
     assert result.headers["X-Amzn-SageMaker-OutputLocation"] == f"{tmp_path}/out/day/1/r.json"
-    assert result.headers["X-Amzn-SageMaker-FailureLocation"] == "s3://b/day/1/i-error.out"
+    failure = result.headers["X-Amzn-SageMaker-FailureLocation"]
+    assert failure.startswith("s3://b/day/1/") and failure.endswith("-error.out") and len(failure) == 13 + 46
     assert (tmp_path / "out" / "day" / "1" / "r.json").exists()
 
 
@@ -126,12 +138,12 @@ def test_the_container_s_error_body_is_the_failure(tmp_path, output, caplog):
     caplog.set_level(logging.INFO, "sagemaker_tfs.runtime_api")
     container = FakeContainer(Answer(400, "application/json", None, b'{"error": "bad input"}'))
     invocations, client = make(output, container)
-    post(client, b"x", Inference_Id="bad")
-    written(output, "bad-error.out")
+    _, failure = names(post(client, b"x", Inference_Id="bad"))
+    written(output, failure)
     invocations.stop()
-    assert sorted(p.name for p in output.iterdir()) == ["bad-error.out"]
-    assert (output / "bad-error.out").read_bytes() == b'{"error": "bad input"}'
-    assert f"inference bad: failed (the container answered 400), failure written to {output}/bad-error.out" \
+    assert sorted(p.name for p in output.iterdir()) == [failure]
+    assert (output / failure).read_bytes() == b'{"error": "bad input"}'
+    assert f"inference bad: failed (the container answered 400), failure written to {output}/{failure}" \
         in caplog.text
 
 
@@ -141,19 +153,19 @@ def test_the_container_s_error_body_is_the_failure(tmp_path, output, caplog):
 ])
 def test_no_answer_is_a_failure_saying_why(output, error, message):
     invocations, client = make(output, FakeContainer(error=error))
-    post(client, b"x", Inference_Id="i")
-    written(output, "i-error.out")
+    _, failure = names(post(client, b"x", Inference_Id="i"))
+    written(output, failure)
     invocations.stop()
-    assert (output / "i-error.out").read_bytes() == message
+    assert (output / failure).read_bytes() == message
 
 
 def test_an_unreadable_input_is_a_failure_and_the_container_is_not_called(tmp_path, output):
     container = FakeContainer()
     invocations, client = make(output, container)
-    post(client, InputLocation=str(tmp_path / "missing.json"), Inference_Id="i")
-    written(output, "i-error.out")
+    _, name = names(post(client, InputLocation=str(tmp_path / "missing.json"), Inference_Id="i"))
+    written(output, name)
     invocations.stop()
-    failure = (output / "i-error.out").read_text()
+    failure = (output / name).read_text()
     assert failure == f"Unable to read the input {tmp_path}/missing.json: No such file or directory"
     assert container.calls == []
 
@@ -175,11 +187,11 @@ def test_an_output_that_cannot_be_written_becomes_a_failure(tmp_path, caplog):
     (tmp_path / "out").write_text("a file where the output folder would be")
     invocations, client = make(tmp_path / "out", FakeContainer(),
                                SAGEMAKER_LOCAL_ASYNC_FAILURE_PATH=str(tmp_path / "failures"))
-    post(client, b"x", Inference_Id="i")
-    written(tmp_path / "failures", "i-error.out")
+    name, failure = names(post(client, b"x", Inference_Id="i"))
+    written(tmp_path / "failures", failure)
     invocations.stop()
-    assert (tmp_path / "failures" / "i-error.out").read_text().startswith(f"Unable to write the output {tmp_path}")
-    assert f"inference i: unable to write the output {tmp_path}/out/i.out" in caplog.text
+    assert (tmp_path / "failures" / failure).read_text().startswith(f"Unable to write the output {tmp_path}")
+    assert f"inference i: unable to write the output {tmp_path}/out/{name}" in caplog.text
 
 
 @pytest.mark.parametrize("body, headers, message", [
@@ -240,40 +252,56 @@ def test_a_full_queue_throttles(output):
     container = FakeContainer()
     container.gate.clear()
     invocations, client = make(output, container, SAGEMAKER_LOCAL_ASYNC_MAX_QUEUED="1")
-    assert post(client, b"1", Inference_Id="in-flight").status_code == 202
+    first = post(client, b"1", Inference_Id="in-flight")
+    assert first.status_code == 202
     assert container.entered.acquire(timeout=10)  # the worker holds the first: the queue is empty again
-    assert post(client, b"2", Inference_Id="queued").status_code == 202
+    second = post(client, b"2", Inference_Id="queued")
+    assert second.status_code == 202
     refused = post(client, b"3", Inference_Id="refused")
     assert (refused.status_code, refused.headers["x-amzn-ErrorType"], refused.json) == \
         (400, "ThrottlingException", {"Message": "The endpoint's asynchronous queue is full (1 requests waiting, "
                                                  "SAGEMAKER_LOCAL_ASYNC_MAX_QUEUED); retry later"})
     container.gate.set()
-    written(output, "in-flight.out", "queued.out")
+    outputs = [names(first)[0], names(second)[0]]
+    written(output, *outputs)
     invocations.stop()
-    assert sorted(p.name for p in output.iterdir()) == ["in-flight.out", "queued.out"]
+    assert sorted(p.name for p in output.iterdir()) == sorted(outputs)
 
 
-def test_stop_finishes_what_is_in_flight_and_drops_what_is_queued(output, caplog):
+def test_stop_finishes_what_is_in_flight_and_ends_what_is_queued_with_a_failure(output, caplog):
     caplog.set_level(logging.INFO, "sagemaker_tfs.runtime_api")
     container = FakeContainer()
     container.gate.clear()
     invocations, client = make(output, container)
-    post(client, b"1", Inference_Id="in-flight")
+    in_flight, _ = names(post(client, b"1", Inference_Id="in-flight"))
     assert container.entered.acquire(timeout=10)
-    post(client, b"2", Inference_Id="queued")
+    _, queued_failure = names(post(client, b"2", Inference_Id="queued"))
     stopping = threading.Thread(target=invocations.stop)
     stopping.start()
-    support.wait_for(lambda: "inference queued: dropped" in caplog.text, 10, "the queued one dropped")
+    written(output, queued_failure)
     assert stopping.is_alive()  # waits for the one in flight
     refused = post(client, b"3")
     assert (refused.status_code, refused.headers["x-amzn-ErrorType"]) == (503, "ServiceUnavailable")
     container.gate.set()
     stopping.join(10)
     assert not stopping.is_alive()
-    assert sorted(p.name for p in output.iterdir()) == ["in-flight.out"]
-    assert "inference queued: dropped at shutdown while queued, nothing written (request rid-1, input the inline " \
-           "body)" in caplog.text
+    assert sorted(p.name for p in output.iterdir()) == sorted([in_flight, queued_failure])
+    assert (output / queued_failure).read_text() == (
+        "Request not run: the endpoint stopped (its container received SIGTERM) while this request was queued; "
+        "nothing was sent to the model, invoke it again")
+    assert f"inference queued: failed (stopped while queued), failure written to {output}/{queued_failure}" \
+        in caplog.text
     assert len(container.calls) == 1
+
+
+def test_two_requests_with_one_inference_id_write_two_outputs(output):
+    container = FakeContainer()
+    invocations, client = make(output, container)
+    first, second = (names(post(client, body, Inference_Id="same")) for body in (b"1", b"2"))
+    assert first != second
+    written(output, first[0], second[0])
+    invocations.stop()
+    assert sorted(p.name for p in output.iterdir()) == sorted([first[0], second[0]])
 
 
 def test_a_local_input_outside_the_input_path_is_refused(tmp_path, output):
@@ -309,24 +337,27 @@ def test_a_link_put_on_the_way_after_acceptance_is_refused_when_the_input_is_rea
     container = FakeContainer()
     container.gate.clear()
     invocations, client = make(output, container, SAGEMAKER_LOCAL_ASYNC_INPUT_PATH=str(inputs))
-    post(client, b"0", Inference_Id="in-flight")
+    in_flight, _ = names(post(client, b"0", Inference_Id="in-flight"))
     assert container.entered.acquire(timeout=10)  # the worker holds it: the next ones wait in the queue
+    failures = {}
     for name, location in (("file", inputs / "in.json"), ("folder", inputs / "folder" / "in.json"),
                            ("fifo", inputs / "fifo" / "in.json")):
-        assert post(client, InputLocation=str(location), Inference_Id=name).status_code == 202
+        result = post(client, InputLocation=str(location), Inference_Id=name)
+        assert result.status_code == 202
+        failures[name] = output / names(result)[1]
     (inputs / "in.json").unlink()
     (inputs / "in.json").symlink_to(secret / "in.json")
     (inputs / "folder").rename(tmp_path / "moved")
     (inputs / "folder").symlink_to(secret)
     container.gate.set()
-    written(output, "in-flight.out", "file-error.out", "folder-error.out", "fifo-error.out")
+    written(output, in_flight, *(path.name for path in failures.values()))
     invocations.stop()
     assert [call[2] for call in container.calls] == [b"0"]
-    assert (output / "file-error.out").read_text() == (
+    assert failures["file"].read_text() == (
         f"Unable to read the input {inputs}/in.json: 'in.json' on the way to 'in.json' is a symbolic link, which is "
         "not followed")
-    assert (output / "folder-error.out").read_text() == (
+    assert failures["folder"].read_text() == (
         f"Unable to read the input {inputs}/folder/in.json: 'folder' on the way to 'folder/in.json' is a symbolic "
         "link, which is not followed")
-    assert (output / "fifo-error.out").read_text() == \
+    assert failures["fifo"].read_text() == \
         f"Unable to read the input {inputs}/fifo/in.json: not a regular file"

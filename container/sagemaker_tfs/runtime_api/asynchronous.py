@@ -3,11 +3,12 @@ AsyncInferenceConfig answers it.
 
 The request names its input (X-Amzn-SageMaker-InputLocation: `s3://bucket/key` through shared/storage.py, the code
 local Batch Transform uses, a `file://` URI or a local path; or an inline Body of at most 128,000 bytes) and is
-answered at once: 202, `{"InferenceId": ...}`, X-Amzn-SageMaker-OutputLocation (`<output>/<InferenceId>.out`) and
-X-Amzn-SageMaker-FailureLocation (`<failure>/<InferenceId>-error.out`), where output is
+answered at once: 202, `{"InferenceId": ...}`, X-Amzn-SageMaker-OutputLocation (`<output>/<id>.out`) and
+X-Amzn-SageMaker-FailureLocation (`<failure>/<id>-error.out`), `<id>` a UUID new for each request (as SageMaker names
+them: an InferenceId may repeat, an output is never overwritten by another request's), where output is
 SAGEMAKER_LOCAL_ASYNC_OUTPUT_PATH (the endpoint config's S3OutputPath: a folder or an `s3://` prefix) and failure
 SAGEMAKER_LOCAL_ASYNC_FAILURE_PATH (its S3FailurePath; the output path when unset). S3OutputPathExtension goes
-between the path and the name of both; Filename replaces `<InferenceId>.out` [INF: the service model does not say
+between the path and the name of both; Filename replaces `<id>.out` [INF: the service model does not say
 whether either applies to the failure location]. Without an output path the operation is a ValidationError.
 
 The invocation then runs in `serve`'s process (the one that owns the runtime API's socket), on a bounded queue
@@ -21,10 +22,13 @@ answer within InvocationTimeoutSeconds (default 900) fails as timed out. A 2xx a
 failure. Either is written whole or not at all (shared/storage.py's PendingOutput: a temporary file renamed, or
 uploaded once complete), and logged once with the inference id.
 
-At SIGTERM (`stop()`, called while nginx still answers): no new request is taken (ServiceUnavailable, 503); the
-invocations still queued are dropped, each logged with its inference id, and nothing is written for them (a client
-polling its output location sees neither an output nor a failure, as after an instance lost in SageMaker); the
-invocations in flight finish and are written, which each invocation's timeout bounds. Nothing is ever half-written.
+A local input (under SAGEMAKER_LOCAL_ASYNC_INPUT_PATH) is checked when the request is accepted and read through no
+link when it runs (shared/files_beneath.py): a link put on its way meanwhile is refused, never followed.
+
+Every accepted request ends with exactly one object: its output or its failure. At SIGTERM (`stop()`, called while
+nginx still answers): no new request is taken (ServiceUnavailable, 503); each invocation still queued ends with a
+failure saying that the endpoint stopped before it ran (STOPPED), written before `serve` exits; the invocations in
+flight finish and are written, which each invocation's timeout bounds. Nothing is ever half-written.
 
 Not honoured locally: the output object's content type (S3 gets none), SNS notifications, and https:// input URLs.
 The container's own routes do not wait for any of this: the real-time path shares no lock with it.
@@ -80,6 +84,8 @@ PASSED_AS = {CONTENT_TYPE_HEADER: "Content-Type", ACCEPT_HEADER: "Accept",
 FILE_SCHEME = "file://"
 S3_SCHEME = "s3://"
 STOP = None  # what a worker takes from the queue to end
+STOPPED = ("Request not run: the endpoint stopped (its container received SIGTERM) while this request was queued; "
+           "nothing was sent to the model, invoke it again")
 
 
 @dataclass(frozen=True)
@@ -149,7 +155,7 @@ class AsyncInvocations:
         if location is not None and not location.startswith(S3_SCHEME):
             beneath = self._confined(location, req.get_header(INPUT_LOCATION_HEADER))
         inference_id = _inference_id(req)
-        name, error_name = _output_names(req, inference_id)
+        name, error_name = _output_names(req, str(uuid.uuid4()))
         return Invocation(
             inference_id=inference_id, request_id=req.context.request_id, input_location=location, body=body,
             headers=_container_headers(req, inference_id),
@@ -179,31 +185,34 @@ class AsyncInvocations:
             self.workers.append(worker)
 
     def stop(self) -> None:
-        """No new request; the queued ones dropped (logged, nothing written); returns once those in flight are
-        written (each bounded by its InvocationTimeoutSeconds and the time to write it)."""
+        """No new request; each queued one ends with a failure saying the endpoint stopped; returns once those in
+        flight are written (each bounded by its InvocationTimeoutSeconds and the time to write it)."""
         if self.stopping.is_set():
             return
         self.stopping.set()
-        self._drop_queued()
+        self._end_queued()
         for _ in self.workers:
-            self.queue.put(STOP)  # blocks only while racing requests fill the queue: the workers drop those
+            self.queue.put(STOP)  # blocks only while racing requests fill the queue: the workers end those
         for worker in self.workers:
             worker.join()
-        self._drop_queued()  # a request that passed the check as stop() began, queued after the workers ended
+        self._end_queued()  # a request that passed the check as stop() began, queued after the workers ended
 
-    def _drop_queued(self) -> None:
+    def _end_queued(self) -> None:
         while True:
             try:
                 invocation = self.queue.get_nowait()
             except queue.Empty:
                 return
             if invocation is not STOP:
-                _log_dropped(invocation)
+                self._write_stopped(invocation)
+
+    def _write_stopped(self, invocation: Invocation) -> None:
+        self._write_failure(invocation, STOPPED.encode(), "stopped while queued")
 
     def _work(self) -> None:
         while (invocation := self.queue.get()) is not STOP:
             if self.stopping.is_set():  # taken between stop()'s flag and its draining
-                _log_dropped(invocation)
+                self._write_stopped(invocation)
                 continue
             token = logs.request_id.set(invocation.request_id)  # JSON log lines name the request
             try:
@@ -292,11 +301,6 @@ class AsyncInvocations:
             raise
 
 
-def _log_dropped(invocation: Invocation) -> None:
-    log.info("inference %s: dropped at shutdown while queued, nothing written (request %s, input %s)",
-             invocation.inference_id, invocation.request_id, invocation.source)
-
-
 # ----- the request's members -----
 
 def _local_or_s3(path: str | None) -> str | None:
@@ -355,16 +359,17 @@ def _inference_id(req: falcon.Request) -> str:
     return given
 
 
-def _output_names(req: falcon.Request, inference_id: str) -> tuple[str, str]:
-    """The output's and the failure's names under their paths: [<extension>/]<InferenceId>.out (or Filename) and
-    [<extension>/]<InferenceId>-error.out."""
+def _output_names(req: falcon.Request, unique: str) -> tuple[str, str]:
+    """The output's and the failure's names under their paths: [<extension>/]<unique>.out (or Filename) and
+    [<extension>/]<unique>-error.out, `unique` being new for each request, as SageMaker names them: two requests
+    never write to one object (an InferenceId may repeat), unless they give the same Filename."""
     extension = req.get_header(EXTENSION_HEADER)
     filename = req.get_header(FILENAME_HEADER)
     if extension is not None and ".." in extension.split("/"):
         raise validation(f"S3OutputPathExtension '{extension}' ({EXTENSION_HEADER}) must have no '..' segment here: "
                          "the output must stay under its path")
     folder = f"{extension.strip('/')}/" if extension and extension.strip("/") else ""
-    return folder + (filename or f"{inference_id}.out"), f"{folder}{inference_id}-error.out"
+    return folder + (filename or f"{unique}.out"), f"{folder}{unique}-error.out"
 
 
 def _seconds(req: falcon.Request, header: str, default: int) -> int:
