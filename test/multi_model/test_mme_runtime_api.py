@@ -55,7 +55,8 @@ def test_a_target_archive_is_unpacked_once_and_served(runtime_stack, tmp_path):
     (None, "TargetModel is required: this is a multi-model endpoint (SAGEMAKER_MULTI_MODEL=true)"),
     ("../outside", "TargetModel '../outside' must be a path relative to the model root, without '..'"),
     ("/etc", "TargetModel '/etc' must be a path relative to the model root, without '..'"),
-    ("x" * 1025, f"TargetModel '{'x' * 1025}' is not valid: 1 to 1024 printable characters, the first not a space"),
+    ("x" * 1025, f"1 validation error detected: Value '{'x' * 1025}' at 'targetModel' failed to satisfy constraint: "
+                 "Member must have length less than or equal to 1024"),
 ])
 def test_a_missing_or_invalid_target_is_a_validation_error(runtime_stack, target, message):
     error = error_of(runtime_stack, target)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import os
-import re
 import shutil
 import tarfile
 import tempfile
@@ -28,8 +27,6 @@ from .errors import RuntimeApiError, internal_failure, model_not_ready, validati
 log = logging.getLogger("sagemaker_tfs.runtime_api")
 
 UNPACKED = ".runtime-api-targets"  # hidden: never taken for a model by anything that lists the root
-TARGET_MODEL = re.compile(r"\S[\x20-\x7e]*")  # the service model's \A\S[\p{Print}]*\z, ASCII here
-MAX_TARGET = 1024
 
 
 class LoadFailed(Exception):
@@ -49,10 +46,8 @@ class TargetModels:
         self._lock = threading.Lock()  # guards _loads: taken only when a target is not loaded yet
 
     def model_for(self, target: str) -> str:
-        """The registry name of `target`, loaded first if it is not; RuntimeApiError when it cannot be."""
-        if len(target) > MAX_TARGET or not TARGET_MODEL.fullmatch(target):
-            raise validation(f"TargetModel '{target}' is not valid: 1 to {MAX_TARGET} printable characters, the "
-                             "first not a space")
+        """The registry name of `target` (checked by the service model's constraints: members.py), loaded first if
+        it is not; RuntimeApiError when it cannot be."""
         name = "target-" + digest(target)
         if self.owner.is_ready(name):
             return name
