@@ -4,8 +4,8 @@ Each command runs its module's entry point with the arguments that follow it, un
 `sagemaker-tfs COMMAND` (in its help and its messages). A command's module is imported only when that command
 runs: importing this one imports nothing heavy (the image's `serve` has no TensorFlow).
 `serve` and `tfs-model-server` stay commands of their own: SageMaker runs `docker run IMAGE serve`, and
-`tfs-model-server` stands in for `tensorflow_model_server`. `transform` and `package-model`, commands of their own
-in 0.1.0, stay one release as deprecated aliases (transform_alias, package_model_alias).
+`tfs-model-server` stands in for `tensorflow_model_server`. `transform` and `package-model`, first commands of their own,
+stay one release as deprecated aliases (transform_alias, package_model_alias).
 """
 
 from __future__ import annotations
@@ -105,13 +105,13 @@ def _deprecated(name: str) -> None:
 
 
 def transform_alias() -> int:
-    """The `transform` command of 0.1.0, deprecated: one line on stderr, then as before, its name in its messages."""
+    """The former `transform` command, deprecated: one line on stderr, then as before, its name in its messages."""
     _deprecated("transform")
     return _transform(sys.argv[1:], "transform")
 
 
 def package_model_alias() -> int:
-    """The `package-model` command of 0.1.0, deprecated: one line on stderr, then as before."""
+    """The former `package-model` command, deprecated: one line on stderr, then as before."""
     _deprecated("package-model")
     return _package_model(sys.argv[1:], "package-model")
 

@@ -20,19 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from .shared import media_types, runtime_dir
+from .shared import handler_contract, logs, media_types, runtime_dir
+from .shared.cpus import cpu_count
 
 
 class ConfigError(ValueError):
     """A setting has a value the container cannot use; the message names the variable."""
-
-
-def cpu_count() -> int:
-    """Cores this process may run on (honours CPU affinity, as in a container with a CPU set)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not Linux
-        return max(1, os.cpu_count() or 1)
 
 
 # ---- parsers: text -> value, ValueError("must ...") when the text cannot be used ----
@@ -209,7 +202,6 @@ def var(name: str, parse: Callable[[str], Any], default: Any, help: str, **optio
     return field(metadata={"variable": Variable(name, parse, default, help, **options)})
 
 
-LOG_FORMATS = ("text", "json")
 NGINX_LOG_LEVELS = ("debug", "info", "notice", "warn", "error", "crit", "alert", "emerg")
 GUNICORN_LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 # "connections": ours (wsgi_server/worker.py), a thread per connection; the others are gunicorn's own.
@@ -363,7 +355,7 @@ class Settings:
                                                    "see `SAGEMAKER_MULTI_MODEL_UNIVERSAL_BUCKET`")
     program: str = var("SAGEMAKER_PROGRAM", _program, "inference.py",
                        "the handler script's file name in `code/` (both contracts)")
-    inference_contract: str = var("SAGEMAKER_INFERENCE_CONTRACT", _choice("auto", "tfs", "toolkit"), "auto",
+    inference_contract: str = var("SAGEMAKER_INFERENCE_CONTRACT", _choice(*handler_contract.CHOICES), "auto",
                                   "`tfs` or `toolkit`: the contract of a script that defines both TensorFlow Serving "
                                   "handlers and inference toolkit functions (`auto` refuses it)")
     default_invocations_accept: str = var(
@@ -382,7 +374,7 @@ class Settings:
     server_timing: bool = var("SAGEMAKER_SERVER_TIMING", _bool, False,
                               "`true`: the app's answers carry a `Server-Timing` header with the durations of their "
                               "stages", render=_render_bool)
-    log_format: str = var("SAGEMAKER_LOG_FORMAT", _choice(*LOG_FORMATS), "text",
+    log_format: str = var("SAGEMAKER_LOG_FORMAT", _choice(*logs.FORMATS), logs.TEXT,
                           "`json`: `serve`, the app, gunicorn and the embedded model server log one JSON object per "
                           "line, with the request id on a request's lines")
     # The local twin of SageMaker Runtime's API (runtime_api/): off in production, where SageMaker itself answers it.

@@ -121,7 +121,7 @@ FLOAT32_TEXTS = [
 
 @pytest.mark.parametrize("value, text", FLOAT32_TEXTS)
 def test_float32_text_is_tfs_text(value, text):
-    assert json_text.float_text(value) == text
+    assert json_text.float_texts(np.array([value], np.float32)) == [text]
 
 
 def test_float32_texts_of_a_large_array_take_the_vectorised_path_to_the_same_texts():

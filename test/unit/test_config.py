@@ -4,7 +4,8 @@ import os
 
 import pytest
 
-from sagemaker_tfs.config import ConfigError, Settings, cpu_count
+from sagemaker_tfs.config import ConfigError, Settings
+from sagemaker_tfs.shared.cpus import cpu_count
 
 
 def test_defaults_match_the_original_container():

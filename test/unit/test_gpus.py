@@ -12,7 +12,8 @@ from types import SimpleNamespace
 import pytest
 
 from sagemaker_tfs import packaging
-from sagemaker_tfs.config import ConfigError, Settings, cpu_count, default_worker_count
+from sagemaker_tfs.config import ConfigError, Settings, default_worker_count
+from sagemaker_tfs.shared.cpus import cpu_count
 from sagemaker_tfs.shared import gpus
 from sagemaker_tfs.shared.gpus import Gpu, cuda_devices, parse_listing
 from sagemaker_tfs.stack import commands

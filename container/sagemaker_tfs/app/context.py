@@ -6,7 +6,7 @@ import re
 from typing import Any, NamedTuple
 
 from ..errors import HandlerError
-from ..model_client.http_client import HOST
+from ..shared.sockets import HOST
 from ..model_client.model_servers import ModelServerSession, loopback_target
 from ..shared.headers import CUSTOM_ATTRIBUTES_HEADER, environ_key
 from ..shared.media_types import JSON

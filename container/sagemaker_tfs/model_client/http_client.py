@@ -25,9 +25,8 @@ from requests.cookies import RequestsCookieJar
 from requests.structures import CaseInsensitiveDict
 from requests.utils import get_encoding_from_headers
 
-from ..shared.sockets import send, timeval
+from ..shared.sockets import HOST, send, timeval
 
-HOST = "127.0.0.1"
 
 SELF_CONNECT = "Connection refused: the connection reached itself"  # strerror of a reset self-connect
 

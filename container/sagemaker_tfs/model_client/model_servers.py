@@ -15,7 +15,8 @@ from ..config import PING_TIMEOUT_SECONDS, Settings
 from ..errors import HandlerError
 from ..shared.media_types import JSON
 from ..shared.version_states import VersionState
-from .http_client import HOST, HttpClient, ProtocolError
+from ..shared.sockets import HOST
+from .http_client import HttpClient, ProtocolError
 
 
 UNLIMITED_MESSAGES = [("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)]

@@ -29,7 +29,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..config import cpu_count
+from ..shared.cpus import cpu_count
 from . import protos
 from .servable import Servable
 from ..shared.error_codes import Code, ServingError, invalid_argument

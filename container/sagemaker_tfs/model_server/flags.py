@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from ..config import cpu_count
+from ..shared.cpus import cpu_count
 
 
 class FlagError(ValueError):

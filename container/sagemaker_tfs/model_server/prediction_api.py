@@ -21,7 +21,7 @@ from tensorflow_serving.apis import (classification_pb2, inference_pb2, model_pb
 from ..shared import dtypes
 from . import signatures
 from ..shared.error_codes import Code, ServingError, invalid_argument
-from .servable import Servable, Signature
+from .servable import CLASSIFY_METHOD, REGRESS_METHOD, Servable, Signature
 
 Resolve = Callable[["model_pb2.ModelSpec | None"], Servable]
 Run = Callable[[Servable, dict[str, np.ndarray], Sequence[str], str], Awaitable[list[np.ndarray]]]
@@ -226,9 +226,9 @@ async def multi_inference(resolve: Resolve, request: inference_pb2.MultiInferenc
             raise invalid_argument(f"Requested signature not found in model graph: {key}")
         result = response.results.add()
         set_spec(result.model_spec, servable, key)
-        if task.method_name == "tensorflow/serving/classify":
+        if task.method_name == CLASSIFY_METHOD:
             await _classify(servable, key, serialized, run, result.classification_result)
-        elif task.method_name == "tensorflow/serving/regress":
+        elif task.method_name == REGRESS_METHOD:
             await _regress(servable, key, serialized, run, result.regression_result)
         else:
             raise ServingError(Code.UNIMPLEMENTED, f"Unsupported signature method_name: {task.method_name}")

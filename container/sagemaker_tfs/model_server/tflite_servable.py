@@ -25,7 +25,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from ..config import cpu_count
+from ..shared.cpus import cpu_count
 from ..shared import dtypes
 from ..shared.error_codes import Code, ServingError, invalid_argument
 from .servable import PREDICT_METHOD, RunOptions, Servable, Signature

@@ -146,10 +146,6 @@ class Publisher:
                     errors.update(worker.acks.pop(generation, {}))
             return errors
 
-    def worker_count(self) -> int:
-        with self._changed:
-            return len(self._workers)
-
 
 class Subscriber:
     """A worker's end: applies every snapshot with `apply(message) -> errors by name` and acknowledges it."""

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from ..config import PING_TIMEOUT_SECONDS
 from ..shared.headers import (CUSTOM_ATTRIBUTES_HEADER, INFERENCE_ID_HEADER, REQUEST_ID_HEADER,
                               TARGET_MODEL_HEADER)
+from ..shared.sockets import HOST
 
-HOST = "127.0.0.1"
 # The request headers SageMaker passes on to the container (it strips the others).
 PASSED_ON = ("Content-Type", "Accept", CUSTOM_ATTRIBUTES_HEADER, TARGET_MODEL_HEADER, INFERENCE_ID_HEADER,
              REQUEST_ID_HEADER)

@@ -1,10 +1,13 @@
-"""What the app's HTTP client and the gunicorn worker both do with a socket: send an HTTP message, set a timeout."""
+"""What the app's HTTP client and the gunicorn worker both do with a socket: send an HTTP message, set a timeout; and
+the address the stack's own ports listen on."""
 
 from __future__ import annotations
 
 import socket
 import struct
 from typing import Any
+
+HOST = "127.0.0.1"  # every port but the one SageMaker calls listens on loopback only
 
 
 def timeval(seconds: float) -> bytes:

@@ -67,11 +67,6 @@ def _float_text(value: float, is_double: bool) -> str:
     return text if ("." in text or "e" in text) else text + ".0"
 
 
-def float_text(value: float, is_double: bool = False) -> str:
-    """TFS's text of one float (a float32 unless is_double)."""
-    return float_texts(np.array([value], dtype=np.float64 if is_double else np.float32))[0]
-
-
 # ---------------------------------------------------------------------------------------------- big float32 arrays
 # printf is ~0.3 us an element, and the round-trip check parses every text back: most of a big answer's time. For
 # float32 the same texts are made for a whole array with numpy. printf's digits are those of the float32 times a

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from ..shared import runtime_dir
+from ..shared.sockets import HOST
 from ..shared.metrics_files import APP_FILE, BUCKETS, GUNICORN_FILE, add_histograms, folder, pid_of, read_json
 
 log = logging.getLogger("serve")
@@ -105,6 +106,6 @@ def start(port: int, collector: StackCollector, *more_collectors):
     registry = CollectorRegistry()
     for one in (collector, *more_collectors):
         registry.register(one)
-    server, _thread = start_http_server(port, addr="127.0.0.1", registry=registry)
+    server, _thread = start_http_server(port, addr=HOST, registry=registry)
     log.info("metrics: Prometheus page on http://127.0.0.1:%d/metrics", port)
     return server

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..config import PING_TIMEOUT_SECONDS, Settings
+from ..shared.sockets import HOST
 from .job import STRATEGY_ENV_NAMES
 from .outcomes import FailureKind
 
@@ -131,7 +132,7 @@ def _free_ports(count: int, taken: set[int]) -> list[int]:
     """`count` consecutive loopback ports free now and not in `taken` (which gets them)."""
     for _ in range(200):
         with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
+            probe.bind((HOST, 0))
             low = probe.getsockname()[1]
         ports = list(range(low, low + count))
         if ports[-1] > 65535 or taken.intersection(ports):
@@ -141,7 +142,7 @@ def _free_ports(count: int, taken: set[int]) -> list[int]:
             for port in ports:
                 sock = socket.socket()
                 sockets.append(sock)
-                sock.bind(("127.0.0.1", port))
+                sock.bind((HOST, port))
         except OSError:
             continue
         finally:
@@ -157,7 +158,7 @@ def _port_taken(port: int) -> bool:
     with socket.socket() as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            probe.bind(("127.0.0.1", port))
+            probe.bind((HOST, port))
         except OSError:
             return True
     return False
