@@ -46,13 +46,14 @@ class _Malloc:
     later buffer below that is carved from the threads' malloc arenas; and the arenas keep what is freed. Fixing the
     threshold and trimming after a large body (malloc_trim also releases free pages inside each arena) took a worker
     from 3 to 10 times its size after 40 concurrent 10 MB requests back to within 10%; either alone did not.
-    The threshold is fixed at 1 MB, not glibc's initial 128 kB, and the heap's top is trimmed only past 32 MB free:
-    numpy's temporaries of a few hundred kB (the binary path's arrays, JSON written from them) are then reused from
-    the arena instead of being mapped and faulted in afresh each time, which made such work 4 to 6 times slower in a
-    worker thread (docs/BENCHMARKS.md). Elsewhere (musl, macOS) nothing to do."""
+    The threshold is fixed at 1 MB, not glibc's initial 128 kB: numpy's temporaries of a few hundred kB (the binary
+    path's arrays, JSON written from them) are then reused from the arena instead of being mapped and faulted in
+    afresh each time, which made such work 3 to 6 times slower in a worker thread (docs/BENCHMARKS.md). The heap's
+    trim threshold is set to glibc's initial 128 kB (the master's frees may have raised it before the fork): raised
+    (to 4 or 32 MB), a worker kept up to 1.23x its memory after the burst. Elsewhere (musl, macOS) nothing to do."""
 
     MMAP_THRESHOLD = 1 << 20
-    TRIM_THRESHOLD = 32 << 20
+    TRIM_THRESHOLD = 128 << 10
 
     def __init__(self) -> None:
         try:
