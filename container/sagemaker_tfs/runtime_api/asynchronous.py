@@ -55,7 +55,6 @@ from ..shared.storage import Storage
 from .container import Answer, Container
 from . import members
 from .errors import service_unavailable, throttled, validation
-from .service_model import MEMBERS
 
 if TYPE_CHECKING:
     from .target_models import TargetModels
@@ -77,7 +76,7 @@ FAILURE_LOCATION_HEADER = "X-Amzn-SageMaker-FailureLocation"
 # AWS's documented defaults; the bounds of every member are the service model's (members.py)
 TTL_DEFAULT = 21600  # RequestTTLSeconds: 6 hours
 TIMEOUT_DEFAULT = 900  # InvocationTimeoutSeconds: 15 minutes
-MAX_INLINE_BODY = next(limits["max"] for name, *_, limits in MEMBERS[OPERATION] if name == "Body")
+MAX_INLINE_BODY = members.member(OPERATION, "Body").max
 # The request's headers the container gets, under the names it gets them by (container.PASSED_ON)
 PASSED_AS = {CONTENT_TYPE_HEADER: "Content-Type", ACCEPT_HEADER: "Accept",
              CUSTOM_ATTRIBUTES_HEADER: CUSTOM_ATTRIBUTES_HEADER}

@@ -30,7 +30,6 @@ class Member:
     kind: str  # the shape's type: string, integer, blob
     location: str  # uri, header, body
     location_name: str
-    required: bool
     min: int | None
     max: int | None
     pattern: str | None  # the model's text, quoted in messages
@@ -54,15 +53,20 @@ def python_regex(java: str) -> re.Pattern:
 
 def _members(operation: str) -> tuple[Member, ...]:
     members = []
-    for name, kind, location, location_name, required, limits in MEMBERS[operation]:
+    for name, kind, location, location_name, _required, limits in MEMBERS[operation]:
         pattern = None if (operation, name) in LOCAL_EXTENSIONS else limits.get("pattern")
-        members.append(Member(name, kind, location, location_name, required, limits.get("min"), limits.get("max"),
+        members.append(Member(name, kind, location, location_name, limits.get("min"), limits.get("max"),
                               pattern, python_regex(pattern) if pattern is not None else None,
                               limits.get("sensitive", False)))
     return tuple(members)
 
 
 OPERATIONS = {operation: _members(operation) for operation in MEMBERS}
+
+
+def member(operation: str, name: str) -> Member:
+    """One member of the operation, by the service model's name (its header, its limits)."""
+    return next(item for item in OPERATIONS[operation] if item.name == name)
 
 
 def _violations(member: Member, value: str) -> list[str]:

@@ -21,15 +21,14 @@ from .target_models import LoadFailed, TargetModels
 log = logging.getLogger("sagemaker_tfs.runtime_api")
 
 OPERATION = "InvokeEndpoint"
-TARGET_VARIANT_HEADER = "X-Amzn-SageMaker-Target-Variant"
-# header -> (member, why): what the service model offers and one container cannot do
+TARGET_VARIANT_HEADER = members.member(OPERATION, "TargetVariant").location_name
+# member -> why: what the service model offers and one container cannot do (headers from the service model's table)
 UNSUPPORTED = {
-    "X-Amzn-SageMaker-Target-Container-Hostname": ("TargetContainerHostname", "it serves one container, not a "
-                                                   "multi-container endpoint with direct invocation"),
-    "X-Amzn-SageMaker-Inference-Component": ("InferenceComponentName", "it has no inference components"),
-    "X-Amzn-SageMaker-Session-Id": ("SessionId", "it has no stateful sessions"),
-    "X-Amzn-SageMaker-Enable-Explanations": ("EnableExplanations", "it has no SageMaker Clarify explainer"),
-    "X-Amzn-SageMaker-Prefix-Aware-Id": ("PrefixAwareId", "it has no prefix-aware routing"),
+    "TargetContainerHostname": "it serves one container, not a multi-container endpoint with direct invocation",
+    "InferenceComponentName": "it has no inference components",
+    "SessionId": "it has no stateful sessions",
+    "EnableExplanations": "it has no SageMaker Clarify explainer",
+    "PrefixAwareId": "it has no prefix-aware routing",
 }
 
 MIB = 1024 * 1024
@@ -85,9 +84,9 @@ class InvokeEndpoint:
         if variant is not None and variant != self.settings.local_runtime_variant:
             raise validation(f"TargetVariant '{variant}' is not a production variant of endpoint {endpoint}: its "
                              f"one variant is {self.settings.local_runtime_variant} (SAGEMAKER_LOCAL_RUNTIME_VARIANT)")
-        for header, (member, what) in UNSUPPORTED.items():
-            if req.get_header(header) is not None:
-                raise validation(f"{member} is not supported by the local endpoint {endpoint}: {what}")
+        for name, what in UNSUPPORTED.items():
+            if req.get_header(members.member(OPERATION, name).location_name) is not None:
+                raise validation(f"{name} is not supported by the local endpoint {endpoint}: {what}")
 
     def _body(self, req: falcon.Request, rid: str) -> bytes:
         length = req.content_length
