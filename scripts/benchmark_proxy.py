@@ -280,7 +280,8 @@ _UNIT = {"us": 1e-3, "ms": 1.0, "s": 1e3}
 def wrk(url: str, lua: Path, connections: int, duration: int) -> dict:
     out = subprocess.run(["wrk", f"-t{min(2, connections)}", f"-c{connections}", f"-d{duration}s", "--latency",
                           "-s", str(lua), url], capture_output=True, text=True, check=True).stdout
-    result = {"requests_per_s": round(float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)))}
+    result = {"requests_per_s": round(float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))),
+              "requests": int(re.search(r"(\d+) requests in", out).group(1))}
     for pct, value, unit in re.findall(r"^\s+(50|99)%\s+([\d.]+)(us|ms|s)\s*$", out, re.M):
         result[f"p{pct}_ms"] = round(float(value) * _UNIT[unit], 3)
     errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
@@ -476,14 +477,15 @@ def measure(stack: support.Stack, name: str, target: str, lua: Path, duration: i
         urls = {target: f"{stack.url}/invocations"}
         if target == "no script":  # the model server directly, once per backend
             urls = {"direct": f"http://127.0.0.1:{low + 1}/v1/models/{MODEL}:predict", **urls}
+        workers = worker_pids(stack.pid_of("gunicorn-supervised"))
         for label, url in urls.items():
-            measure_url(url, name, label, lua, duration, table, concurrency)
+            measure_url(url, name, label, lua, duration, table, concurrency, workers=workers if label == target else [])
         if target in ("no script", "no script (app)"):
             for suffix, (body, content_type, expected, backends, levels, headers) in NO_SCRIPT_BODIES.items():
                 if name in backends:
                     measure_url(urls[target], name, f"{target}: {suffix}",
                                 wrk_script(lua.parent, body, content_type, headers), duration, table,
-                                list(levels or concurrency), (body, content_type, expected, headers))
+                                list(levels or concurrency), (body, content_type, expected, headers), workers)
 
 
 def wrk_script(folder: Path, body: str, content_type: str, headers: dict[str, str] | None = None) -> Path:
@@ -495,9 +497,36 @@ def wrk_script(folder: Path, body: str, content_type: str, headers: dict[str, st
     return path
 
 
+def worker_pids(master: int) -> list[int]:
+    """The app's gunicorn workers: the children of its master."""
+    children = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rpartition(")")[2].split()[1]) == master:
+                children.append(int(entry.name))
+    return children
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU seconds these processes used so far (their threads included)."""
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def measure_url(url: str, name: str, label: str, lua: Path, duration: int, table: list,
-                concurrency: list[int], check: tuple = ()) -> None:
-    """The rows of one URL, one per concurrency; or, when its first answer is wrong, one row saying why."""
+                concurrency: list[int], check: tuple = (), workers: list[int] = ()) -> None:
+    """The rows of one URL, one per concurrency; or, when its first answer is wrong, one row saying why. With the
+    app's worker pids, the row also has their CPU per request (`worker_us`, user + system, from /proc)."""
     try:
         check_answer(url, *check)
     except WrongAnswer as exc:
@@ -505,10 +534,14 @@ def measure_url(url: str, name: str, label: str, lua: Path, duration: int, table
         print(f"{name:12} {label:30} failed: {exc}", flush=True)
         return
     for connections in concurrency:
+        before = cpu_seconds(workers)
         row = {"backend": name, "target": label, "concurrency": connections, **wrk(url, lua, connections, duration)}
+        if workers:
+            row["worker_us"] = round((cpu_seconds(workers) - before) / max(1, row["requests"]) * 1e6, 1)
         table.append(row)
         print(f"{name:12} {label:30} c{connections:<3} {row['requests_per_s']:7} req/s  "
               f"p50 {row['p50_ms']:7.3f} ms  p99 {row['p99_ms']:7.3f} ms"
+              + (f"  worker CPU {row['worker_us']:6.1f} µs/req" if workers else "")
               + (f"  ({row['non_2xx']} not 2xx)" if row["non_2xx"] else "")
               + (f"  ({row['socket_errors']} socket errors)" if row["socket_errors"] else ""), flush=True)
 

@@ -4,11 +4,11 @@ and the calls a test makes."""
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 import pytest
 
+import model_server_support
 import support
 from sagemaker_tfs.config import Settings
 
@@ -17,29 +17,19 @@ OTHER_MODEL = "half_plus_two"  # versions 123 and 124, both y = 0.5 x + 2
 Answer = support.Answer
 
 
-class ModelServer(support.Background):
-    """The embedded model server (`tfs-model-server`) serving half_plus_three and half_plus_two (2 versions)."""
+class ModelServer(model_server_support.ModelServer):
+    """The embedded model server serving half_plus_three and half_plus_two (2 versions); started once both serve."""
 
     def __init__(self, folder: Path):
-        self.rest_port, self.grpc_port = support.free_port(), support.free_port()
-        config = folder / "models.config"
-        config.write_text(textwrap.dedent(f"""\
-            model_config_list {{
-              config {{ name: "{DEFAULT_MODEL}" base_path: "{support.HALF_PLUS_THREE}" model_platform: "tensorflow" }}
-              config {{
-                name: "{OTHER_MODEL}" base_path: "{support.HALF_PLUS_TWO_2_VERSIONS}" model_platform: "tensorflow"
-                model_version_policy {{ all {{}} }}
-              }}
-            }}
-            """))
-        super().__init__([support.VENV_BIN / "tfs-model-server", f"--port={self.grpc_port}",
-                          f"--rest_api_port={self.rest_port}", f"--model_config_file={config}",
-                          "--file_system_poll_wait_seconds=0"], env={"TF_CPP_MIN_LOG_LEVEL": "2"})
+        config = model_server_support.model_config(
+            {DEFAULT_MODEL: support.HALF_PLUS_THREE, OTHER_MODEL: support.HALF_PLUS_TWO_2_VERSIONS},
+            {OTHER_MODEL: "model_version_policy { all {} }"})
+        super().__init__(config, folder, env={"TF_CPP_MIN_LOG_LEVEL": "2"})
 
     def start(self) -> "ModelServer":
         super().start()
         for model in (DEFAULT_MODEL, OTHER_MODEL):
-            url = f"http://127.0.0.1:{self.rest_port}/v1/models/{model}"
+            url = f"{self.url}/v1/models/{model}"
             self.wait_until(lambda: support.http_status(url) == 200, timeout=180, what=f"serving {model}")
         return self
 

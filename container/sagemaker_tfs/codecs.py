@@ -69,7 +69,7 @@ import math
 import re
 from typing import Any
 
-from .shared import media_types, npy
+from .shared import media_types, npy, tfs_api
 from .shared.text_records import csv_line, csv_rows, json_lines, lines, not_one_value
 from .errors import HandlerError
 from .shared.media_types import CSV, JSON, JSONS, Format
@@ -78,8 +78,6 @@ from .shared.media_types import JSON_LINES as JSONLINES
 REQUEST_TYPES = media_types.names(Format.JSON, Format.JSON_LINES, Format.CSV, Format.NPY)
 RESPONSE_TYPES = REQUEST_TYPES  # in order of preference when a wildcard allows several
 
-TFS_REQUEST_KEYS = ("instances", "inputs", "examples")  # a JSON object with one of them is a TFS request
-TFS_SIGNATURE_KEY = "signature_name"  # the signature a TFS request names
 
 
 # ---- media types and Accept ----
@@ -207,7 +205,7 @@ def _json_request(body: bytes, text: str) -> bytes:
         if exc.msg == "Extra data":  # several values: JSON lines sent as application/json
             return b'{"instances": ' + _json_lines_instances(text).encode() + b"}"
         raise HandlerError(400, f"the request body is not valid JSON: {exc}") from None
-    if isinstance(value, dict) and any(key in value for key in TFS_REQUEST_KEYS):
+    if isinstance(value, dict) and any(key in value for key in tfs_api.REQUEST_KEYS):
         return body  # already a TFS request
     if isinstance(value, list) and value and isinstance(value[0], list):  # `[[...`: the instances, as the original
         return b'{"instances": ' + body + b"}"
@@ -215,7 +213,7 @@ def _json_request(body: bytes, text: str) -> bytes:
 
 
 _TOO_DEEP = "the request body's JSON nests arrays and objects too deeply to be read"
-# The proxy only looks at the kind of each value (the text is sent as written), so numbers are not converted: each
+# The app only looks at the kind of each value (the text is sent as written), so numbers are not converted: each
 # reads as its length, a small cached int. A body of millions of numbers then makes no object per number (it parses
 # about 5 times faster than with floats, and leaves no millions of floats to fragment the worker's heap), and
 # integers longer than Python's int-string limit (4300 digits), valid JSON, are read like any other.

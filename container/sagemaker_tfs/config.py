@@ -204,8 +204,9 @@ def var(name: str, parse: Callable[[str], Any], default: Any, help: str, **optio
 
 NGINX_LOG_LEVELS = ("debug", "info", "notice", "warn", "error", "crit", "alert", "emerg")
 GUNICORN_LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
-# "connections": ours (wsgi_server/worker.py), a thread per connection; the others are gunicorn's own.
-GUNICORN_WORKER_CLASSES = ("connections", "sync", "gthread", "gevent", "eventlet", "tornado")
+# "loop" and "connections": ours (wsgi_server/loop.py, an event loop; worker.py, a thread per connection); the others
+# are gunicorn's own.
+GUNICORN_WORKER_CLASSES = ("loop", "connections", "sync", "gthread", "gevent", "eventlet", "tornado")
 PING_TIMEOUT_SECONDS = 2.0  # SageMaker gives /ping 2 s: what the stack's own readiness questions may take too
 DEFAULT_MAX_PAYLOAD_IN_MB = 6  # SageMaker's, when neither the job nor the container gives MaxPayloadInMB
 MAX_TRANSFORM_MB = 100  # SageMaker's limit of MaxPayloadInMB and of MaxConcurrentTransforms x MaxPayloadInMB
@@ -289,13 +290,14 @@ class Settings:
                                               "toolkit script whose `model_fn` loads the model on a machine with "
                                               "GPUs, else the number of cores (docs/gpu.md)")
     gunicorn_threads: int = var("SAGEMAKER_GUNICORN_THREADS", _int_between(1), 1,
-                                "threads per `gthread` worker (a `connections` worker has one per connection)")
-    # gevent is not required (the original's default): a thread per connection serves as many requests at once.
+                                "threads per `gthread` worker (a `loop` worker has one, a `connections` worker one per connection)")
+    # gevent is not required (the original's default): our event loop serves as many requests at once.
     gunicorn_worker_class: str = var(
         "SAGEMAKER_GUNICORN_WORKER_CLASS", _choice(*GUNICORN_WORKER_CLASSES),
-        "connections",
-        "gunicorn worker class: `connections` (a thread per connection, HTTP parsed in C; see Benchmarks), or one "
-        "of gunicorn's: `sync`, `gthread` (with `SAGEMAKER_GUNICORN_THREADS`), `gevent` (needs the gevent package)")
+        "loop",
+        "gunicorn worker class: `loop` (one event loop serves every connection, scripts inline once quick; "
+        "HTTP parsed in C; see Benchmarks), `connections` (a thread per connection), or one of gunicorn's: `sync`, "
+        "`gthread` (with `SAGEMAKER_GUNICORN_THREADS`), `gevent` (needs the gevent package)")
     gunicorn_timeout_seconds: int = var("SAGEMAKER_GUNICORN_TIMEOUT_SECONDS", _int_between(1),
                                         lambda s: s.model_server_timeout or 30,
                                         "gunicorn worker timeout for requests; also the model server's REST timeout",
@@ -374,7 +376,7 @@ class Settings:
     server_timing: bool = var("SAGEMAKER_SERVER_TIMING", _bool, False,
                               "`true`: the app's answers carry a `Server-Timing` header with the durations of their "
                               "stages", render=_render_bool)
-    log_format: str = var("SAGEMAKER_LOG_FORMAT", _choice(*logs.FORMATS), logs.TEXT,
+    log_format: str = var(logs.FORMAT_VARIABLE, _choice(*logs.FORMATS), logs.TEXT,
                           "`json`: `serve`, the app, gunicorn and the embedded model server log one JSON object per "
                           "line, with the request id on a request's lines")
     # The local twin of SageMaker Runtime's API (runtime_api/): off in production, where SageMaker itself answers it.
@@ -536,16 +538,6 @@ class Settings:
 VARIABLES: dict[str, Variable] = {f.name: f.metadata["variable"] for f in dataclasses.fields(Settings)
                                   if "variable" in f.metadata}
 _NAMES = frozenset(v.name for v in VARIABLES.values())
-
-
-def log_format(env: Mapping[str, str] | None = None) -> str:
-    """SAGEMAKER_LOG_FORMAT alone, for a process that logs before (or without) reading every setting: `serve`
-    before it validates the others, the embedded model server. An invalid value is "text" here (the full read
-    reports it)."""
-    try:
-        return VARIABLES["log_format"].read(os.environ if env is None else env, None)
-    except ConfigError:
-        return "text"
 
 
 class _Resolver:

@@ -15,7 +15,6 @@ Both refuse a wrong layout with a message that says what to fix, and exit with s
 from __future__ import annotations
 
 import argparse
-import ast
 import logging
 import shutil
 import sys
@@ -23,7 +22,9 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from .shared.handler_contract import HOW_TO_FIX, Contract, IncompleteContract, MixedContracts, detect, ignored
+from .shared.handler_contract import (HOW_TO_FIX, Contract, IncompleteContract, MixedContracts, UncompilableScript,
+                                      detect, ignored, is_toolkit_script)
+from .shared.handler_contract import script_names as names_in
 from .shared.model_tree import ModelTree, ModelTreeError, find_models
 from .toolkit.functions import TRANSFORM_CONFLICT
 
@@ -33,21 +34,11 @@ class PackagingError(ValueError):
 
 
 def script_names(script: Path) -> set[str]:
-    """The script's module-level names (functions, classes, imports, assignments), without running it."""
+    """handler_contract.script_names, its error as a PackagingError."""
     try:
-        tree = ast.parse(script.read_bytes(), filename=str(script))
-    except SyntaxError as exc:
-        raise PackagingError(f"{script} does not compile: {exc.msg} (line {exc.lineno})") from None
-    names = set()
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(node.name)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            names.update(alias.asname or alias.name.split(".")[0] for alias in node.names)
-        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            names.update(t.id for t in targets if isinstance(t, ast.Name))
-    return names
+        return names_in(script)
+    except UncompilableScript as exc:
+        raise PackagingError(str(exc)) from None
 
 
 def handler_contract(script: Path, choice: str = "auto") -> Contract:
@@ -63,29 +54,6 @@ def handler_contract(script: Path, choice: str = "auto") -> Contract:
     if contract is Contract.TOOLKIT and "transform_fn" in names and {"input_fn", "predict_fn", "output_fn"} & names:
         raise PackagingError(f"{script}: {TRANSFORM_CONFLICT}")
     return contract
-
-
-def is_toolkit_script(script: Path, choice: str = "auto") -> bool:
-    """Whether serve may start without a SavedModel for this script: it uses the inference toolkit contract.
-    ModelTreeError when it mixes both contracts (a script that does not compile is left to the app, which
-    reports its import error)."""
-    try:
-        names = script_names(script)
-    except PackagingError:
-        return False
-    try:
-        return detect(names, choice) is Contract.TOOLKIT
-    except MixedContracts as exc:
-        raise ModelTreeError(f"{script} {exc}") from None
-    except IncompleteContract:
-        return False
-
-
-def script_loads_model(script: Path, choice: str = "auto") -> bool:
-    """Whether the script's own model_fn loads the model (an inference toolkit script defining model_fn): then
-    each worker holds a copy, and on a machine with GPUs the default is one worker per GPU
-    (config.default_worker_count)."""
-    return is_toolkit_script(script, choice) and "model_fn" in script_names(script)
 
 
 def _describe(script: Path) -> str:

@@ -1,24 +1,9 @@
 """`serve`: the container's entrypoint. Starts and supervises the model servers, gunicorn and nginx.
 
-Start-up, each step failing fast with one message that says what to fix:
-  1. settings from SAGEMAKER_* (config.py) and the model tree (model_tree.py) are validated, the GPUs CUDA sees are
-     counted once (gpus.py; they give the worker and instance counts left unset, and one log line says which
-     worker and instance uses which GPU), and the runtime folder (runtime_dir.py) is checked to be private and
-     locked;
-  2. the model server config (and batching config) are written to the runtime folder, and
-     SAGEMAKER_TFS_INSTANCE_COUNT model servers start: `tensorflow_model_server` when it is on PATH,
-     else the embedded one, with the same flags (commands.py); code/requirements.txt is installed meanwhile
-     (requirements.py);
-  3. once every version of every model is AVAILABLE on every instance, gunicorn starts the Falcon app;
-  4. once every gunicorn worker has created the app, nginx starts listening on SAGEMAKER_BIND_TO_PORT.
-Each child is supervised from the moment it starts (supervisor.py): a child that dies is logged and restarted,
-its whole process group killed first (/ping is not 200 until it is back). None of the start-up checks goes
-through gunicorn, so requests that keep every worker busy cannot hold start-up back.
-SIGTERM, SIGINT (Ctrl-C: the children, in their own sessions, do not get it) or SIGHUP drain, also during
-start-up: nginx stops accepting and finishes in-flight requests, then gunicorn, then the model servers stop;
-nothing of the stack is left running and the exit status is 0.
-All runtime files (configs, sockets, pid files, lock) live in SAGEMAKER_RUNTIME_DIR, so stacks with
-different SAGEMAKER_BIND_TO_PORT run side by side.
+Each start-up step fails fast with one message that says what to fix. The start-up order, the supervision of the
+children and the draining at SIGTERM are told once, in docs/ARCHITECTURE.md ("Processes"); this module does them
+in that order: settings and model tree, GPUs, the runtime folder (claimed and locked), the model servers and the
+requirements, gunicorn, nginx.
 """
 
 from __future__ import annotations
@@ -34,10 +19,10 @@ from pathlib import Path
 from . import __version__
 from .stack import commands
 from .shared import gpus, logs, model_tree, runtime_dir
-from .config import ConfigError, Settings, log_format
+from .config import ConfigError, Settings
 from .errors import StartupError
 from .shared.model_tree import ModelTree, ModelTreeError
-from .packaging import is_toolkit_script, script_loads_model
+from .shared.handler_contract import is_toolkit_script, script_loads_model
 from .stack import reaper
 from .stack.supervisor import Stack, StopRequested
 
@@ -87,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logs.formatter(log_format(), "%(asctime)s %(levelname)s serve: %(message)s"))
+    handler.setFormatter(logs.formatter(logs.format_from_env(), "%(asctime)s %(levelname)s serve: %(message)s"))
     logging.basicConfig(level=logging.INFO, handlers=[handler])
     logs.quiet_tensorflow()  # for every child: the model servers, and gunicorn's workers if a script imports it
     log.info("sagemaker-tfs %s starting", __version__)

@@ -12,7 +12,7 @@ from sagemaker_tfs import HandlerError
 from sagemaker_tfs.web import answers
 from sagemaker_tfs.app import script
 from sagemaker_tfs.web.answers import BadReturnValue
-from sagemaker_tfs.model_client.model_servers import model_path
+from sagemaker_tfs.shared.tfs_api import model_path
 from sagemaker_tfs.app.context import tfs_attributes
 from sagemaker_tfs.config import Settings
 from sagemaker_tfs.model_client.model_servers import model_servers

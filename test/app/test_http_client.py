@@ -1,5 +1,8 @@
 """Unit tests of the HTTP client to the model servers: request bodies, keep-alive, answer framing, failures
-(against canned loopback servers), and connections that reach themselves (against a real free port)."""
+(against canned loopback servers), and connections that reach themselves (against a real free port). The client's
+behaviour is tested as each app worker class calls it (the `run` fixture): from a plain thread (blocking, its
+connections kept per thread), and from a request greenlet of the loop worker (waiting through the loop, its
+connections shared by the loop's requests)."""
 
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ import pytest
 import requests
 
 from sagemaker_tfs.model_client.http_client import request_body
+from sagemaker_tfs.shared import cooperative
 from support import free_port, wait_for
 from sagemaker_tfs.model_client.model_servers import (ModelServer, ModelServerClient, ModelServerError,
                                                       ModelServerSession)
@@ -38,13 +42,44 @@ def test_request_body_refuses_what_requests_cannot_send():
         request_body([1, 2])
 
 
+@pytest.fixture(params=["thread", "loop"])
+def run(request):
+    """run(call): call() as the app makes it, in a plain thread or in a request greenlet of a loop (a Hub polled
+    here until the call ends); its value, or its exception raised again."""
+    if request.param == "thread":
+        return lambda call: call()
+    hub = cooperative.Hub(4)
+
+    def in_loop(call):
+        outcome = []
+
+        def task():
+            try:
+                outcome.append((True, call()))
+            except Exception as exc:
+                outcome.append((False, exc))
+
+        hub.spawn(task)
+        for _ in range(400):  # 20 s at most: a hang fails the test rather than the suite
+            if outcome:
+                break
+            hub.poll(0.05)
+        ok, value = outcome[0]
+        if not ok:
+            raise value
+        return value
+
+    return in_loop
+
+
 class FakeHttpServer:
     """A loopback server sending canned bytes for each request it reads: `answers` is a list of (raw answer,
     close after it). For the client's protocol handling only; features are tested against the model server."""
 
-    def __init__(self, answers: list[tuple[bytes, bool]], silent: bool = False):
+    def __init__(self, answers: list[tuple[bytes, bool]], silent: bool = False, before_answer=None):
         self.answers = list(answers)
         self.silent = silent
+        self.before_answer = before_answer  # called before each answer (in the connection's thread)
         self.connections = 0
         self.requests = 0  # requests read
         self.ended = 0  # connections closed
@@ -84,6 +119,8 @@ class FakeHttpServer:
             if self.silent:
                 threading.Event().wait(5)
                 return
+            if self.before_answer is not None:
+                self.before_answer()
             answer, close = self.answers.pop(0)
             conn.sendall(answer)
             if close:
@@ -96,13 +133,13 @@ class FakeHttpServer:
 OK = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
 
 
-def test_client_reuses_its_connection_and_reconnects_before_sending_when_the_server_closed_it():
+def test_client_reuses_its_connection_and_reconnects_before_sending_when_the_server_closed_it(run):
     server = FakeHttpServer([(OK, False), (OK, True), (OK, False)])
     try:
         client = ModelServerClient(timeout=5)
         target = ModelServer(server.port, 1)
         for attempt in range(3):  # the second answer closes the connection without saying so
-            response = client.request(target, "POST", "/v1/models/m:predict", b"{}")
+            response = run(lambda: client.request(target, "POST", "/v1/models/m:predict", b"{}"))
             assert (response.status_code, response.json(), response.encoding) == (200, {}, "utf-8")
             if attempt == 1:
                 wait_for(lambda: server.ended == 1, what="the server's close")
@@ -111,36 +148,60 @@ def test_client_reuses_its_connection_and_reconnects_before_sending_when_the_ser
         server.close()
 
 
-def test_a_request_whose_answer_is_cut_off_is_not_sent_again():
+def test_in_the_loop_a_request_waiting_for_its_answer_lets_others_be_sent():
+    """The server answers neither of two requests before it has read both: the loop sends the second while the
+    first waits (a thread blocked on the first would never send it), each on a connection of its own, and both
+    connections are kept for the next requests."""
+    both = threading.Barrier(3)
+    server = FakeHttpServer([(OK, False)] * 4, before_answer=lambda: both.wait(10))
+    hub = cooperative.Hub(4)
+    client = ModelServerClient(timeout=10)
+    target = ModelServer(server.port, 1)
+    answers = []
+    try:
+        for _ in range(2):
+            hub.spawn(lambda: answers.append(client.request(target, "POST", "/v1/models/m:predict", b"{}").json()))
+        threading.Thread(target=both.wait, args=(10,), daemon=True).start()
+        for _ in range(400):
+            if len(answers) == 2:
+                break
+            hub.poll(0.05)
+        assert answers == [{}, {}] and (server.connections, server.requests) == (2, 2)
+        assert len(hub.pools[server.port]) == 2 and all(c.sock is not None for c in hub.pools[server.port])
+    finally:
+        server.close()
+
+
+def test_a_request_whose_answer_is_cut_off_is_not_sent_again(run):
     server = FakeHttpServer([(OK, False), (b"", True), (OK, False)])  # the second request gets no answer
     try:
         client = ModelServerClient(timeout=5)
         target = ModelServer(server.port, 1)
-        assert client.request(target, "POST", "/v1/models/m:predict", b"{}").status_code == 200
+        assert run(lambda: client.request(target, "POST", "/v1/models/m:predict", b"{}")).status_code == 200
         with pytest.raises(ModelServerError) as error:
-            client.request(target, "POST", "/v1/models/m:predict", b"{}")
+            run(lambda: client.request(target, "POST", "/v1/models/m:predict", b"{}"))
         assert error.value.status == 502 and server.requests == 2  # sent once, not retried
-        assert client.request(target, "POST", "/v1/models/m:predict", b"{}").status_code == 200
+        assert run(lambda: client.request(target, "POST", "/v1/models/m:predict", b"{}")).status_code == 200
         assert (server.connections, server.requests) == (2, 3)
     finally:
         server.close()
 
 
-def test_interim_answers_are_skipped_and_a_repeated_header_keeps_every_value():
+def test_interim_answers_are_skipped_and_a_repeated_header_keeps_every_value(run):
     interim = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n"
     final = b"HTTP/1.1 200 OK\r\nX-Thing: 1\r\nContent-Length: 2\r\nx-thing: 2\r\n\r\nok"
     server = FakeHttpServer([(interim + final, False), (OK, False)])
     try:
         client = ModelServerClient(timeout=5)
         target = ModelServer(server.port, 1)
-        first = client.request(target, "POST", "/v1/models/m:predict", b"{}")
+        first = run(lambda: client.request(target, "POST", "/v1/models/m:predict", b"{}"))
         assert (first.status_code, first.content, first.headers["X-Thing"]) == (200, b"ok", "1, 2")
-        assert client.request(target, "GET", "/v1/models/m").content == b"{}"
+        assert run(lambda: client.request(target, "GET", "/v1/models/m")).content == b"{}"
     finally:
         server.close()
 
 
-def test_client_reads_chunked_answers_and_answers_closed_by_the_server():
+def test_client_reads_chunked_answers_and_answers_closed_by_the_server(run):
     chunked = (b"HTTP/1.1 400 Bad Request\r\nTransfer-Encoding: chunked\r\nContent-Type: text/plain\r\n\r\n"
                b"3\r\nabc\r\n2;ext=1\r\nde\r\n0\r\n\r\n")
     until_close = b"HTTP/1.0 200 OK\r\nX-Thing: 1\r\n\r\nall of it"
@@ -148,21 +209,21 @@ def test_client_reads_chunked_answers_and_answers_closed_by_the_server():
     try:
         client = ModelServerClient(timeout=5)
         target = ModelServer(server.port, 1)
-        first = client.request(target, "GET", "/v1/models/m")
+        first = run(lambda: client.request(target, "GET", "/v1/models/m"))
         assert (first.status_code, first.reason, first.content, first.headers["content-type"]) == \
             (400, "Bad Request", b"abcde", "text/plain")
-        second = client.request(target, "GET", "/v1/models/m")
+        second = run(lambda: client.request(target, "GET", "/v1/models/m"))
         assert (second.status_code, second.content, second.headers["x-thing"]) == (200, b"all of it", "1")
         assert isinstance(second, requests.Response)
     finally:
         server.close()
 
 
-def test_client_says_when_the_model_server_is_unreachable_silent_or_broken():
+def test_client_says_when_the_model_server_is_unreachable_silent_or_broken(run):
     client = ModelServerClient(timeout=0.3)
     port = free_port()  # below the ephemeral range: a connect() there cannot reach itself (see below)
     with pytest.raises(ModelServerError) as error:
-        client.request(ModelServer(port, 1), "GET", "/")
+        run(lambda: client.request(ModelServer(port, 1), "GET", "/"))
     assert (error.value.status, error.value.message) == \
         (502, f"the model server at 127.0.0.1:{port} is not reachable (Connection refused); it may be starting or "
               "restarting")
@@ -171,11 +232,11 @@ def test_client_says_when_the_model_server_is_unreachable_silent_or_broken():
     broken = FakeHttpServer([(b"SMTP ready\r\n\r\n", True)])
     try:
         with pytest.raises(ModelServerError) as error:
-            client.request(ModelServer(silent.port, 1), "POST", "/", b"{}")
+            run(lambda: client.request(ModelServer(silent.port, 1), "POST", "/", b"{}"))
         assert (error.value.status, error.value.message) == \
             (504, f"the model server at 127.0.0.1:{silent.port} did not answer within 0.3 s")
         with pytest.raises(ModelServerError) as error:
-            client.request(ModelServer(broken.port, 1), "GET", "/")
+            run(lambda: client.request(ModelServer(broken.port, 1), "GET", "/"))
         assert error.value.status == 502 and "sent an invalid answer: invalid status line" in error.value.message
     finally:
         silent.close()

@@ -1,7 +1,8 @@
 """model_client/http_client.py builds its answers as `requests.Response` objects through requests' internals
 (`_response`: `Response.__new__` without `__init__`, the attributes `__init__` would set, `_content` and
-`_content_consumed`, `CaseInsensitiveDict._store`). These tests fail, naming what changed, when the installed
-requests no longer works that way, or when `_response` starts using an internal they do not guard.
+`_content_consumed`, `CaseInsensitiveDict._store`, and the cookie jar's attributes as CookieJar.__init__ sets them).
+These tests fail, naming what changed, when the installed requests no longer works that way, or when `_response`
+starts using an internal they do not guard.
 
 pyproject.toml pins requests to the releases these tests passed on: 2.32.2 to 2.32.5, 2.33.0, 2.33.1, 2.34.0 to
 2.34.2 (each installed in turn, the tests run against it). A new release: run them against it, then widen the pin.
@@ -23,7 +24,7 @@ from sagemaker_tfs.model_client import http_client
 from sagemaker_tfs.model_client.http_client import _response
 
 # The private names _response uses, each guarded below.
-GUARDED = {"_content", "_content_consumed", "_next", "_store"}
+GUARDED = {"_content", "_content_consumed", "_next", "_store", "_policy", "_cookies", "_cookies_lock"}
 
 URL = "http://127.0.0.1:8501/v1/models/m:predict"
 BODY = b'{"predictions": [3.5, 4.0]}\n{"more": true}'
@@ -49,6 +50,17 @@ def test_the_response_has_every_attribute_response_init_sets_and_no_other():
                                     f"{sorted(set(made) - set(ours))} and no longer {sorted(set(ours) - set(made))}")
     for name in ("headers", "cookies", "elapsed", "history"):
         assert type(ours[name]) is type(made[name]), f"requests {requests.__version__}: Response.{name}"
+
+
+def test_the_headers_and_the_cookie_jar_are_made_as_their_init_makes_them():
+    ours, made = built(), requests.Response()
+    for name in ("headers", "cookies"):
+        assert {key: type(value) for key, value in vars(getattr(ours, name)).items()} == \
+            {key: type(value) for key, value in vars(getattr(made, name)).items()}, \
+            f"requests {requests.__version__}: {type(getattr(made, name)).__name__}.__init__ sets other attributes"
+    assert ours.cookies.get_policy() is not built().cookies.get_policy()  # each answer has its own
+    ours.cookies.set("a", "b")
+    assert ours.cookies.get_dict() == {"a": "b"} and len(built().cookies) == 0
 
 
 def test_a_body_given_as_consumed_content_is_what_every_reader_of_the_response_gets():

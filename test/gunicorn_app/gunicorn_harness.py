@@ -14,8 +14,9 @@ class App(support.Background, Calls):
     it up (app_env), with the default worker class unless told otherwise."""
 
     def __init__(self, model_dir: Path, model_server: ModelServer | None, env: dict[str, str] | None = None,
-                 workers: int = 1, threads: int = 1, worker_class: str = "connections"):
+                 workers: int = 1, threads: int = 1, worker_class: str = "loop"):
         self.port = support.free_port()
+        self.worker_class = worker_class
         self.url = f"http://127.0.0.1:{self.port}"
         super().__init__([support.VENV_BIN / "gunicorn", "sagemaker_tfs.app.routes:create_app()",
                           "--bind", f"127.0.0.1:{self.port}", "--workers", str(workers), "--threads", str(threads),

@@ -1,7 +1,8 @@
-"""The default gunicorn worker class (wsgi_server/worker.py, a thread per connection) on raw sockets, byte for byte:
-keep-alive, pipelining, chunked bodies, 100-continue, refusals as JSON, header names it drops, a handler that
-blocks without holding up other connections, `context.session`, and SIGTERM letting a request in flight finish.
-The app behind it is the real one, calling the real model server."""
+"""The app's gunicorn worker classes (wsgi_server/loop.py, the default, an event loop; worker.py, a thread per
+connection) on raw sockets, byte for byte: keep-alive, pipelining, chunked bodies, 100-continue, refusals as JSON,
+header names it drops, a handler that blocks without holding up other connections (the loop runs a handler in
+threads until it has been quick), `context.session`, and SIGTERM letting a request in flight finish. The app behind
+it is the real one, calling the real model server."""
 
 from __future__ import annotations
 
@@ -22,10 +23,14 @@ PREDICTIONS = {"predictions": [3.5, 4.0, 5.5]}
 # pooled session to the model server.
 SCRIPT = '''
 import json
+import time
 
 
 def handler(data, context):
     body = data.read()
+    if body == b"slow":  # blocks the thread it runs in for 2 ms
+        time.sleep(0.002)
+        return "slow", "text/plain"
     if body == b"hold":
         with open(HOLD) as fifo:
             return fifo.readline().strip(), "text/plain"
@@ -49,10 +54,14 @@ def hold(tmp_path_factory):
     return path
 
 
-@pytest.fixture(scope="module")
-def app(model_server, tmp_path_factory, hold) -> App:
+WORKER_CLASSES = ["loop", "connections"]
+
+
+@pytest.fixture(scope="module", params=WORKER_CLASSES)
+def app(request, model_server, tmp_path_factory, hold) -> App:
+    """The app under each worker class (the tests that take it hold for both)."""
     model_dir = write_model_dir(tmp_path_factory.mktemp("worker"), f"HOLD = {str(hold)!r}\n" + SCRIPT)
-    with App(model_dir, model_server, workers=1) as app:
+    with App(model_dir, model_server, workers=1, worker_class=request.param) as app:
         yield app
 
 
@@ -163,7 +172,28 @@ def test_a_header_name_with_an_underscore_is_dropped(app):
         assert reader.answer()[::2] == (200, b"a=b")
 
 
-def test_a_blocked_handler_holds_only_its_own_connection(app, hold):
+@pytest.fixture(scope="module", params=WORKER_CLASSES)
+def blocking_app(request, model_server, tmp_path_factory, hold) -> App:
+    """An app of each worker class whose handler has blocked in every call so far: the loop's runs it in threads
+    (it was never quick enough to run inline), as a thread-per-connection worker's always do."""
+    model_dir = write_model_dir(tmp_path_factory.mktemp("blocking"), f"HOLD = {str(hold)!r}\n" + SCRIPT)
+    with App(model_dir, model_server, workers=1, worker_class=request.param) as app:
+        block_three_times(app)
+        yield app
+
+
+def block_three_times(app: App) -> None:
+    """Three calls of the handler that block 2 ms each."""
+    sock, reader = connect(app)
+    with sock:
+        for _ in range(3):
+            sock.sendall(post(b"slow"))
+            assert reader.answer()[::2] == (200, b"slow")
+    assert "worker's loop" not in app.log()  # never inline: never said to be moved
+
+
+def test_a_blocked_handler_holds_only_its_own_connection(blocking_app, hold):
+    app = blocking_app
     held, held_reader = connect(app)
     with held:
         held.sendall(post(b"hold"))
@@ -202,9 +232,11 @@ def test_context_session_refuses_other_addresses(app):
                                                          "use requests for other addresses"})
 
 
-def test_sigterm_lets_the_request_in_flight_finish(model_server, tmp_path, hold):
+@pytest.mark.parametrize("worker_class", WORKER_CLASSES)
+def test_sigterm_lets_the_request_in_flight_finish(model_server, tmp_path, hold, worker_class):
     model_dir = write_model_dir(tmp_path, f"HOLD = {str(hold)!r}\n" + SCRIPT)
-    with App(model_dir, model_server, workers=1) as app:
+    with App(model_dir, model_server, workers=1, worker_class=worker_class) as app:
+        block_three_times(app)
         held, held_reader = connect(app)
         with held:
             held.sendall(post(b"hold"))
@@ -220,10 +252,12 @@ def test_sigterm_lets_the_request_in_flight_finish(model_server, tmp_path, hold)
         assert app.proc.wait(30) == 0
 
 
-def test_a_connection_silent_for_the_keep_alive_time_is_closed(model_server, tmp_path, hold):
+@pytest.mark.parametrize("worker_class", WORKER_CLASSES)
+def test_a_connection_silent_for_the_keep_alive_time_is_closed(model_server, tmp_path, hold, worker_class):
     """gunicorn's --keep-alive (serve gives 75 s, nginx drops its idle connections after 60): here 1 s."""
     model_dir = write_model_dir(tmp_path, f"HOLD = {str(hold)!r}\n" + SCRIPT)
-    with App(model_dir, model_server, workers=1, env={"GUNICORN_CMD_ARGS": "--keep-alive 1"}) as app:
+    with App(model_dir, model_server, workers=1, env={"GUNICORN_CMD_ARGS": "--keep-alive 1"},
+             worker_class=worker_class) as app:
         sock, reader = connect(app)
         with sock:
             sock.sendall(post(BODY))
@@ -268,11 +302,13 @@ def test_complete_pipelined_requests_are_answered_before_a_malformed_one_is_refu
         assert reader.closed()
 
 
-def test_a_head_trickling_in_is_cut_off_after_the_keep_alive_time(model_server, tmp_path, hold):
+@pytest.mark.parametrize("worker_class", WORKER_CLASSES)
+def test_a_head_trickling_in_is_cut_off_after_the_keep_alive_time(model_server, tmp_path, hold, worker_class):
     """Each read waiting --keep-alive (here 1 s) is not enough: a byte every 0.3 s would hold the thread for ever.
     The whole head must arrive within that time."""
     model_dir = write_model_dir(tmp_path, f"HOLD = {str(hold)!r}\n" + SCRIPT)
-    with App(model_dir, model_server, workers=1, env={"GUNICORN_CMD_ARGS": "--keep-alive 1"}) as app:
+    with App(model_dir, model_server, workers=1, env={"GUNICORN_CMD_ARGS": "--keep-alive 1"},
+             worker_class=worker_class) as app:
         sock, _ = connect(app)
         with sock:
             sock.settimeout(0.3)

@@ -1,7 +1,7 @@
 """Every error the stack answers is `{"error": "..."}` with Content-Type application/json, whoever produced it:
 nginx refusing a malformed request or a body over SAGEMAKER_NGINX_CLIENT_MAX_BODY_SIZE, or gunicorn refusing
-headers before the app sees them (under each worker class: ours, wsgi_server/worker.py, answers as gunicorn's own
-do). The requests are sent on raw sockets, byte for byte.
+headers before the app sees them (under each worker class: ours, wsgi_server/loop.py and worker.py, answer as
+gunicorn's own do). The requests are sent on raw sockets, byte for byte.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def stacks(tmp_path_factory):
     root = model_dir(tmp_path_factory.mktemp("error-bodies"))
     started: dict[str, support.Stack] = {}
 
-    def stack(worker_class: str = "connections") -> support.Stack:
+    def stack(worker_class: str = "loop") -> support.Stack:
         if worker_class not in started:
             env = {"SAGEMAKER_NGINX_CLIENT_MAX_BODY_SIZE": "1k", "SAGEMAKER_GUNICORN_WORKER_CLASS": worker_class,
                    "SAGEMAKER_GUNICORN_WORKERS": "1"}
@@ -108,7 +108,7 @@ GUNICORN_ERRORS = {
 
 
 @pytest.mark.parametrize("worker_class", [
-    "connections", "sync", "gthread",
+    "loop", "connections", "sync", "gthread",
     pytest.param("gevent", marks=pytest.mark.skipif(importlib.util.find_spec("gevent") is None,
                                                     reason="the gevent package is not installed")),
 ])

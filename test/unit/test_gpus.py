@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from sagemaker_tfs import packaging
+from sagemaker_tfs.shared import handler_contract
 from sagemaker_tfs.config import ConfigError, Settings, default_worker_count
 from sagemaker_tfs.shared.cpus import cpu_count
 from sagemaker_tfs.shared import gpus
@@ -247,4 +247,4 @@ def test_the_start_up_line_says_which_gpu_each_worker_and_instance_uses():
 def test_which_scripts_load_the_model_themselves(tmp_path, script, contract, loads):
     path = tmp_path / "inference.py"
     path.write_text(script)
-    assert packaging.script_loads_model(path, contract) is loads
+    assert handler_contract.script_loads_model(path, contract) is loads

@@ -13,8 +13,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from sagemaker_tfs.shared import logs
 from sagemaker_tfs.stack import metrics_page
-from sagemaker_tfs.config import ConfigError, Settings, log_format
-from sagemaker_tfs.web.metrics import ProxyMetrics, Timings
+from sagemaker_tfs.config import ConfigError, Settings
+from sagemaker_tfs.shared.logs import format_from_env
+from sagemaker_tfs.web.metrics import AppMetrics, Timings
 
 
 def test_settings_of_observability():
@@ -29,8 +30,9 @@ def test_settings_of_observability():
         Settings.from_env({"SAGEMAKER_METRICS": "true", "SAGEMAKER_METRICS_PORT": "8501"})
     with pytest.raises(ConfigError, match="SAGEMAKER_LOG_FORMAT='xml' is not valid: must be one of text, json"):
         Settings.from_env({"SAGEMAKER_LOG_FORMAT": "xml"})
-    assert log_format({"SAGEMAKER_LOG_FORMAT": "xml"}) == "text"  # the full read reports it
-    assert log_format({"SAGEMAKER_LOG_FORMAT": "json"}) == "json"
+    assert format_from_env({"SAGEMAKER_LOG_FORMAT": "xml"}) == "text"  # the full read reports it
+    assert format_from_env({"SAGEMAKER_LOG_FORMAT": " JSON "}) == "json"
+    assert format_from_env({}) == "text"
 
 
 def test_json_lines_carry_the_request_id_of_the_request_being_handled():
@@ -67,7 +69,7 @@ def test_server_timing_header():
 
 
 def test_the_page_adds_up_the_workers_totals(tmp_path):
-    worker = ProxyMetrics(tmp_path)
+    worker = AppMetrics(tmp_path)
     for seconds in (0.0004, 0.003):
         timings = Timings()
         timings.stages = [("model_server", seconds)]

@@ -13,7 +13,7 @@ import pytest
 from sagemaker_tfs import codecs
 from sagemaker_tfs.model_client.model_servers import ModelStatus, VersionStatus
 from sagemaker_tfs.registry.publication import PUBLISHED, ModelState
-from sagemaker_tfs.shared import json_bodies, media_types
+from sagemaker_tfs.shared import json_bodies, media_types, tfs_api
 from sagemaker_tfs.shared.media_types import Format
 from sagemaker_tfs.shared.version_states import VersionState
 from sagemaker_tfs.stack import direct_route
@@ -92,5 +92,5 @@ def test_the_two_writers_differ_where_their_contracts_do():
 
 
 def test_the_direct_route_takes_the_codecs_tfs_keys():
-    assert direct_route._TFS_KEY == '"(?:' + "|".join((*codecs.TFS_REQUEST_KEYS, codecs.TFS_SIGNATURE_KEY)) + ')"'
+    assert direct_route._TFS_KEY == '"(?:' + "|".join((*tfs_api.REQUEST_KEYS, tfs_api.SIGNATURE_KEY)) + ')"'
     assert direct_route.HEADER_RULES[0].takes == (r"~*^application/json[ \t]*(;.*)?$",)

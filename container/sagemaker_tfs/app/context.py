@@ -8,9 +8,10 @@ from typing import Any, NamedTuple
 from ..errors import HandlerError
 from ..shared.sockets import HOST
 from ..model_client.model_servers import ModelServerSession, loopback_target
-from ..shared.headers import CUSTOM_ATTRIBUTES_HEADER, environ_key
+from ..shared.headers import ATTRIBUTE_KEYS, CUSTOM_ATTRIBUTES_HEADER, METHOD_KEY, NAME_KEY, VERSION_KEY, environ_key
 from ..shared.media_types import JSON
 from ..shared.model_names import MODEL_NAME
+from ..shared.tfs_api import METHODS
 
 DEFAULT_CONTENT_TYPE = DEFAULT_ACCEPT = JSON
 CUSTOM_ATTRIBUTES_KEY = environ_key(CUSTOM_ATTRIBUTES_HEADER)
@@ -63,9 +64,6 @@ class Context(NamedTuple):
 _TFS_ATTRIBUTE = re.compile(r"(tfs-[a-z-]+)=([^,]+)")
 _VERSION = re.compile(r"[0-9]+")
 _VERSION_MAX = 2**63 - 1  # versions are int64 in the model server
-METHODS = ("predict", "classify", "regress")
-# The custom attributes that name the target (stack/direct_route.py routes on the same keys).
-NAME_KEY, VERSION_KEY, METHOD_KEY = ATTRIBUTE_KEYS = ("tfs-model-name", "tfs-model-version", "tfs-method")
 
 
 def tfs_attributes(header: str) -> tuple[str | None, str | None, str | None]:

@@ -2,22 +2,22 @@
 
 from __future__ import annotations
 
-import itertools
 import logging
-import os
 import time
-from typing import Any
+from typing import Any, Callable
 
 import falcon
 
 from ..errors import HandlerError
+from ..shared.cooperative import call_script
 from ..shared.handler_contract import Contract
 from ..web import answers
 from ..web.answers import Answer
 from ..web.bodies import body_stream
 from .context import CUSTOM_ATTRIBUTES_KEY, DEFAULT_ACCEPT, DEFAULT_CONTENT_TYPE, Context, tfs_attributes
 from ..web.metrics import Timings
-from ..model_client.model_servers import ModelServer, ModelServerClient, model_path
+from ..model_client.model_servers import ModelServer, ModelServerClient, round_robin
+from ..shared.tfs_api import model_path
 from .script import Handlers
 
 log = logging.getLogger("sagemaker_tfs.app")
@@ -25,7 +25,7 @@ log = logging.getLogger("sagemaker_tfs.app")
 
 class Invocations:
     """The /invocations resource: one per worker, shared by its threads (no locks: the model server
-    instance is picked round-robin with itertools.cycle, whose next() is atomic)."""
+    instance is picked by model_servers.round_robin)."""
 
     def __init__(self, handlers: Handlers, servers: list[ModelServer], client: ModelServerClient,
                  default_model: str, timeout: float):
@@ -35,8 +35,9 @@ class Invocations:
         self._default_path = model_path(default_model)
         self._timeout = timeout
         self._with_channel = handlers.contract is not Contract.DEFAULT
-        start = os.getpid() % len(servers)  # workers start on different instances
-        self._next_server = itertools.cycle(servers[start:] + servers[:start]).__next__
+        # a script's functions may block (cooperative.py decides where they run); the default handler's never do
+        self._run = _call if handlers.contract is Contract.DEFAULT else call_script
+        self._next_server = round_robin(servers)
         if handlers.handler is not None:
             self._invoke = self._call_handler
         else:
@@ -75,7 +76,7 @@ class Invocations:
     def _call_handler(self, data: Any, context: Context, server: ModelServer, path: str, rid: str,
                       timings: Timings | None) -> Answer:
         started = time.perf_counter()
-        result = self._handlers.handler(data, context)
+        result = self._run(self._handlers.handler, data, context)
         if timings is not None:
             timings.add("handler", started)
         return answers.from_return_value(result, context.accept_header, "handler")
@@ -85,7 +86,7 @@ class Invocations:
         """input_handler, the model server, output_handler; each stage timed when timings are asked for."""
         handlers = self._handlers
         since = time.perf_counter()
-        request = handlers.input_handler(data, context)
+        request = self._run(handlers.input_handler, data, context)
         if timings is not None:
             since = timings.add(self._input_name, since)
         if _is_arrays(request):  # numpy arrays go in binary (over gRPC) where that gives the REST call's answer
@@ -97,7 +98,7 @@ class Invocations:
         if timings is not None:
             since = timings.add("model_server", since)
         try:
-            result = handlers.output_handler(response, context)
+            result = self._run(handlers.output_handler, response, context)
             if timings is not None:
                 timings.add(self._output_name, since)
         except (HandlerError, falcon.HTTPError):
@@ -111,6 +112,10 @@ class Invocations:
             return (response.status_code, response.content,
                     response.headers.get("Content-Type") or answers.JSON)
         return answers.from_return_value(result, context.accept_header, self._output_name)
+
+
+def _call(fn: Callable, *args: Any) -> Any:
+    return fn(*args)
 
 
 def _is_arrays(value: Any) -> bool:

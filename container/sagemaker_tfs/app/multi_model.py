@@ -22,7 +22,8 @@ from typing import Any
 import falcon
 
 from ..errors import HandlerError
-from ..model_client.model_servers import ModelServer, ModelServerClient, ModelServerError, model_path
+from ..model_client.model_servers import ModelServer, ModelServerClient, ModelServerError
+from ..shared.tfs_api import model_path
 from ..registry.publication import Message, ModelState
 from ..shared.handler_contract import Contract
 from ..shared.model_names import digest

@@ -37,7 +37,7 @@ from ..config import MAX_TRANSFORM_MB, PING_TIMEOUT_SECONDS, Settings
 from ..model_client.model_servers import (ANY_MODEL, ModelServer, ModelServerClient, ModelServerError,
                                           model_servers, model_status)
 from ..registry.publication import Subscriber
-from ..shared import gpus, json_bodies, logs
+from ..shared import gpus, json_bodies, logs, runtime_dir
 from ..shared.handler_contract import Contract
 from ..shared.metrics_files import folder as metrics_folder
 from ..toolkit.invocations import start_invocations
@@ -92,7 +92,7 @@ class ExecutionParameters:
         resp.content_type = answers.JSON
 
 
-class ProxyApp(falcon.App):
+class App(falcon.App):
     """The app, and what it holds in its process: close() releases it, for a process that builds apps
     in-process one after another (tests) rather than being a gunicorn worker that serves one."""
 
@@ -109,7 +109,7 @@ class ProxyApp(falcon.App):
             release()
 
 
-def create_app(env: Mapping[str, str] | None = None) -> ProxyApp:
+def create_app(env: Mapping[str, str] | None = None) -> App:
     """The app of one gunicorn worker: reads the environment (os.environ, else `env`), imports the handler
     script(s), builds the routes."""
     settings = Settings.from_env(env)
@@ -120,10 +120,10 @@ def create_app(env: Mapping[str, str] | None = None) -> ProxyApp:
     client = ModelServerClient(timeout)
     metrics = None
     if settings.metrics:
-        from ..web.metrics import ProxyMetrics
+        from ..web.metrics import AppMetrics
 
-        metrics = ProxyMetrics(metrics_folder(settings.runtime_dir))
-    app = ProxyApp(client, settings, metrics)
+        metrics = AppMetrics(metrics_folder(settings.runtime_dir))
+    app = App(client, settings, metrics)
     try:
         if settings.multi_model:
             what = _multi_model_routes(app, settings, servers, client, timeout)
@@ -152,7 +152,7 @@ def create_app(env: Mapping[str, str] | None = None) -> ProxyApp:
     return app
 
 
-def _single_model_routes(app: ProxyApp, settings: Settings, servers: list[ModelServer], client: ModelServerClient,
+def _single_model_routes(app: App, settings: Settings, servers: list[ModelServer], client: ModelServerClient,
                          timeout: float) -> str:
     app.releases.append(lambda: script.unload(Path(settings.model_dir) / "code"))
     handlers = script.load(settings.model_dir, settings.program, settings.inference_contract)
@@ -167,14 +167,14 @@ def _single_model_routes(app: ProxyApp, settings: Settings, servers: list[ModelS
     return f"default model {settings.default_model or 'none'}"
 
 
-def _multi_model_routes(app: ProxyApp, settings: Settings, servers: list[ModelServer], client: ModelServerClient,
+def _multi_model_routes(app: App, settings: Settings, servers: list[ModelServer], client: ModelServerClient,
                         timeout: float) -> str:
     app.releases.append(lambda: script.unload(Path(settings.multi_model_code_dir)))
     universal = script.load_code(Path(settings.multi_model_code_dir))
     models = WorkerModels(universal, servers, client, timeout, settings.default_invocations_accept,
                           gpus.gpu_id(len(settings.cuda_devices)))
     app.releases.append(models.forget)
-    subscriber = Subscriber(Path(settings.runtime_dir) / "registry.sock", models.apply)
+    subscriber = Subscriber(Path(settings.runtime_dir) / runtime_dir.REGISTRY_SOCKET, models.apply)
     app.releases.append(subscriber.close)
     subscriber.start(timeout=30)
     app.add_route("/ping", Ping(servers, None))

@@ -17,6 +17,8 @@ import socket
 import struct
 import threading
 import time
+from collections import OrderedDict
+from http.cookiejar import DefaultCookiePolicy
 from typing import Any
 from urllib.parse import urlencode
 
@@ -25,11 +27,13 @@ from requests.cookies import RequestsCookieJar
 from requests.structures import CaseInsensitiveDict
 from requests.utils import get_encoding_from_headers
 
+from ..shared import cooperative
 from ..shared.sockets import HOST, send, timeval
 
 
 SELF_CONNECT = "Connection refused: the connection reached itself"  # strerror of a reset self-connect
 
+_PEEK = int(socket.MSG_PEEK | socket.MSG_DONTWAIT)  # (or-ing the flags' enum each time costs a few µs)
 # SO_LINGER on with a zero timeout: close() sends a reset and frees the port at once (no TIME_WAIT).
 _RESET_ON_CLOSE = struct.pack("ii", 1, 0)
 
@@ -100,7 +104,7 @@ class Connection:
         if self._buffer:
             return True
         try:
-            self.sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+            self.sock.recv(1, _PEEK)
         except BlockingIOError:
             return False  # nothing to read: open
         except OSError:
@@ -137,13 +141,19 @@ class Connection:
         head.append(b"\r\n")
         request = b"".join(head)
         try:
-            send(self.sock, request, body)
+            self._send(request, body)
             return self._read_answer(method)
         except BlockingIOError:  # SO_RCVTIMEO or SO_SNDTIMEO expired
             raise TimeoutError("timed out") from None
 
+    def _send(self, head: bytes, body: Any) -> None:
+        send(self.sock, head, body)
+
+    def _recv(self) -> bytes:
+        return self.sock.recv(65536)
+
     def _receive(self) -> bytes:
-        data = self.sock.recv(65536)
+        data = self._recv()
         if not data:
             raise ConnectionResetError("the model server closed the connection")
         return data
@@ -201,7 +211,7 @@ class Connection:
             content, data = data[:length], data[length:]
         else:
             parts = [data]
-            while chunk := self.sock.recv(65536):
+            while chunk := self._recv():
                 parts.append(chunk)
             content, data, keep_alive = b"".join(parts), b"", False
         self._buffer = data
@@ -244,8 +254,62 @@ class Connection:
             raise ProtocolError("a chunk of the answer is incomplete") from None
 
 
+class LoopConnection(Connection):
+    """A Connection used by the request greenlets of the app worker's loop (shared/cooperative.py): its socket is
+    non-blocking and registered with the loop for good, so that waiting for the answer hands the thread to other
+    requests, and a server closing it while it is idle is seen by the loop (no peek before each request)."""
+
+    def __init__(self, port: int, hub: cooperative.Hub):
+        super().__init__(port)
+        self._hub = hub
+        self._watch: cooperative.Watch | None = None
+        self._sent = False  # a request was just sent
+
+    def open(self, timeout: float) -> None:
+        super().open(timeout)
+        self.sock.setblocking(False)
+        self._watch = self._hub.watch(self.sock, self.close)
+
+    def _closed_by_server(self) -> bool:
+        return bool(self._buffer)  # bytes nobody asked for; an end of stream closed it already (Watch.on_idle)
+
+    def close(self) -> None:
+        if self.sock is not None:
+            self._hub.unregister(self.sock)
+        super().close()
+
+    def _set_timeout(self, timeout: float) -> None:
+        self._timeout = timeout
+
+    def _wait(self, events: int) -> None:
+        if not self._hub.wait(self.sock, self._watch, events, self._timeout):
+            raise TimeoutError("timed out")
+
+    def _send(self, head: bytes, body: Any) -> None:
+        for part in (head + body,) if len(body) <= 65536 else (head, body):  # a large body is not copied
+            data = memoryview(part)
+            while data:
+                try:
+                    data = data[self.sock.send(data):]
+                except BlockingIOError:
+                    self._wait(cooperative.WRITE)
+        self._sent = True
+
+    def _recv(self) -> bytes:
+        if self._sent:  # the answer cannot be there yet: wait for it rather than try a read that fails
+            self._sent = False
+            self._wait(cooperative.READ)
+        while True:
+            try:
+                return self.sock.recv(65536)
+            except BlockingIOError:
+                self._wait(cooperative.READ)
+
+
 class HttpClient:
-    """Requests to loopback ports over keep-alive connections kept per thread (threading.local): no locks."""
+    """Requests to loopback ports over keep-alive connections kept per thread (threading.local): no locks. In a
+    request greenlet of the app worker's loop, over LoopConnections taken from the loop's idle ones (by port)
+    instead."""
 
     def __init__(self) -> None:
         self._local = threading.local()
@@ -266,13 +330,21 @@ class HttpClient:
         Connection.exchange); any failure closes the connection."""
         body, extra = request_body(data)
         headers = {**extra, **headers} if headers else extra
-        connection = self._connection(port)
+        hub = cooperative.hub()
+        if hub is None:
+            connection = self._connection(port)
+        else:
+            idle = hub.pools.get(port) or hub.pools.setdefault(port, [])  # used by the loop's thread only
+            connection = idle.pop() if idle else LoopConnection(port, hub)
         started = time.perf_counter()
         try:
             status, reason, answer_headers, content = connection.exchange(method, path, body, headers, timeout)
         except Exception:
             connection.close()
             raise
+        finally:
+            if hub is not None:
+                idle.append(connection)  # closed, it opens again when next used
         return _response(status, reason, answer_headers, content, connection.base_uri + path,
                          time.perf_counter() - started)
 
@@ -288,17 +360,23 @@ def _response(status: int, reason: str, headers: list[tuple[str, str]], content:
     """A requests.Response (or subclass `kind`), built without Response.__init__ (whose empty header dict and cookie
     jar would cost more than the rest of the call). `content` False: not read yet (requests' own marker)."""
     response = requests.Response.__new__(kind)
-    table = CaseInsensitiveDict()
+    # CaseInsensitiveDict and RequestsCookieJar made as their __init__ would (an empty OrderedDict; a jar with the
+    # default policy and its lock), without the generic update() and the policy's set-up each time;
     # what CaseInsensitiveDict.update does; a repeated header's values joined, its first spelling kept, as urllib3's
     # headers are (test/app/test_http_client_requests_internals.py guards the internals used here)
-    store = table._store
+    table = object.__new__(CaseInsensitiveDict)
+    table._store = store = OrderedDict()
+    content_type = ""
     for name, value in headers:
         key = name.lower()
         store[key] = (store[key][0], store[key][1] + ", " + value) if key in store else (name, value)
-    content_type = table.get("Content-Type", "")
+        if key == "content-type":
+            content_type = store[key][1]
     # requests' rule, short-cut for the model server's own type
     encoding = "utf-8" if content_type == "application/json" else get_encoding_from_headers(table)
+    cookies = object.__new__(RequestsCookieJar)
+    cookies._policy, cookies._cookies, cookies._cookies_lock = DefaultCookiePolicy(), {}, threading.RLock()
     response.__dict__.update(_content=content, _content_consumed=True, _next=None, status_code=status, headers=table,
                              raw=None, url=url, encoding=encoding, history=[], reason=reason,
-                             cookies=RequestsCookieJar(), elapsed=datetime.timedelta(seconds=seconds), request=None)
+                             cookies=cookies, elapsed=datetime.timedelta(seconds=seconds), request=None)
     return response

@@ -4,9 +4,11 @@
 from __future__ import annotations
 
 import functools
+import itertools
 import json as json_module
+import os
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 from urllib.parse import urlsplit
 
 import requests
@@ -16,6 +18,7 @@ from ..errors import HandlerError
 from ..shared.media_types import JSON
 from ..shared.version_states import VersionState
 from ..shared.sockets import HOST
+from ..shared.tfs_api import status_path
 from .http_client import HttpClient, ProtocolError
 
 
@@ -47,19 +50,17 @@ class ModelServer:
         return f"ModelServer(rest={self.rest_port}, grpc={self.grpc_port})"
 
 
+def round_robin(servers: list[ModelServer]) -> Callable[[], ModelServer]:
+    """The next instance to call, each in turn (itertools.cycle, whose next() is atomic: no lock), each worker
+    process starting at a different one."""
+    start = os.getpid() % len(servers)
+    return itertools.cycle(servers[start:] + servers[:start]).__next__
+
+
 def model_servers(settings: Settings) -> list[ModelServer]:
     """The model server instances `serve` started (TFS_REST_PORTS and TFS_GRPC_PORTS, same order)."""
     return [ModelServer(rest, grpc)
             for rest, grpc in zip(settings.model_server_rest_ports, settings.model_server_grpc_ports)]
-
-
-DEFAULT_METHOD = "predict"  # a request that names no method (the tfs-method custom attribute)
-
-
-def model_path(name: str, version: str | None = None, method: str | None = None) -> str:
-    """The model server's REST path for a model (optionally one version) and method (default predict)."""
-    versions = f"/versions/{version}" if version is not None else ""
-    return f"/v1/models/{name}{versions}:{method or DEFAULT_METHOD}"
 
 
 class ModelServerError(HandlerError):
@@ -213,7 +214,7 @@ class ModelStatus:
 def model_status(port: int, model: str, timeout: float = PING_TIMEOUT_SECONDS) -> ModelStatus:
     """The model's status on the model server at this loopback port; ModelServerError 502/504 when it does not
     answer."""
-    answer = call(port, "GET", f"/v1/models/{model}", timeout=timeout)
+    answer = call(port, "GET", status_path(model), timeout=timeout)
     try:
         body = answer.json()
     except ValueError:

@@ -23,7 +23,7 @@ import numpy as np
 import requests
 
 from ..errors import HandlerError
-from ..shared import dtypes, npy, tfs_json_response
+from ..shared import cooperative, dtypes, npy, tfs_api, tfs_json_response
 from ..shared.error_codes import HTTP_STATUS, Code
 from ..shared.media_types import JSON
 from ..shared.tensor_proto import WireError, predict_outputs, predict_request
@@ -35,7 +35,7 @@ DEFAULT_SIGNATURE = "serving_default"  # what TFS runs when a request names none
 Arrays = Mapping[str, np.ndarray]
 
 # The model server's REST path of a call: the binary call goes where the REST call would have gone.
-_REST_PATH = re.compile(r"/v1/models/([^/:]+)(?:/versions/([0-9]+))?:(predict|classify|regress)")
+_REST_PATH = re.compile(rf"{tfs_api.MODELS}/([^/:]+)(?:/versions/([0-9]+))?:({tfs_api.METHOD_PATTERN})")
 
 
 def rest_target(path: str) -> tuple[str, int | None, str] | None:
@@ -62,8 +62,8 @@ def _inputs(rest_port: int, name: str, version: int | None, signature: str, time
     key = (name, version, signature)
     inputs = _signatures.get(key)
     if inputs is None:
-        versions = f"/versions/{version}" if version is not None else ""
-        document = answer_json(call(rest_port, "GET", f"/v1/models/{name}{versions}/metadata", timeout=timeout))
+        path = tfs_api.metadata_path(name, None if version is None else str(version))
+        document = answer_json(call(rest_port, "GET", path, timeout=timeout))
         try:
             signatures = document["metadata"]["signature_def"]["signature_def"]
         except (KeyError, TypeError):
@@ -134,7 +134,13 @@ def _call(channel: Any, address: str, name: str, feeds: Arrays, version: int | N
 
     request = predict_request(name, feeds, version, signature_name)
     try:
-        return predict_outputs(channel.unary_unary(PREDICT)(request, timeout=timeout))
+        call = channel.unary_unary(PREDICT)
+        hub = cooperative.hub()
+        if hub is None:
+            answer = call(request, timeout=timeout)
+        else:  # the loop worker's thread serves other requests meanwhile
+            answer = hub.wait_future(call.future(request, timeout=timeout))
+        return predict_outputs(answer)
     except grpc.RpcError as exc:
         code, details = exc.code(), exc.details() or ""
         if code is grpc.StatusCode.DEADLINE_EXCEEDED:

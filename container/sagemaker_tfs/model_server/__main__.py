@@ -8,7 +8,6 @@ import os
 import sys
 
 from ..shared import logs
-from ..config import log_format
 from .flags import FlagError, parse, usage
 
 
@@ -26,8 +25,9 @@ def main(argv: list[str] | None = None, prog: str = "tfs-model-server") -> int:
         sys.stdout.write(version_text())
         return 0
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logs.formatter(log_format(), "%(asctime)s.%(msecs)03d %(levelname).1s %(name)s] %(message)s",
-                                        "%Y-%m-%d %H:%M:%S"))  # JSON when `serve` runs with SAGEMAKER_LOG_FORMAT=json
+    text_layout = "%(asctime)s.%(msecs)03d %(levelname).1s %(name)s] %(message)s"
+    # JSON when `serve` runs with SAGEMAKER_LOG_FORMAT=json
+    handler.setFormatter(logs.formatter(logs.format_from_env(), text_layout, "%Y-%m-%d %H:%M:%S"))
     logging.basicConfig(level=logging.INFO, handlers=[handler])
     logs.quiet_tensorflow()
     skip_keras()

@@ -25,24 +25,26 @@ from . import json_request, signatures
 from .http_server import Pending, Response, html_error
 from .servable_manager import ServableManager
 from .runner import Runner
+from ..shared import tfs_api
 from ..shared.error_codes import Code, ServingError, invalid_argument
 
 log = logging.getLogger(__name__)
 
 _V1 = re.compile(r"/v1/.*", re.I | re.S)
 # re.A: a version is ASCII digits (Python's \d would also take other scripts' digits, which TFS's RE2 does not).
-_POST = re.compile(r"/v1/models/([^/:]+)(?:(?:/versions/(\d+))|(?:/labels/([^/:]+)))?:(classify|regress|predict)",
-                   re.I | re.A)
-_GET = re.compile(r"/v1/models(?:/([^/:]+))?(?:(?:/versions/(\d+))|(?:/labels/([^/:]+)))?(?:/(metadata))?", re.I | re.A)
+_POST = re.compile(
+    rf"{tfs_api.MODELS}/([^/:]+)(?:(?:/versions/(\d+))|(?:/labels/([^/:]+)))?:({tfs_api.METHOD_PATTERN})", re.I | re.A)
+_GET = re.compile(rf"{tfs_api.MODELS}(?:/([^/:]+))?(?:(?:/versions/(\d+))|(?:/labels/([^/:]+)))?(?:/(metadata))?",
+                  re.I | re.A)
 _ORIGIN = re.compile(r"https?://.+", re.I)
 
 
 class Verb(Enum):
     """What a /v1/ route does."""
 
-    PREDICT = "predict"
-    CLASSIFY = "classify"
-    REGRESS = "regress"
+    PREDICT = tfs_api.PREDICT
+    CLASSIFY = tfs_api.CLASSIFY
+    REGRESS = tfs_api.REGRESS
     STATUS = "status"
     METADATA = "metadata"
 

@@ -13,7 +13,7 @@ from .http_server import Pending, Response
 from .metrics import ModelServerMetrics
 from .rest import RestApi, Verb
 
-_VERBS = {Verb.PREDICT: "predict", Verb.CLASSIFY: "classify", Verb.REGRESS: "regress"}
+_VERBS = {verb: verb.value for verb in (Verb.PREDICT, Verb.CLASSIFY, Verb.REGRESS)}
 
 
 class _Recorded(Pending):

@@ -10,6 +10,7 @@ import falcon
 
 from ..config import Settings
 from ..registry.owner import Owner
+from ..shared import runtime_dir
 from ..shared.media_types import JSON
 from ..web import middleware
 from ..web.unix_server import UnixAppServer
@@ -21,7 +22,6 @@ from .target_models import TargetModels
 
 log = logging.getLogger("sagemaker_tfs.runtime_api")
 
-SOCKET = "runtime.sock"
 
 
 class NotServed:
@@ -50,7 +50,7 @@ class RuntimeApi:
         app.add_route("/endpoints/{endpoint}/async-invocations", self.asynchronous)
         app.add_route("/endpoints/{endpoint}/invocations-response-stream",
                       NotServed("InvokeEndpointWithResponseStream"))
-        self.server = UnixAppServer(runtime / SOCKET, app, "runtime-api")
+        self.server = UnixAppServer(runtime / runtime_dir.RUNTIME_API_SOCKET, app, "runtime-api")
 
     def start(self) -> None:
         self.asynchronous.start()

@@ -1,13 +1,18 @@
 """Which handler contract a script uses, decided from the names it defines: the one detector.
 
-The proxy (app/script.py) asks it about an imported module's attributes, `package-model` (packaging.py) about
-the names found in the source without running it; each words its own error around the same finding.
+The app (app/script.py) asks it about an imported module's attributes; `serve` and `package-model`
+(packaging.py) about the names found in the source without running it (script_names); each words its own error
+around the same finding.
 """
 
 from __future__ import annotations
 
+import ast
 from enum import Enum
+from pathlib import Path
 from typing import Collection
+
+from .model_tree import ModelTreeError
 
 
 class Contract(Enum):
@@ -65,3 +70,49 @@ def detect(names: Collection[str], choice: str = "auto") -> Contract:
     if "input_handler" in names and "output_handler" in names:
         return Contract.PAIR
     raise IncompleteContract(tuple(name for name in HANDLER_NAMES if name in names))
+
+
+class UncompilableScript(ValueError):
+    """The script does not compile; the message says where."""
+
+
+def script_names(script: Path) -> set[str]:
+    """The script's module-level names (functions, classes, imports, assignments), without running it;
+    UncompilableScript when it does not compile."""
+    try:
+        tree = ast.parse(script.read_bytes(), filename=str(script))
+    except SyntaxError as exc:
+        raise UncompilableScript(f"{script} does not compile: {exc.msg} (line {exc.lineno})") from None
+    names = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update(alias.asname or alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(t.id for t in targets if isinstance(t, ast.Name))
+    return names
+
+
+def is_toolkit_script(script: Path, choice: str = "auto") -> bool:
+    """Whether serve may start without a SavedModel for this script: it uses the inference toolkit contract.
+    ModelTreeError (find_models' refusal) when it mixes both contracts; a script that does not compile is left to
+    the app, which reports its import error."""
+    try:
+        names = script_names(script)
+    except UncompilableScript:
+        return False
+    try:
+        return detect(names, choice) is Contract.TOOLKIT
+    except MixedContracts as exc:
+        raise ModelTreeError(f"{script} {exc}") from None
+    except IncompleteContract:
+        return False
+
+
+def script_loads_model(script: Path, choice: str = "auto") -> bool:
+    """Whether the script's own model_fn loads the model (an inference toolkit script defining model_fn): then
+    each worker holds a copy, and on a machine with GPUs the default is one worker per GPU
+    (config.default_worker_count)."""
+    return is_toolkit_script(script, choice) and "model_fn" in script_names(script)

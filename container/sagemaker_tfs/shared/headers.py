@@ -5,6 +5,9 @@ from __future__ import annotations
 
 REQUEST_ID_HEADER = "X-Amzn-RequestId"  # the client's request id, echoed in every answer
 CUSTOM_ATTRIBUTES_HEADER = "X-Amzn-SageMaker-Custom-Attributes"  # tfs-model-name=..., passed to handlers
+# The custom attributes that name a request's target model, version and method (the app's Context reads them,
+# the direct route's nginx rules route on them)
+NAME_KEY, VERSION_KEY, METHOD_KEY = ATTRIBUTE_KEYS = ("tfs-model-name", "tfs-model-version", "tfs-method")
 TARGET_MODEL_HEADER = "X-Amzn-SageMaker-Target-Model"  # the multi-model archive a request is for (logged)
 INFERENCE_ID_HEADER = "X-Amzn-SageMaker-Inference-Id"  # the runtime API caller's id of an invocation (logged)
 

@@ -15,9 +15,19 @@ import logging
 import os
 import re
 import time
+from typing import Mapping
 
 TEXT, JSON = "text", "json"
 FORMATS = (TEXT, JSON)
+FORMAT_VARIABLE = "SAGEMAKER_LOG_FORMAT"
+
+
+def format_from_env(env: Mapping[str, str] | None = None) -> str:
+    """SAGEMAKER_LOG_FORMAT alone, for a process that logs before (or without) reading every setting: `serve`
+    before it validates the others, gunicorn's settings file, the embedded model server. An invalid value is "text"
+    here (config.Settings, the full read, reports it)."""
+    value = (os.environ if env is None else env).get(FORMAT_VARIABLE, "").strip().lower()
+    return value if value in FORMATS else TEXT
 
 # The request being handled by this thread (the app sets it): every line logged meanwhile names it.
 request_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("request_id", default=None)

@@ -17,8 +17,15 @@ from typing import IO, Mapping
 
 from ..errors import StartupError
 
+# The folder's entries, each named here only (who makes it: who reads it)
 LOCK_FILE = "serve.lock"
 APP_READY_FOLDER = "app-ready"  # a file per gunicorn worker that has created the app, named by its pid
+MODEL_CONFIG = "model_config.pbtxt"  # serve: the model servers' --model_config_file
+GUNICORN_SOCKET = "gunicorn.sock"  # gunicorn: nginx
+REGISTRY_SOCKET = "registry.sock"  # the multi-model registry in serve: each worker's subscriber
+MODELS_SOCKET = "models.sock"  # the registry's /models API in serve: nginx
+RUNTIME_API_SOCKET = "runtime.sock"  # the local runtime API in serve: nginx
+DIRECT_LOG_SOCKET = "direct-log.sock"  # serve's direct-route metrics: nginx's access log of the direct route
 
 
 class RuntimeDirError(StartupError):

@@ -11,7 +11,7 @@ from pathlib import Path
 from . import extras
 from ..config import Settings, default_worker_count
 from ..errors import StartupError
-from ..shared import gpus
+from ..shared import gpus, runtime_dir
 
 
 def model_server_base_command() -> list[str]:
@@ -26,7 +26,7 @@ def model_server_base_command() -> list[str]:
                            f"is not installed (missing {', '.join(missing)}); install TensorFlow Serving, or the "
                            "model-server extra (pip install '.[model-server]', as scripts/install.sh does)")
     # Outside a container the embedded server must not be reachable past nginx: loopback only. Its one client, the
-    # proxy, keeps its connections open between requests (a pool, as with TFS): no idle timeout, so that a kept
+    # app, keeps its connections open between requests (a pool, as with TFS): no idle timeout, so that a kept
     # connection is never closed under a request being sent.
     return [sys.executable, "-m", "sagemaker_tfs.model_server", "--listen_address=127.0.0.1",
             "--rest_api_idle_timeout_seconds=0"]
@@ -121,7 +121,8 @@ def batching_parameters_text(settings: Settings) -> str:
     return "".join(f"{name} {{ value: {value} }}\n" for name, value in fields.items())
 
 
-WORKER_CLASSES = {"connections": "sagemaker_tfs.wsgi_server.worker.ConnectionsWorker"}  # ours, by their setting names
+WORKER_CLASSES = {"loop": "sagemaker_tfs.wsgi_server.loop.LoopWorker",
+                  "connections": "sagemaker_tfs.wsgi_server.worker.ConnectionsWorker"}  # ours, by their setting names
 
 
 APP_FACTORY = "sagemaker_tfs.app.routes:create_app()"  # one for single- and multi-model endpoints
@@ -133,7 +134,7 @@ def gunicorn_command(settings: Settings) -> list[str]:
         # our settings file (never a gunicorn.conf.py of the working folder): workers say when they are ready,
         # no control socket in $HOME
         "--config", "python:sagemaker_tfs.wsgi_server.gunicorn_settings",
-        "--bind", f"unix:{settings.runtime_dir}/gunicorn.sock",
+        "--bind", f"unix:{Path(settings.runtime_dir) / runtime_dir.GUNICORN_SOCKET}",
         "--workers", str(settings.gunicorn_workers),
         "--threads", str(settings.gunicorn_threads),
         "--worker-class", WORKER_CLASSES.get(settings.gunicorn_worker_class, settings.gunicorn_worker_class),

@@ -21,7 +21,7 @@ from .metrics_page import histogram_family
 
 log = logging.getLogger("serve")
 
-SOCKET = "direct-log.sock"  # in the runtime folder
+SOCKET = runtime_dir.DIRECT_LOG_SOCKET
 LOG_FORMAT = "$status $request_time"  # nginx's, after the syslog header
 
 

@@ -12,10 +12,8 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from ..app.context import ATTRIBUTE_KEYS, METHOD_KEY, METHODS, NAME_KEY, VERSION_KEY
-from ..codecs import TFS_REQUEST_KEYS, TFS_SIGNATURE_KEY
-from ..model_client.model_servers import DEFAULT_METHOD
-from ..shared.headers import CUSTOM_ATTRIBUTES_HEADER
+from ..shared.headers import ATTRIBUTE_KEYS, CUSTOM_ATTRIBUTES_HEADER, METHOD_KEY, NAME_KEY, VERSION_KEY
+from ..shared.tfs_api import DEFAULT_METHOD, METHODS, MODELS, REQUEST_KEYS, SIGNATURE_KEY
 from ..shared.media_types import JSON
 from ..shared.model_names import MODEL_NAME
 
@@ -97,7 +95,7 @@ def target_maps(default_model: str) -> str:
         for part, default, key, value in parts)
 
 
-MODEL_SERVER_PATH = "/v1/models/$sagemaker_direct_model$sagemaker_direct_version:$sagemaker_direct_method"
+MODEL_SERVER_PATH = f"{MODELS}/$sagemaker_direct_model$sagemaker_direct_version:$sagemaker_direct_method"
 
 
 # ---- 2. The body -------------------------------------------------------------------------------------------------
@@ -110,7 +108,7 @@ NESTING = 16
 _BLANKS = r"[ \t\r\n]*"
 _STRING = r'"(?:[^"\\]++|\\.)*+"'
 _OTHER = r'[^{}"]++'
-_TFS_KEY = '"(?:' + "|".join(map(re.escape, (*TFS_REQUEST_KEYS, TFS_SIGNATURE_KEY))) + ')"'  # codecs.py's
+_TFS_KEY = '"(?:' + "|".join(map(re.escape, (*REQUEST_KEYS, SIGNATURE_KEY))) + ')"'  # tfs_api's
 
 
 def _object(levels: int) -> str:

@@ -16,11 +16,19 @@ from typing import Callable, Iterable
 
 from ..shared import runtime_dir
 from ..shared.sockets import HOST
+from ..shared.str_enum import StrEnum
 from ..shared.metrics_files import APP_FILE, BUCKETS, GUNICORN_FILE, add_histograms, folder, pid_of, read_json
 
 log = logging.getLogger("serve")
 
-STATES = ("starting", "ready", "stopping")
+class ServeState(StrEnum):
+    """serve's own state, in its order (the metrics page reports the current one)."""
+
+    STARTING = "starting"
+    READY = "ready"
+    STOPPING = "stopping"
+
+
 # The model servers' own Prometheus page (TFS's metrics, on their REST ports) when the metrics are on.
 MODEL_SERVER_MONITORING = 'prometheus_config { enable: true path: "/monitoring/prometheus/metrics" }\n'
 
@@ -59,7 +67,7 @@ class StackCollector:
     """The page's metrics, read when it is scraped."""
 
     def __init__(self, metrics_folder: Path, restarts: Callable[[], Iterable[tuple[str, int]]],
-                 state: Callable[[], str]):
+                 state: Callable[[], ServeState]):
         self._folder, self._restarts, self._state = metrics_folder, restarts, state
 
     def collect(self):
@@ -93,8 +101,8 @@ class StackCollector:
         state = GaugeMetricFamily("sagemaker_tfs_serve_state", "serve's state: 1 for the current one.",
                                   labels=("state",))
         current = self._state()
-        for name in STATES:
-            state.add_metric((name,), 1.0 if name == current else 0.0)
+        for name in ServeState:
+            state.add_metric((name.value,), 1.0 if name == current else 0.0)
         yield state
 
 

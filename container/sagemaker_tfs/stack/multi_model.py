@@ -17,6 +17,7 @@ from ..registry.management import create_app
 from ..web.unix_server import UnixAppServer
 from ..registry.owner import Instance, Owner
 from ..registry.publication import Publisher
+from ..shared import runtime_dir
 
 log = logging.getLogger("serve")
 
@@ -38,15 +39,15 @@ class MultiModelStack(Stack):
         super().__init__(settings, None, stopping)
         root = Path(settings.model_dir)  # resolved by serve (check_model_root)
         self._deaths: dict[int, int] = {}  # the last exit status of each restarted model server
-        self.publisher = Publisher(self.runtime / "registry.sock")
+        self.publisher = Publisher(self.runtime / runtime_dir.REGISTRY_SOCKET)
         self.owner = Owner(
             root=str(root), code_dir=settings.multi_model_code_dir,
             instances=[Instance(i, grpc, rest) for i, (grpc, rest) in enumerate(settings.ports())],
-            config_file=self.runtime / "model_config.pbtxt", publisher=self.publisher,
+            config_file=self.runtime / runtime_dir.MODEL_CONFIG, publisher=self.publisher,
             wait_seconds=settings.tfs_wait_time_seconds, drain_seconds=settings.gunicorn_timeout_seconds,
             max_models=settings.multi_model_max_models, memory_percent=settings.multi_model_memory_limit_percent,
             exit_status=self._exit_status)
-        self.management = UnixAppServer(self.runtime / "models.sock", create_app(self.owner), "models-api")
+        self.management = UnixAppServer(self.runtime / runtime_dir.MODELS_SOCKET, create_app(self.owner), "models-api")
 
     @property
     def code_dir(self) -> Path:

@@ -19,7 +19,7 @@ from ..shared import runtime_dir
 from ..shared.headers import REQUEST_ID_HEADER
 
 log = logging.getLogger("serve")
-TEMPLATE = Path(__file__).with_name("nginx.conf.template")
+TEMPLATE = Path(__file__).with_name("nginx.conf.template")  # with its snippets, nginx-<name>.template beside it
 TEMP_FOLDERS = ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
 
 
@@ -55,6 +55,7 @@ def render(settings: Settings, direct_model: str | None, nginx_version: tuple[in
     the direct route; `user`: the workers' user when serve is root (None: root's)."""
     direct = direct_model is not None
     app_headers = _app_headers(nginx_version)
+    runtime = Path(settings.runtime_dir)
     return Template(TEMPLATE.read_text()).substitute(
         user_directive=_user_directive(user),
         runtime_dir=settings.runtime_dir,
@@ -62,18 +63,27 @@ def render(settings: Settings, direct_model: str | None, nginx_version: tuple[in
         bind_port=settings.bind_port,
         proxy_read_timeout=settings.nginx_proxy_read_timeout_seconds,
         client_max_body_size=settings.nginx_client_max_body_size,
-        multi_model_upstream=MULTI_MODEL_UPSTREAM.substitute(runtime_dir=settings.runtime_dir)
+        gunicorn_socket=runtime / runtime_dir.GUNICORN_SOCKET,
+        multi_model_upstream=snippet("multi-model-upstream", models_socket=runtime / runtime_dir.MODELS_SOCKET)
         if settings.multi_model else "",
-        multi_model_locations=MULTI_MODEL_LOCATIONS.substitute(management_timeout=management_timeout(settings))
+        multi_model_locations=snippet("multi-model-locations", management_timeout=management_timeout(settings))
         if settings.multi_model else "",
-        runtime_api_location=RUNTIME_API_LOCATION.substitute(
-            runtime_dir=settings.runtime_dir, timeout=2 * settings.local_runtime_timeout_seconds + 30)
+        # its read timeout covers a multi-model target's load and the invocation, each bounded by
+        # SAGEMAKER_LOCAL_RUNTIME_TIMEOUT_SECONDS
+        runtime_api_location=snippet("runtime-api-location",
+                                     runtime_api_socket=runtime / runtime_dir.RUNTIME_API_SOCKET,
+                                     timeout=2 * settings.local_runtime_timeout_seconds + 30)
         if settings.local_runtime_api else "",
         direct_http=_direct_http(settings, direct_model) if direct else "",
         invocations=_invocations(app_headers, direct),
         direct_entry=DIRECT_ENTRY if direct else "",
         direct_locations=_direct_locations(settings, app_headers) if direct else "",
     )
+
+
+def snippet(name: str, **values: object) -> str:
+    """The snippet nginx-<name>.template (beside the main template) with its ${...} values; $$ is nginx's $."""
+    return Template(TEMPLATE.with_name(f"nginx-{name}.template").read_text()).substitute(values)
 
 
 def direct_model(settings: Settings, script: Path | None) -> str | None:
@@ -100,38 +110,20 @@ def _app_headers(nginx_version: tuple[int, ...]) -> str:
 # rule refuses) or the model servers' error to @app. @app never intercepts the app's answers, so it cannot loop.
 def _direct_http(settings: Settings, model: str) -> str:
     upstream = "".join(f"        server 127.0.0.1:{port};\n" for port in settings.model_server_rest_ports or ())
-    return (direct_route.header_maps() + direct_route.target_maps(model) + REQUEST_ID_MAPS
+    return (direct_route.header_maps() + direct_route.target_maps(model)
+            + snippet(REQUEST_ID_MAPS, client_request_id=direct_route.http_variable(REQUEST_ID_HEADER))
             + f"    upstream model_servers {{\n{upstream}        keepalive 64;\n    }}\n"
             + (DIRECT_METRICS_FORMAT if settings.metrics else "")
             + (direct_route.SERVER_TIMING_MAPS if settings.server_timing else ""))
 
 
-DIRECT_SWITCH = """            recursive_error_pages on;  # its hand-overs are error pages: 418, 405, then 418 or errors
-            if ($sagemaker_direct) {
-                return 418;  # to @direct (the server's error_page 418): out of a client's reach
-            }
-"""
-
-
 def _invocations(app_headers: str, direct: bool) -> str:
-    switch = DIRECT_SWITCH if direct else ""
-    return (f"        location = /invocations {{\n{switch}{app_headers}"
-            "            proxy_pass http://proxy;\n        }\n")
+    return snippet("invocations", direct_switch=snippet("direct-switch") if direct else "", app_headers=app_headers)
 
 
 DIRECT_ENTRY = "        error_page 418 = @direct;\n"
 # The client's request id, else one nginx makes (UUID layout, from $request_id's 32 random hex digits).
-_CLIENT_REQUEST_ID = direct_route.http_variable(REQUEST_ID_HEADER)
-REQUEST_ID_MAPS = f"""\
-    map {_CLIENT_REQUEST_ID} $sagemaker_request_id {{
-        "" $sagemaker_new_request_id;
-        default {_CLIENT_REQUEST_ID};
-    }}
-""" + """\
-    map $request_id $sagemaker_new_request_id {
-        "~^(?<a>.{8})(?<b>.{4})(?<c>.{4})(?<d>.{4})(?<e>.{12})$" "$a-$b-$c-$d-$e";
-    }
-"""
+REQUEST_ID_MAPS = "request-id-maps"
 
 
 def _direct_locations(settings: Settings, app_headers: str) -> str:
@@ -139,78 +131,16 @@ def _direct_locations(settings: Settings, app_headers: str) -> str:
                    f"{Path(settings.runtime_dir) / direct_metrics.SOCKET},nohostname,tag=direct direct_metrics;\n"
                    if settings.metrics else "")
     server_timing = direct_route.SERVER_TIMING if settings.server_timing else ""
-    errors = " ".join(str(status) for status in direct_route.MODEL_SERVER_ERRORS)
-    return f"""        location @direct {{
-            # The mirror reads the body, whole and in memory, before anything is chosen (its subrequest answers
-            # nothing); then empty_gif, which answers GET only, refuses the POST (405) and hands it on.
-            client_body_buffer_size {direct_route.SNIFF_BUFFER};
-            client_body_in_single_buffer on;
-            mirror /__body_read;
-            empty_gif;
-            recursive_error_pages on;
-            error_page 405 = @model_server;
-        }}
-        location = /__body_read {{
-            internal;
-            return 204;
-        }}
-        location @model_server {{
-            # Only one JSON object that starts with a TFS key and is followed by nothing; anything else, or a body
-            # too large to be kept in memory (no $request_body), goes to the app.
-            if ($request_body !~ {direct_route.quoted(direct_route.SINGLE_TFS_OBJECT)}) {{
-                return 418;
-            }}
-            rewrite ^ {direct_route.MODEL_SERVER_PATH} break;
-            proxy_pass http://model_servers;
-            add_header {REQUEST_ID_HEADER} $sagemaker_request_id always;
-{server_timing}{metrics_log}            proxy_intercept_errors on;
-            recursive_error_pages on;  # @app's own failures (gunicorn down) get the server's JSON error pages
-            error_page 418 {errors} = @app;
-            error_page 408 /__errors/408;
-        }}
-        location @app {{
-            rewrite ^ /invocations break;
-{app_headers}            proxy_set_header {REQUEST_ID_HEADER} $sagemaker_request_id;
-            proxy_pass http://proxy;
-        }}
-"""
+    return snippet("direct-locations", sniff_buffer=direct_route.SNIFF_BUFFER,
+                   single_tfs_object=direct_route.quoted(direct_route.SINGLE_TFS_OBJECT),
+                   model_server_path=direct_route.MODEL_SERVER_PATH, request_id_header=REQUEST_ID_HEADER,
+                   server_timing=server_timing, metrics_log=metrics_log, app_headers=app_headers,
+                   model_server_errors=" ".join(str(status) for status in direct_route.MODEL_SERVER_ERRORS))
 
 
 # SAGEMAKER_METRICS: a datagram per request of the direct route to serve's counter (direct_metrics.py); a fallback is
 # logged by @app, whose access_log is the server's, and counted by the app.
 DIRECT_METRICS_FORMAT = f"    log_format direct_metrics '{direct_metrics.LOG_FORMAT}';\n"
-
-
-# Multi-model endpoints: invocations go to gunicorn, the management routes to the registry owner in serve
-# (registry/management.py), whose loads may take SAGEMAKER_TFS_WAIT_TIME_SECONDS.
-MULTI_MODEL_UPSTREAM = Template("""
-    upstream models {
-        server unix:${runtime_dir}/models.sock;
-    }
-""")
-MULTI_MODEL_LOCATIONS = Template("""
-        location ~ ^/models/[^/]+/invoke$$ {
-            proxy_pass http://proxy;
-        }
-        location = /models {
-            proxy_pass http://models;
-            proxy_read_timeout ${management_timeout}s;
-        }
-        location /models/ {
-            proxy_pass http://models;
-            proxy_read_timeout ${management_timeout}s;
-        }
-""")
-
-
-# SAGEMAKER_LOCAL_RUNTIME_API: SageMaker Runtime's operations, to serve's runtime_api/ on its socket. Its read timeout
-# covers a multi-model target's load and the invocation, each bounded by SAGEMAKER_LOCAL_RUNTIME_TIMEOUT_SECONDS.
-RUNTIME_API_LOCATION = Template("""
-        location /endpoints/ {
-            proxy_pass http://unix:${runtime_dir}/runtime.sock;
-            proxy_read_timeout ${timeout}s;
-        }
-""")
 
 
 def management_timeout(settings: Settings) -> int:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Callable
 
 from . import commands, direct_metrics, metrics_page, nginx, readiness, reaper, requirements
+from .metrics_page import ServeState
 from .processes import processes
 from ..shared import logs, model_tree, runtime_dir
 from ..config import Settings
@@ -146,7 +147,7 @@ class Stack:
         self.child_exited = threading.Event()  # set when a child ends, so that supervision sees it at once
         self.retiring: list[threading.Thread] = []  # dead nginx masters' workers finishing their requests
         self.env = settings.to_env(os.environ)  # the children's settings: what serve resolved, read back as is
-        self.state = "starting"  # then "ready", then "stopping" (the metrics page reports it)
+        self.state = ServeState.STARTING  # then READY, then STOPPING (the metrics page reports it)
         self._metrics_server = None
         self._direct_log: direct_metrics.DirectRouteLog | None = None
 
@@ -195,7 +196,7 @@ class Stack:
             except OSError as exc:
                 raise StartupError(f"cannot listen on SAGEMAKER_METRICS_PORT={s.metrics_port}: "
                                    f"{exc.strerror or exc}") from None
-        config_file = self.runtime / "model_config.pbtxt"
+        config_file = self.runtime / runtime_dir.MODEL_CONFIG
         self._write_model_config(config_file)
         batching_file = None
         if s.tfs_enable_batching:
@@ -243,7 +244,7 @@ class Stack:
         self.nginx.start()
         self._wait(lambda: readiness.listens(self.nginx.proc.pid, s.bind_port), self.nginx, deadline,
                    f"nginx to listen on port {s.bind_port}")
-        self.state = "ready"
+        self.state = ServeState.READY
         log.info("ready: %s", self._ready_message())
 
     def _wait(self, ready: Callable[[], bool], child: Child, deadline: float, what: str) -> None:
@@ -350,7 +351,7 @@ class Stack:
     def stop(self) -> None:
         """Drain: nginx finishes in-flight requests, then gunicorn, then the model servers stop; nothing of
         theirs is left running."""
-        self.state = "stopping"
+        self.state = ServeState.STOPPING
         grace = self.settings.gunicorn_timeout_seconds + 5
         if self.nginx:
             self.nginx.stop(signal.SIGQUIT, grace)

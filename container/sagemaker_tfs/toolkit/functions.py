@@ -13,6 +13,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
 
+from ..shared.cooperative import call_script
 from ..shared.handler_contract import TOOLKIT_NAMES
 
 # name -> the contract arguments it is called with (the context comes after them)
@@ -43,7 +44,7 @@ class Function:
     takes_context: bool
 
     def __call__(self, context: Any, *args: Any) -> Any:
-        return self.fn(*args, context) if self.takes_context else self.fn(*args)
+        return call_script(self.fn, *args, context) if self.takes_context else call_script(self.fn, *args)
 
 
 def bind(name: str, fn: Callable) -> Function:

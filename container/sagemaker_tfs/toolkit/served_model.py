@@ -3,14 +3,11 @@ of the model server (never TensorFlow in the worker), so that a script can write
 
 from __future__ import annotations
 
-import itertools
 import json
-import os
 from typing import Any
 
-from ..codecs import TFS_REQUEST_KEYS, TFS_SIGNATURE_KEY
-from ..errors import HandlerError
-from ..model_client.model_servers import ModelServer, ModelServerClient, answer_json, model_path
+from ..model_client.model_servers import ModelServer, ModelServerClient, answer_json, round_robin
+from ..shared.tfs_api import REQUEST_KEYS, SIGNATURE_KEY, model_path
 from .plain import json_default
 
 
@@ -24,18 +21,17 @@ class ServedModel:
             raise ValueError("ServedModel needs the model server, which serves only SavedModels")
         self.name = name
         self._client = client
-        start = os.getpid() % len(servers)  # workers start on different instances
-        self._next_server = itertools.cycle(servers[start:] + servers[:start]).__next__
+        self._next_server = round_robin(servers)
 
     def predict(self, data: Any, *, version: int | str | None = None, signature_name: str | None = None) -> Any:
         """The `predictions` (row request) or `outputs` (columnar request) for `data`: a TFS request (a dict
         with instances, inputs or examples) as it is, anything else as the instances."""
-        if isinstance(data, dict) and any(key in data for key in TFS_REQUEST_KEYS):
+        if isinstance(data, dict) and any(key in data for key in REQUEST_KEYS):
             request = dict(data) if signature_name else data
         else:
             request = {"instances": data}
         if signature_name:
-            request[TFS_SIGNATURE_KEY] = signature_name
+            request[SIGNATURE_KEY] = signature_name
         answer = self.request(request, version=version)
         return answer["outputs"] if "outputs" in answer and "predictions" not in answer else answer["predictions"]
 

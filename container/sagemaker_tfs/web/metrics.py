@@ -57,7 +57,7 @@ class _Totals:
         self.started = self.finished = 0
 
 
-class ProxyMetrics:
+class AppMetrics:
     """The app's metrics in one gunicorn worker: requests by route and status with their duration, each stage's
     duration, requests in flight."""
 

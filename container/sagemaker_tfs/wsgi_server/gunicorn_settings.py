@@ -16,9 +16,9 @@ def _logging() -> dict:
     layout with control characters escaped (a request's path is client text). Its loggers do not propagate, so that
     the root logger has only the app's handler (app/routes.py) and no line is written twice. In text, no access log (as
     without a logging config: nginx's has every request)."""
-    from ..config import log_format
+    from ..shared.logs import format_from_env
 
-    json_format = log_format() == "json"
+    json_format = format_from_env() == "json"
     loggers = {name: {"level": "INFO", "handlers": [handler], "propagate": False, "qualname": name}
                for name, handler in (("gunicorn.error", "error_console"), ("gunicorn.access", "console"))}
     if json_format:

@@ -1,5 +1,6 @@
-"""The gunicorn worker class of the app (`SAGEMAKER_GUNICORN_WORKER_CLASS=connections`, the default): one thread per
-connection, each reading its requests with httptools (C) and calling the WSGI app itself.
+"""A gunicorn worker class of the app (`SAGEMAKER_GUNICORN_WORKER_CLASS=connections`; the default is `loop`,
+loop.py, which shares this module's parser, app call and malloc settings): one thread per connection, each reading
+its requests with httptools (C) and calling the WSGI app itself.
 
 nginx keeps its connections to gunicorn open and sends one request at a time on each, so a thread per connection
 serves every request start to end without a hand-over: no poller thread passing sockets to a pool (gthread), no
@@ -10,8 +11,8 @@ docs/BENCHMARKS.md.
 The main thread accepts connections and keeps gunicorn's heartbeat. A connection silent for --keep-alive seconds
 (`serve` gives 75, above nginx's 60 for its idle upstream connections) is closed. On SIGTERM the worker stops
 accepting and ends every connection after its current request (`serve` stops nginx first, so no new request
-arrives); the arbiter's graceful timeout bounds the wait. Requests gunicorn's own parser would refuse are refused here with its statuses and
-messages, as JSON (refusals.py, gunicorn_settings' writer too).
+arrives); the arbiter's graceful timeout bounds the wait. Requests gunicorn's own parser would refuse are refused
+here with its statuses and messages, as JSON (refusals.py, gunicorn_settings' writer too).
 """
 
 from __future__ import annotations
@@ -161,6 +162,24 @@ class Connection:
     def on_body(self, body: bytes) -> None:
         self._body.append(body)
 
+    def feed(self, data: bytes, log: Any) -> tuple[int, str, str] | None:
+        """Parse received bytes (complete requests go to `ready`); a refusal (status, reason, message) when the
+        connection must end once they are answered: status 0 to end it without a word (the client went away)."""
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserCallbackError as exc:
+            cause = exc.__context__  # what a callback raised
+            if isinstance(cause, BadRequest):
+                return cause.status, cause.reason, cause.message
+            if not isinstance(cause, OSError):  # an OSError: the client went away
+                log.error("Error reading a request: %r", cause)
+            return 0, "", ""
+        except httptools.HttpParserUpgrade:
+            return 501, "Not Implemented", "protocol upgrades are not supported"
+        except httptools.HttpParserError as exc:
+            return 400, "Bad Request", f"Malformed HTTP request: {exc}"
+        return None
+
     def on_message_complete(self) -> None:
         parser = self.parser
         environ = self._environ
@@ -255,21 +274,7 @@ class ConnectionsWorker(base.Worker):
                     return
                 if not data:
                     return
-                refusal: tuple[int, str, str] | None = None
-                try:
-                    connection.parser.feed_data(data)
-                except httptools.HttpParserCallbackError as exc:
-                    cause = exc.__context__  # what a callback raised
-                    if isinstance(cause, BadRequest):
-                        refusal = (cause.status, cause.reason, cause.message)
-                    else:
-                        if not isinstance(cause, OSError):  # an OSError: the client went away
-                            self.log.error("Error reading a request: %r", cause)
-                        refusal = (0, "", "")
-                except httptools.HttpParserUpgrade:
-                    refusal = (501, "Not Implemented", "protocol upgrades are not supported")
-                except httptools.HttpParserError as exc:
-                    refusal = (400, "Bad Request", f"Malformed HTTP request: {exc}")
+                refusal = connection.feed(data, self.log)
                 ready = connection.ready
                 while ready:  # complete requests before a refused one are answered first
                     environ, keep_alive = ready.pop(0)
@@ -313,45 +318,54 @@ class ConnectionsWorker(base.Worker):
     def _respond(self, sock: socket.socket, environ: dict, keep_alive: bool) -> bool:
         """Call the app and write its answer; False when the connection ends there (the client's choice, the
         worker stopping, or an error)."""
-        started: list = []
-
-        def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Callable:
-            if exc_info is not None and started:
-                raise exc_info[1].with_traceback(exc_info[2])
-            started[:] = [status, headers]
-            return _no_write
-
-        try:
-            result = self.wsgi(environ, start_response)
-            try:
-                body = b"".join(result)
-            finally:
-                close = getattr(result, "close", None)
-                if close is not None:
-                    close()
-        except Exception:
-            self.log.exception("Error handling request %s", environ.get("PATH_INFO"))
+        answer = call_app(self, environ, keep_alive)
+        if answer is None:
             _refuse(sock, 500, "Internal Server Error", "")
             return False
-        status, headers = started
-        lines = [f"HTTP/1.1 {status}\r\n"]
-        has_length = False
-        for name, value in headers:
-            if len(name) == 14 and name.lower() == "content-length":
-                has_length = True
-            lines.append(f"{name}: {value}\r\n")
-        if not has_length and not status.startswith(("1", "204", "304")):
-            lines.append(f"Content-Length: {len(body)}\r\n")
-        keep_alive = keep_alive and self.alive  # a stopping worker ends each connection after its request
-        lines.append("\r\n" if keep_alive else "Connection: close\r\n\r\n")
-        head = "".join(lines).encode("latin-1")
-        if environ["REQUEST_METHOD"] == "HEAD":
-            body = b""
+        head, body, keep_alive = answer
         try:
             send(sock, head, body)
         except OSError:
             return False
         return keep_alive
+
+
+def call_app(worker: base.Worker, environ: dict, keep_alive: bool) -> tuple[bytes, bytes, bool] | None:
+    """The worker's app called for one request: the answer's head and body, and whether the connection stays open
+    (the client's choice, unless the worker is stopping); None when the app failed (logged)."""
+    started: list = []
+
+    def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Callable:
+        if exc_info is not None and started:
+            raise exc_info[1].with_traceback(exc_info[2])
+        started[:] = [status, headers]
+        return _no_write
+
+    try:
+        result = worker.wsgi(environ, start_response)
+        try:
+            body = b"".join(result)
+        finally:
+            close = getattr(result, "close", None)
+            if close is not None:
+                close()
+    except Exception:
+        worker.log.exception("Error handling request %s", environ.get("PATH_INFO"))
+        return None
+    status, headers = started
+    lines = [f"HTTP/1.1 {status}\r\n"]
+    has_length = False
+    for name, value in headers:
+        if len(name) == 14 and name.lower() == "content-length":
+            has_length = True
+        lines.append(f"{name}: {value}\r\n")
+    if not has_length and not status.startswith(("1", "204", "304")):
+        lines.append(f"Content-Length: {len(body)}\r\n")
+    keep_alive = keep_alive and worker.alive  # a stopping worker ends each connection after its request
+    lines.append("\r\n" if keep_alive else "Connection: close\r\n\r\n")
+    if environ["REQUEST_METHOD"] == "HEAD":
+        body = b""
+    return "".join(lines).encode("latin-1"), body, keep_alive
 
 
 def _no_write(data: bytes) -> None:

@@ -1,4 +1,5 @@
-"""Helpers of the model server's tests: model servers on free loopback ports, model configs, test models."""
+"""The embedded model server as a process for every test that needs one (the model server's own tests, and through
+app_support the app's): model servers on free loopback ports, model configs, test models."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ SERVER = [sys.executable, "-m", "sagemaker_tfs.model_server"]
 class ModelServer(support.Background):
     """`python -m sagemaker_tfs.model_server` with a model config, on free ports; ready when its ports open."""
 
-    def __init__(self, config_text: str, workdir: Path, *args: str):
+    def __init__(self, config_text: str, workdir: Path, *args: str, env: dict[str, str] | None = None):
         self.grpc_port = support.free_port()
         self.rest_port = support.free_port()
         self.url = f"http://127.0.0.1:{self.rest_port}"
@@ -25,7 +26,7 @@ class ModelServer(support.Background):
         self.config_file.write_text(config_text)
         super().__init__([*SERVER, f"--port={self.grpc_port}", f"--rest_api_port={self.rest_port}",
                           f"--model_config_file={self.config_file}", "--max_num_load_retries=0",
-                          "--file_system_poll_wait_seconds=0", *args])
+                          "--file_system_poll_wait_seconds=0", *args], env=env)
         self.http = requests.Session()
 
     def start(self) -> "ModelServer":

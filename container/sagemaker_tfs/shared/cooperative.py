@@ -1,0 +1,329 @@
+"""Waiting without holding up the app worker's event loop (wsgi_server/loop.py).
+
+The loop worker serves every connection of its process in one thread: each request runs in a greenlet of its own,
+and where the app waits for a socket (the model server's answer, a slow client) or for a gRPC call, the greenlet
+hands the thread back to the loop (`Hub.wait`, `Hub.wait_future`), which resumes it once the socket is ready. No
+thread changes hands on the way, so no lock is taken and the GIL is not passed around (docs/BENCHMARKS.md).
+
+The app's code knows whether it runs in such a greenlet through `hub()`: None in any other thread (a script moved
+to threads, the registry's subscriber, tests calling the app directly), where the same code blocks as usual.
+
+A handler script's functions (`call_script`) run in the loop's thread once they have shown that they are quick, as
+the original's gevent worker runs them; a function that blocks the thread without waiting through the hub
+(`time.sleep`, `requests.post` to another service, a file read) would hold up every request of the worker meanwhile.
+So each function starts on probation, in a thread pool: after TRUSTED_CALLS calls that each took under HOLD_LIMIT
+there, it runs inline. A function that always waits never gets there, and one that blocks forever on its first call
+holds up only its own request. Inline, a call that held the thread HOLD_LIMIT or more makes the function a suspect:
+its next calls are watched (the kernel's count of the thread's voluntary context switches, which a call that blocks
+raises and a call that was only preempted does not), and the first watched call that blocked that long sends its
+calls back to threads for good.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextvars
+import heapq
+import itertools
+import logging
+import os
+import resource
+import select
+from concurrent.futures import Future, ThreadPoolExecutor
+from time import perf_counter
+from typing import Any, Callable
+
+from greenlet import getcurrent, greenlet
+
+log = logging.getLogger("sagemaker_tfs.app")
+
+# epoll's event bits (Linux; elsewhere this module still imports, and only the loop worker cannot run)
+READ, WRITE = getattr(select, "EPOLLIN", 1), getattr(select, "EPOLLOUT", 4)
+HOLD_LIMIT = 0.001  # seconds a script function may hold the loop's thread before it is suspected of blocking
+TRUSTED_CALLS = 16  # quick calls in a thread after which a function runs inline
+WATCHED_CALLS = 8  # calls of a suspected function watched before it is cleared (it was preempted, not blocked)
+IDLE_GREENLETS = 256  # request greenlets kept parked for the next requests
+
+
+class RequestGreenlet(greenlet):
+    """A request's greenlet: its hub, and the seconds it spent waiting through the hub (not holding the thread);
+    while a suspected script function runs in it (`watched`), the voluntary context switches of those waits.
+    Each runs one task after another, parked between them (a new greenlet costs a mapping of memory for its
+    frames, and the unmapping after: two system calls a request)."""
+
+    def __init__(self, hub: Hub):
+        super().__init__(self._serve, hub.loop)  # its parent is the loop: when it ends, the loop goes on
+        self.hub = hub
+        self.waited = 0.0
+        self.watched = False
+        self.switches_waited = 0
+
+    def _serve(self, task: Callable[[], None]) -> None:
+        hub = self.hub
+        while True:
+            self.gr_context = contextvars.Context()  # each task's context variables its own, as a new thread's
+            try:
+                task()
+            except Exception:  # the tasks answer their own errors: this is a bug, and the worker goes on
+                log.exception("Error in the worker's loop")
+            if len(hub.idle) >= IDLE_GREENLETS:
+                return
+            hub.idle.append(self)
+            task = hub.loop.switch()  # parked until Hub.spawn hands it the next task
+
+
+def voluntary_switches() -> int:
+    """How many times this thread gave up its CPU (blocked in the kernel) so far."""
+    return resource.getrusage(resource.RUSAGE_THREAD).ru_nvcsw
+
+
+def hub() -> Hub | None:
+    """The hub of the loop this code runs under, None outside a request greenlet (then block as usual)."""
+    return getattr(getcurrent(), "hub", None)
+
+
+def call_script(fn: Callable, *args: Any) -> Any:
+    """fn(*args), a handler script's function: inline, or in a thread when it blocks (see the module's text)."""
+    current = hub()
+    return fn(*args) if current is None else current.call_script(fn, args)
+
+
+class Watch:
+    """A socket registered with the hub for good: a request greenlet may wait on it; when none does, an event
+    means the peer closed it (or sent what nobody asked for) and `on_idle` runs."""
+
+    __slots__ = ("waiter", "seq", "on_idle")
+
+    def __init__(self, on_idle: Callable[[], None]):
+        self.waiter: greenlet | None = None
+        self.seq = 0
+        self.on_idle = on_idle
+
+    def ready(self, mask: int) -> None:
+        waiter = self.waiter
+        if waiter is None:
+            self.on_idle()
+        else:
+            waiter.switch(True)
+
+
+class Hub:
+    """The loop's epoll, timers and wake-ups, run by one thread (the worker's main thread). Each registered file
+    has a handler whose ready(mask) the loop calls on its events (epoll itself, not the selectors module: this is
+    the loop's innermost step, and the worker's class runs on Linux)."""
+
+    def __init__(self, thread_limit: int):
+        self._epoll = select.epoll()
+        self._handlers: dict[int, Any] = {}  # fd -> its handler
+        self.loop = getcurrent()
+        self._timers: list[tuple[float, int, Watch, greenlet]] = []  # (deadline, seq, watch, waiter), a heap
+        self._stale = 0  # timers in the heap whose wait ended otherwise
+        self._seq = itertools.count(1)
+        self._starts: collections.deque[tuple[RequestGreenlet, Callable[[], None]]] = collections.deque()
+        self.idle: list[RequestGreenlet] = []  # parked request greenlets
+        self.pools: dict[Any, list] = {}  # idle things of the loop's users (the HTTP client's connections by port)
+        self._woken: collections.deque[tuple[greenlet, Any]] = collections.deque()
+        self._wake_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        self.register(self._wake_fd, self)
+        self._thread_limit = thread_limit
+        self._pool: ThreadPoolExecutor | None = None
+        self._quick: dict[Any, int] = {}  # function on probation -> its quick calls so far
+        self._inline: set[Any] = set()  # functions that run inline
+        self._suspects: dict[Any, int] = {}  # inline function -> calls still to watch
+        self._blocking: set[Any] = set()  # functions seen blocking the loop: in threads for good
+
+    # --- the loop ---
+    def poll(self, timeout: float) -> None:
+        """Wait up to `timeout` seconds for events, run what they woke, then start the tasks they spawned."""
+        timers = self._timers
+        if self._starts:
+            timeout = 0
+        elif timers:
+            timeout = max(0.0, min(timeout, timers[0][0] - perf_counter()))
+        handlers = self._handlers
+        for fd, mask in self._epoll.poll(timeout):
+            handler = handlers.get(fd)
+            if handler is None:  # unregistered by an earlier event of this batch
+                continue
+            try:
+                handler.ready(mask)
+            except Exception:  # each handles its own errors: this is a bug, and the loop goes on
+                log.exception("Error in the worker's loop")
+        starts = self._starts
+        while starts:
+            runner, task = starts.popleft()
+            runner.switch(task)
+        if timers:
+            now = perf_counter()
+            while timers and timers[0][0] <= now:
+                _, seq, watch, waiter = heapq.heappop(timers)
+                if watch.waiter is waiter and watch.seq == seq:  # still waiting: time is up
+                    watch.waiter = None
+                    waiter.switch(False)
+                else:
+                    self._stale -= 1
+            if self._stale > 64 and self._stale * 2 > len(timers):  # timers of waits that ended: drop them
+                timers[:] = [t for t in timers if t[2].waiter is t[3] and t[2].seq == t[1]]
+                heapq.heapify(timers)
+                self._stale = 0
+
+    def spawn(self, task: Callable[[], None]) -> None:
+        """Run `task` in a request greenlet once the current events are handled."""
+        self._starts.append((self.idle.pop() if self.idle else RequestGreenlet(self), task))
+
+    def ready(self, mask: int) -> None:  # the wake-up eventfd
+        try:
+            os.eventfd_read(self._wake_fd)
+        except BlockingIOError:
+            pass
+        woken = self._woken
+        while woken:
+            waiter, value = woken.popleft()
+            waiter.switch(value)
+
+    def wake(self, waiter: greenlet, value: Any = None) -> None:
+        """Resume `waiter` with `value` in the loop; callable from any thread."""
+        self._woken.append((waiter, value))
+        os.eventfd_write(self._wake_fd, 1)
+
+    # --- files and their handlers ---
+    def register(self, file: Any, handler: Any, events: int = READ) -> None:
+        """Call handler.ready(mask) on the file's events (a file object with fileno(), or a descriptor)."""
+        fd = file if isinstance(file, int) else file.fileno()
+        self._epoll.register(fd, events)
+        self._handlers[fd] = handler
+
+    def unregister(self, file: Any) -> None:
+        """No more events of this file; nothing when it is not registered (or already closed)."""
+        fd = file if isinstance(file, int) else file.fileno()
+        if self._handlers.pop(fd, None) is not None:
+            try:
+                self._epoll.unregister(fd)
+            except OSError:
+                pass
+
+    def _modify(self, file: Any, events: int, handler: Any) -> bool:
+        """Change what a registered file is watched for; False when it is not registered."""
+        fd = file.fileno()
+        if fd not in self._handlers:
+            return False
+        self._epoll.modify(fd, events)
+        self._handlers[fd] = handler
+        return True
+
+    # --- waiting, from a request greenlet ---
+    def watch(self, sock: Any, on_idle: Callable[[], None]) -> Watch:
+        """Register a socket for good (see Watch)."""
+        watch = Watch(on_idle)
+        self.register(sock, watch)
+        return watch
+
+    def wait(self, sock: Any, watch: Watch, events: int, timeout: float | None) -> bool:
+        """Suspend the calling request greenlet until `sock` (registered with `watch`) is ready for `events`;
+        False when `timeout` seconds passed first."""
+        current = getcurrent()
+        seq = next(self._seq)
+        watch.waiter, watch.seq = current, seq
+        restore = events != READ
+        if restore and not self._modify(sock, events, watch):  # not registered (a client's that ended reading)
+            self.register(sock, watch, events)
+            restore = False
+        started = perf_counter()
+        if timeout is not None:
+            heapq.heappush(self._timers, (started + timeout, seq, watch, current))
+        switches = voluntary_switches() if current.watched else 0
+        try:
+            return self.loop.switch()
+        finally:
+            if current.watched:
+                current.switches_waited += voluntary_switches() - switches
+            if watch.waiter is not None or timeout is None:  # woken by the socket: its timer (if any) is stale
+                watch.waiter = None
+                self._stale += timeout is not None
+            current.waited += perf_counter() - started
+            if events != READ:
+                try:
+                    if restore:
+                        self._modify(sock, READ, watch)
+                    else:
+                        self.unregister(sock)
+                except OSError:  # closed meanwhile
+                    pass
+
+    def wait_future(self, future: Future) -> Any:
+        """The result of a future completed in another thread (a gRPC call, a script in a thread), the calling
+        request greenlet suspended meanwhile."""
+        if not future.done():
+            current = getcurrent()
+            future.add_done_callback(lambda _: self.wake(current))
+            switches = voluntary_switches() if current.watched else 0
+            started = perf_counter()
+            self.loop.switch()
+            current.waited += perf_counter() - started
+            if current.watched:
+                current.switches_waited += voluntary_switches() - switches
+        return future.result()
+
+    # --- script functions ---
+    def call_script(self, fn: Callable, args: tuple) -> Any:
+        if fn not in self._inline:
+            return self._in_thread(fn, args)
+        current = getcurrent()
+        if fn in self._suspects:
+            return self._watch_call(fn, args, current)
+        waited = current.waited
+        started = perf_counter()
+        try:
+            return fn(*args)
+        finally:
+            if perf_counter() - started - (current.waited - waited) >= HOLD_LIMIT:
+                self._suspects[fn] = WATCHED_CALLS
+
+    def _in_thread(self, fn: Callable, args: tuple) -> Any:
+        """A call in the thread pool, in the request's context (its request id on log lines, as inline); a function
+        on probation is timed there and trusted after TRUSTED_CALLS quick calls."""
+        context = contextvars.copy_context()
+        if fn in self._blocking:
+            return self.wait_future(self._threads().submit(context.run, fn, *args))
+
+        def timed() -> tuple[Any, float]:
+            started = perf_counter()
+            return context.run(fn, *args), perf_counter() - started
+
+        result, took = self.wait_future(self._threads().submit(timed))
+        if took < HOLD_LIMIT:
+            quick = self._quick[fn] = self._quick.get(fn, 0) + 1
+            if quick >= TRUSTED_CALLS and fn not in self._blocking:
+                del self._quick[fn]
+                self._inline.add(fn)
+        return result
+
+    def _watch_call(self, fn: Callable, args: tuple, current: RequestGreenlet) -> Any:
+        """A call of a suspected function, with the thread's voluntary context switches counted around it."""
+        waited, switches_waited = current.waited, current.switches_waited
+        current.watched = True
+        switches = voluntary_switches()
+        started = perf_counter()
+        try:
+            return fn(*args)
+        finally:
+            held = perf_counter() - started - (current.waited - waited)
+            blocked = voluntary_switches() - switches - (current.switches_waited - switches_waited)
+            current.watched = False
+            left = self._suspects.pop(fn, 0)  # another request may have decided meanwhile
+            if held >= HOLD_LIMIT and blocked > 0:
+                self._inline.discard(fn)
+                self._blocking.add(fn)
+                log.warning("%s blocked the worker's loop for %.1f ms: its calls run in threads from now on, so "
+                            "that each holds up only its own request", _name(fn), held * 1e3)
+            elif left > 1 and fn in self._inline:
+                self._suspects[fn] = left - 1  # after WATCHED_CALLS calls that did not block, it is cleared
+
+    def _threads(self) -> ThreadPoolExecutor:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self._thread_limit, thread_name_prefix="script")
+        return self._pool
+
+
+def _name(fn: Callable) -> str:
+    return getattr(fn, "name", None) or getattr(fn, "__qualname__", None) or repr(fn)

@@ -1,0 +1,190 @@
+"""The loop worker's hub (shared/cooperative.py) on its own: where a handler script's functions run (inline on the
+loop until one is seen blocking it, then in threads), waits that time out, and a future completed in another thread.
+The worker built on it is tested on raw sockets (test/gunicorn_app/test_gunicorn_worker.py) and through `serve`."""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import socket
+import threading
+import time
+from concurrent.futures import Future
+
+from sagemaker_tfs.shared import cooperative
+
+
+def run_tasks(hub: cooperative.Hub, *tasks) -> list:
+    """Run each task in a request greenlet of `hub`, polling it until all ended: their values in order."""
+    results: dict[int, object] = {}
+    for index, task in enumerate(tasks):
+        hub.spawn(lambda index=index, task=task: results.__setitem__(index, task()))
+    for _ in range(400):  # 20 s at most: a hang fails the test rather than the suite
+        if len(results) == len(tasks):
+            break
+        hub.poll(0.05)
+    assert len(results) == len(tasks), f"{len(tasks) - len(results)} task(s) did not end"
+    return [results[index] for index in range(len(tasks))]
+
+
+def where_it_ran() -> str:
+    return threading.current_thread().name
+
+
+def sleeps_2_ms() -> str:
+    time.sleep(0.002)
+    return threading.current_thread().name
+
+
+def computes_2_ms() -> str:
+    """Holds the thread 2 ms without blocking (as a preempted call would seem to)."""
+    end = time.perf_counter() + 0.002
+    while time.perf_counter() < end:
+        pass
+    return threading.current_thread().name
+
+
+def test_outside_a_request_greenlet_a_script_function_is_simply_called():
+    assert cooperative.hub() is None
+    assert cooperative.call_script(where_it_ran) == threading.current_thread().name
+
+
+def in_script_thread(name: str) -> bool:
+    return name.startswith("script")
+
+
+def test_a_script_function_runs_in_threads_until_it_has_been_quick_then_inline_on_the_loop(caplog):
+    hub = cooperative.Hub(4)
+    main = threading.current_thread().name
+    with caplog.at_level(logging.WARNING, "sagemaker_tfs.app"):
+        ran = [run_tasks(hub, lambda: cooperative.call_script(where_it_ran))[0]
+               for _ in range(cooperative.TRUSTED_CALLS + 4)]
+    assert all(map(in_script_thread, ran[:cooperative.TRUSTED_CALLS])), ran
+    assert ran[cooperative.TRUSTED_CALLS:] == [main] * 4 and caplog.text == ""
+
+
+def test_a_function_that_always_blocks_stays_in_threads():
+    hub = cooperative.Hub(4)
+    ran = [run_tasks(hub, lambda: cooperative.call_script(sleeps_2_ms))[0]
+           for _ in range(cooperative.TRUSTED_CALLS + 2)]
+    assert all(map(in_script_thread, ran))
+
+
+class Trusted:
+    """A script function made inline by TRUSTED_CALLS quick calls; then it does what `then` says."""
+
+    def __init__(self, hub: cooperative.Hub):
+        self.then = where_it_ran
+        for _ in range(cooperative.TRUSTED_CALLS):
+            run_tasks(hub, lambda: cooperative.call_script(self))
+
+    def __call__(self) -> str:
+        return self.then()
+
+
+def test_an_inline_function_that_starts_blocking_goes_back_to_threads_after_its_second_such_call(caplog):
+    hub = cooperative.Hub(4)
+    main = threading.current_thread().name
+    function = Trusted(hub)
+    function.then = sleeps_2_ms
+    with caplog.at_level(logging.WARNING, "sagemaker_tfs.app"):
+        # the first call makes it a suspect, the second (watched) is seen blocking: the third runs in a thread
+        ran = [run_tasks(hub, lambda: cooperative.call_script(function))[0] for _ in range(4)]
+    assert ran[:2] == [main, main] and all(map(in_script_thread, ran[2:]))
+    [record] = [r for r in caplog.records if "blocked the worker's loop" in r.getMessage()]
+    assert "blocked the worker's loop for " in record.getMessage()
+    assert record.getMessage().endswith(" ms: its calls run in threads from now on, so that each holds up only "
+                                        "its own request")
+
+
+def test_an_inline_function_that_holds_the_loop_without_blocking_stays_inline(caplog):
+    """Computing is not blocking (a preempted call looks the same to a clock): it is watched, then cleared."""
+    hub = cooperative.Hub(4)
+    main = threading.current_thread().name
+    function = Trusted(hub)
+    function.then = computes_2_ms
+    with caplog.at_level(logging.WARNING, "sagemaker_tfs.app"):
+        ran = [run_tasks(hub, lambda: cooperative.call_script(function))[0]
+               for _ in range(cooperative.WATCHED_CALLS + 3)]
+    assert ran == [main] * len(ran) and "blocked the worker's loop" not in caplog.text
+
+
+def test_a_function_that_blocks_from_its_first_call_holds_up_only_its_own_request():
+    hub = cooperative.Hub(4)
+    released = threading.Event()
+    order = []
+
+    def waits() -> str:
+        released.wait(10)
+        order.append("held")
+        return "held"
+
+    def quick():
+        order.append("quick")
+        released.set()
+        return "quick"
+
+    assert run_tasks(hub, lambda: cooperative.call_script(waits), quick) == ["held", "quick"]
+    assert order == ["quick", "held"]
+
+
+REQUEST = contextvars.ContextVar("request", default=None)
+
+
+def test_a_script_in_a_thread_sees_its_request_s_context_variables():
+    """logs.request_id is one: a script's log lines name their request in a thread as inline."""
+    hub = cooperative.Hub(4)
+
+    def reads():
+        return REQUEST.get(), in_script_thread(threading.current_thread().name)
+
+    def request(name: str):
+        REQUEST.set(name)
+        return cooperative.call_script(reads)
+
+    assert run_tasks(hub, lambda: request("a"), lambda: request("b")) == [("a", True), ("b", True)]
+    for _ in range(cooperative.TRUSTED_CALLS):
+        run_tasks(hub, lambda: request("x"))
+    assert run_tasks(hub, lambda: request("c"), lambda: request("d")) == [("c", False), ("d", False)]
+
+
+def test_a_wait_that_times_out_resumes_its_greenlet_with_false():
+    hub = cooperative.Hub(4)
+    left, right = socket.socketpair()
+    with left, right:
+        left.setblocking(False)
+        watch = hub.watch(left, lambda: None)
+        assert run_tasks(hub, lambda: hub.wait(left, watch, cooperative.READ, 0.05)) == [False]
+        right.send(b"x")
+        assert run_tasks(hub, lambda: hub.wait(left, watch, cooperative.READ, 5)) == [True]
+
+
+def test_an_idle_watched_socket_closed_by_its_peer_is_reported():
+    hub = cooperative.Hub(4)
+    left, right = socket.socketpair()
+    closed = []
+    with left:
+        hub.watch(left, lambda: closed.append(True) or hub.unregister(left))
+        right.close()
+        for _ in range(100):
+            if closed:
+                break
+            hub.poll(0.05)
+    assert closed == [True]
+
+
+def test_a_future_completed_in_another_thread_resumes_its_greenlet():
+    hub = cooperative.Hub(4)
+    future: Future = Future()
+    threading.Timer(0.02, future.set_result, ("done",)).start()
+    assert run_tasks(hub, lambda: hub.wait_future(future), lambda: "meanwhile") == ["done", "meanwhile"]
+    failed: Future = Future()
+    threading.Timer(0.02, failed.set_exception, (ValueError("no"),)).start()
+
+    def outcome():
+        try:
+            return hub.wait_future(failed)
+        except ValueError as exc:
+            return f"raised {exc}"
+
+    assert run_tasks(hub, outcome) == ["raised no"]
