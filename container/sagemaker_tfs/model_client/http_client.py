@@ -286,13 +286,8 @@ class LoopConnection(Connection):
             raise TimeoutError("timed out")
 
     def _send(self, head: bytes, body: Any) -> None:
-        for part in (head + body,) if len(body) <= 65536 else (head, body):  # a large body is not copied
-            data = memoryview(part)
-            while data:
-                try:
-                    data = data[self.sock.send(data):]
-                except BlockingIOError:
-                    self._wait(cooperative.WRITE)
+        if not self._hub.send_all(self.sock, self._watch, head, body, self._timeout):
+            raise TimeoutError("timed out")
         self._sent = True
 
     def _recv(self) -> bytes:

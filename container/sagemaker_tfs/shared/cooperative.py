@@ -35,6 +35,8 @@ from typing import Any, Callable
 
 from greenlet import getcurrent, greenlet
 
+from .sockets import message_parts
+
 log = logging.getLogger("sagemaker_tfs.app")
 
 # epoll's event bits (Linux; elsewhere this module still imports, and only the loop worker cannot run)
@@ -228,19 +230,14 @@ class Hub:
         if restore and not self._modify(sock, events, watch):  # not registered (a client's that ended reading)
             self.register(sock, watch, events)
             restore = False
-        started = perf_counter()
         if timeout is not None:
-            heapq.heappush(self._timers, (started + timeout, seq, watch, current))
-        switches = voluntary_switches() if current.watched else 0
+            heapq.heappush(self._timers, (perf_counter() + timeout, seq, watch, current))
         try:
-            return self.loop.switch()
+            return self._suspend(current)
         finally:
-            if current.watched:
-                current.switches_waited += voluntary_switches() - switches
             if watch.waiter is not None or timeout is None:  # woken by the socket: its timer (if any) is stale
                 watch.waiter = None
                 self._stale += timeout is not None
-            current.waited += perf_counter() - started
             if events != READ:
                 try:
                     if restore:
@@ -256,13 +253,34 @@ class Hub:
         if not future.done():
             current = getcurrent()
             future.add_done_callback(lambda _: self.wake(current))
-            switches = voluntary_switches() if current.watched else 0
-            started = perf_counter()
-            self.loop.switch()
+            self._suspend(current)
+        return future.result()
+
+    def _suspend(self, current: RequestGreenlet) -> Any:
+        """Hand the thread to the loop until it resumes `current` (with the value returned); the time counts as
+        waited, and so do the thread's voluntary context switches meanwhile while a suspect runs (`watched`)."""
+        switches = voluntary_switches() if current.watched else 0
+        started = perf_counter()
+        try:
+            return self.loop.switch()
+        finally:
             current.waited += perf_counter() - started
             if current.watched:
                 current.switches_waited += voluntary_switches() - switches
-        return future.result()
+
+    def send_all(self, sock: Any, watch: Any, head: bytes, body: Any, timeout: float | None) -> bool:
+        """Write an HTTP message on a non-blocking socket registered with `watch` (sockets.message_parts), waiting
+        through the loop while it takes no more; False when one wait lasted `timeout`. OSError as the socket
+        raises it."""
+        for part in message_parts(head, body):
+            view = memoryview(part)
+            while view:
+                try:
+                    view = view[sock.send(view):]
+                except BlockingIOError:
+                    if not self.wait(sock, watch, WRITE, timeout):
+                        return False
+        return True
 
     # --- script functions ---
     def call_script(self, fn: Callable, args: tuple) -> Any:

@@ -1,5 +1,6 @@
-"""What the app's HTTP client and the gunicorn worker both do with a socket: send an HTTP message, set a timeout; and
-the address the stack's own ports listen on."""
+"""What the app's HTTP client and the gunicorn workers all do with a socket: send an HTTP message (blocking, or
+through the loop worker's hub: cooperative.Hub.send_all), set a timeout; and the address the stack's own ports
+listen on."""
 
 from __future__ import annotations
 
@@ -16,10 +17,12 @@ def timeval(seconds: float) -> bytes:
     return struct.pack("ll", whole, int((seconds - whole) * 1e6))
 
 
+def message_parts(head: bytes, body: Any) -> tuple:
+    """What to write of an HTTP message: one segment when the body is small, else the body as it is, not copied."""
+    return (head + body,) if len(body) <= 65536 else (head, body)
+
+
 def send(sock: socket.socket, head: bytes, body: Any) -> None:
-    """An HTTP message's head and body: one segment when the body is small, else the body as it is, not copied."""
-    if len(body) <= 65536:
-        sock.sendall(head + body)
-    else:
-        sock.sendall(head)
-        sock.sendall(body)
+    """An HTTP message's head and body, on a blocking socket."""
+    for part in message_parts(head, body):
+        sock.sendall(part)

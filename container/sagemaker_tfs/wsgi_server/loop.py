@@ -30,7 +30,6 @@ from typing import Any
 from gunicorn.workers import base
 
 from ..shared import cooperative
-from ..shared.cooperative import WRITE
 from .refusals import closing_error
 from .worker import _LARGE_BODY, _READ_SIZE, Connection, _base_environ, _malloc, call_app
 
@@ -220,19 +219,10 @@ class LoopWorker(base.Worker):
 
     def send(self, client: Client, head: bytes, body: bytes = b"") -> bool:
         """Write an answer, waiting through the loop while the client does not take it; False when it is gone."""
-        sock = client.sock
-        timeout = self.idle_time
-        for part in (head + body,) if len(body) <= 65536 else (head, body):
-            view = memoryview(part)
-            while view:
-                try:
-                    view = view[sock.send(view):]
-                except BlockingIOError:
-                    if not self.hub.wait(sock, client, WRITE, timeout):
-                        return False
-                except OSError:
-                    return False
-        return True
+        try:
+            return self.hub.send_all(client.sock, client, head, body, self.idle_time)
+        except OSError:
+            return False
 
     def close(self, client: Client) -> None:
         if self.clients.pop(client.fd, None) is None:
