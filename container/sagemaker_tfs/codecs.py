@@ -79,7 +79,6 @@ REQUEST_TYPES = media_types.names(Format.JSON, Format.JSON_LINES, Format.CSV, Fo
 RESPONSE_TYPES = REQUEST_TYPES  # in order of preference when a wildcard allows several
 
 
-
 # ---- media types and Accept ----
 
 media_type = media_types.base  # `Text/CSV; charset=utf-8` -> `text/csv`; None -> ''

@@ -355,10 +355,10 @@ def _response(status: int, reason: str, headers: list[tuple[str, str]], content:
     """A requests.Response (or subclass `kind`), built without Response.__init__ (whose empty header dict and cookie
     jar would cost more than the rest of the call). `content` False: not read yet (requests' own marker)."""
     response = requests.Response.__new__(kind)
-    # CaseInsensitiveDict and RequestsCookieJar made as their __init__ would (an empty OrderedDict; a jar with the
-    # default policy and its lock), without the generic update() and the policy's set-up each time;
-    # what CaseInsensitiveDict.update does; a repeated header's values joined, its first spelling kept, as urllib3's
-    # headers are (test/app/test_http_client_requests_internals.py guards the internals used here)
+    # CaseInsensitiveDict and RequestsCookieJar made as their __init__ would (an empty OrderedDict; a jar with a new
+    # default policy, no cookies and its lock), without going through their generic update() and set-up; the headers
+    # stored as CaseInsensitiveDict.update would, a repeated header's values joined and its first spelling kept, as
+    # urllib3's headers are (test/app/test_http_client_requests_internals.py guards the internals used here)
     table = object.__new__(CaseInsensitiveDict)
     table._store = store = OrderedDict()
     content_type = ""
