@@ -38,7 +38,12 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "test"))
-import support  # noqa: E402  (free ports, Stack: serve on free ports, reference models)
+import clients  # noqa: E402
+import model_dirs  # noqa: E402
+import paths  # noqa: E402
+import ports  # noqa: E402
+import processes  # noqa: E402
+import serve_stack  # noqa: E402
 
 BODY = b'{"instances": [1.0, 2.0, 5.0]}'
 PAIR = '''\
@@ -68,14 +73,14 @@ def wrk_load(url: str, seconds: int, connections: int) -> dict:
 
 
 class Load:
-    """`clients` threads posting BODY over keep-alive connections (reconnecting after a failure), counting
+    """`count` threads posting BODY over keep-alive connections (reconnecting after a failure), counting
     answers and failures (a non-200 answer, or no answer)."""
 
-    def __init__(self, port: int, clients: int):
+    def __init__(self, port: int, count: int):
         self.port, self.ok, self.failed = port, 0, 0
         self.failures: list[str] = []
         self.stop = threading.Event()
-        self.threads = [threading.Thread(target=self._run, daemon=True) for _ in range(clients)]
+        self.threads = [threading.Thread(target=self._run, daemon=True) for _ in range(count)]
 
     def __enter__(self) -> "Load":
         for thread in self.threads:
@@ -116,11 +121,11 @@ class Load:
             self.failures.append(what)
 
 
-def kill_and_recover(stack: support.Stack, target: str) -> dict:
+def kill_and_recover(stack: serve_stack.Stack, target: str) -> dict:
     """SIGKILL one part of the stack under load at concurrency 16; failed requests and seconds to /ping 200."""
     gunicorn = stack.pid_of("gunicorn-supervised")
     pids = {"model server": lambda: stack.pid_of("tfs-0"),
-            "gunicorn worker": lambda: min(support.descendants(gunicorn)),
+            "gunicorn worker": lambda: min(processes.descendants(gunicorn)),
             "nginx master": lambda: stack.pid_of("nginx-supervised")}
     with Load(stack.port, 16) as load:
         time.sleep(2)
@@ -128,7 +133,7 @@ def kill_and_recover(stack: support.Stack, target: str) -> dict:
         killed_at = time.monotonic()
         os.kill(pids[target](), signal.SIGKILL)
         time.sleep(0.05)
-        while support.http_status(stack.url + "/ping", timeout=1) != 200:
+        while clients.http_status(stack.url + "/ping", timeout=1) != 200:
             if time.monotonic() - killed_at > 120:
                 break
             time.sleep(0.05)
@@ -218,43 +223,43 @@ def error_bodies(port: int) -> dict:
     return {"requests": len(results), "not_json": not_json, "answers": results}
 
 
-def stop_and_count(stack: support.Stack) -> dict:
+def stop_and_count(stack: serve_stack.Stack) -> dict:
     """SIGTERM serve; what of the stack is still running (processes, listening ports) after it exits."""
     pids = stack.processes()
     low, high = map(int, stack.env["SAGEMAKER_SAFE_PORT_RANGE"].split("-"))
-    ports = [stack.port, *range(low, high + 1)]
+    stack_ports = [stack.port, *range(low, high + 1)]
     stack.proc.send_signal(signal.SIGTERM)
     code = stack.proc.wait(120)
     time.sleep(0.5)
-    left = [pid for pid in pids if support.pid_alive(pid)]
-    listening = [port for port in ports if support.listening_addresses(port)]
+    left = [pid for pid in pids if processes.pid_alive(pid)]
+    listening = [port for port in stack_ports if ports.listening_addresses(port)]
     return {"exit_status": code, "processes_before": len(pids), "processes_left": len(left),
             "ports_left_listening": listening}
 
 
-def memory_after_burst(tmp: Path, clients: int = 40, body_mb: int = 10) -> dict:
-    """A stack whose handler reads the body; the gunicorn workers' VmRSS before and after `clients` concurrent
+def memory_after_burst(tmp: Path, count: int = 40, body_mb: int = 10) -> dict:
+    """A stack whose handler reads the body; the gunicorn workers' VmRSS before and after `count` concurrent
     POSTs of `body_mb` MB."""
-    model = support.write_code(support.copy_model(support.HALF_PLUS_THREE, tmp, "memory"), support.PASS_THROUGH)
-    with support.Stack(model, env={"SAGEMAKER_NGINX_CLIENT_MAX_BODY_SIZE": f"{body_mb + 1}m"}) as stack:
+    model = model_dirs.write_code(model_dirs.copy_model(paths.HALF_PLUS_THREE, tmp, "memory"), model_dirs.PASS_THROUGH)
+    with serve_stack.Stack(model, env={"SAGEMAKER_NGINX_CLIENT_MAX_BODY_SIZE": f"{body_mb + 1}m"}) as stack:
         try:
-            support.post_burst(stack.port, b"x" * 1000, clients)  # every connection thread exists
+            clients.post_burst(stack.port, b"x" * 1000, count)  # every connection thread exists
             pids = stack.gunicorn_workers()
-            before = {pid: support.resident_kb(pid) for pid in pids}
-            statuses = support.post_burst(stack.port, b"x" * (body_mb << 20), clients)
-            after = support.settled_rss(pids, {pid: before[pid] * 1.2 for pid in pids})
+            before = {pid: processes.resident_kb(pid) for pid in pids}
+            statuses = clients.post_burst(stack.port, b"x" * (body_mb << 20), count)
+            after = processes.settled_rss(pids, {pid: before[pid] * 1.2 for pid in pids})
         finally:
             stack.stop()
-    return {"clients": clients, "body_mb": body_mb, "answered_200": statuses.count(200),
+    return {"clients": count, "body_mb": body_mb, "answered_200": statuses.count(200),
             "rss_kb_before": list(before.values()), "rss_kb_after": list(after.values()),
             "worst_ratio": round(max(after[pid] / before[pid] for pid in pids), 2)}
 
 
 def main_stack(tmp: Path, parts: set[str], load_seconds: int, results: dict) -> None:
     """The parts measured on the main stack (the pass-through pair, calling the model server)."""
-    model = support.write_code(support.copy_model(support.HALF_PLUS_THREE, tmp, "model"), PAIR)
-    stack = support.Stack(model, env={"SAGEMAKER_NGINX_CLIENT_MAX_BODY_SIZE": MAX_BODY,
-                                      "TF_CPP_MIN_LOG_LEVEL": "2"})
+    model = model_dirs.write_code(model_dirs.copy_model(paths.HALF_PLUS_THREE, tmp, "model"), PAIR)
+    stack = serve_stack.Stack(model, env={"SAGEMAKER_NGINX_CLIENT_MAX_BODY_SIZE": MAX_BODY,
+                                          "TF_CPP_MIN_LOG_LEVEL": "2"})
     stack.start()
     try:
         if "load" in parts:
@@ -285,16 +290,16 @@ def main_stack(tmp: Path, parts: set[str], load_seconds: int, results: dict) -> 
 
 def sigkill_serve(tmp: Path) -> dict:
     """SIGKILL serve itself; how long until nothing of its stack runs or listens."""
-    model = support.write_code(support.copy_model(support.HALF_PLUS_THREE, tmp, "sigkill"), PAIR)
-    with support.Stack(model) as stack:
+    model = model_dirs.write_code(model_dirs.copy_model(paths.HALF_PLUS_THREE, tmp, "sigkill"), PAIR)
+    with serve_stack.Stack(model) as stack:
         try:
             pids = stack.processes()
-            ports = [stack.port, *stack.model_server_ports]
+            stack_ports = [stack.port, *stack.model_server_ports]
             stack.proc.send_signal(signal.SIGKILL)
             started = time.monotonic()
             while True:
-                left = pids & set(support.live_processes())
-                listening = [port for port in ports if support.listening_pids(port) is not None]
+                left = pids & set(processes.live_processes())
+                listening = [port for port in stack_ports if ports.listening_pids(port) is not None]
                 seconds = time.monotonic() - started
                 if not left and not listening or seconds > 10:
                     break

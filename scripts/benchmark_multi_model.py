@@ -51,7 +51,12 @@ sys.path.insert(0, str(REPO / "test"))
 sys.path.insert(0, str(REPO / "test" / "multi_model"))
 sys.path.insert(0, str(REPO / "scripts"))
 import gated_model  # noqa: E402  (a model whose load waits until a file exists)
-import support  # noqa: E402  (free ports, Stack: serve on free ports)
+import clients  # noqa: E402
+import model_dirs  # noqa: E402
+import paths  # noqa: E402
+import ports  # noqa: E402
+import processes  # noqa: E402
+import serve_stack  # noqa: E402
 from benchmark_proxy import make_standin, wrk  # noqa: E402
 
 SPREAD = 20
@@ -70,8 +75,8 @@ def worker_pids(master: int) -> list[int]:
     return [int(pid) for pid in children]
 
 
-def post(stack: support.Stack, path: str, body: object) -> support.Answer:
-    return support.http_call(stack.port, "POST", path, json.dumps(body), {"Content-Type": "application/json"})
+def post(stack: serve_stack.Stack, path: str, body: object) -> clients.Answer:
+    return clients.http_call(stack.port, "POST", path, json.dumps(body), {"Content-Type": "application/json"})
 
 
 def percentile(values: list[float], pct: float) -> float:
@@ -79,10 +84,10 @@ def percentile(values: list[float], pct: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(pct / 100 * (len(ordered) - 1))))]
 
 
-def lua_script(folder: Path, paths: list[str]) -> Path:
+def lua_script(folder: Path, routes: list[str]) -> Path:
     """A wrk script posting BODY to each path in turn (one counter per wrk thread)."""
-    listed = ", ".join(f'"{p}"' for p in paths)
-    script = folder / f"paths-{len(paths)}.lua"
+    listed = ", ".join(f'"{p}"' for p in routes)
+    script = folder / f"paths-{len(routes)}.lua"
     script.write_text(f"""
 paths = {{{listed}}}
 i = 0
@@ -135,12 +140,12 @@ def original_environment() -> Path:
 
 
 def check_invoke(port: int) -> None:
-    answer = support.http_call(port, "POST", "/models/hp/invoke", BODY, {"Content-Type": "application/json"})
+    answer = clients.http_call(port, "POST", "/models/hp/invoke", BODY, {"Content-Type": "application/json"})
     assert answer.status == 200 and json.loads(answer.body) == {"predictions": [3.5, 4.0, 5.5]}, answer.body[:300]
 
 
 def load(port: int, model: Path) -> None:
-    answer = support.http_call(port, "POST", "/models", json.dumps({"model_name": "hp", "url": str(model)}),
+    answer = clients.http_call(port, "POST", "/models", json.dumps({"model_name": "hp", "url": str(model)}),
                                {"Content-Type": "application/json"})
     assert answer.status == 200, answer.body[:300]
 
@@ -156,8 +161,8 @@ def original_service(original: Path, python: Path, work: Path, env: dict[str, st
         (folder / "sagemaker" / name).write_bytes(subprocess.run(
             ["git", "--git-dir", original, "show", f"HEAD:docker/build_artifacts/sagemaker/{name}"],
             check=True, capture_output=True).stdout)
-    low, high = support.free_port_range(20)
-    port = support.free_port()
+    low, high = ports.free_port_range(20)
+    port = ports.free_port()
     (folder / "nginx.conf").write_text(ORIGINAL_NGINX.format(folder=folder, port=port))
     gunicorn = (f"{python.parent / 'gunicorn'} -b unix:{folder}/gunicorn.sock -k gevent --chdir /sagemaker "
                 f"--workers 1 --threads 1 --log-level warning --timeout 60 -e SAGEMAKER_MULTI_MODEL=true "
@@ -166,12 +171,12 @@ def original_service(original: Path, python: Path, work: Path, env: dict[str, st
     made = not Path("/sagemaker").exists()  # a mount point for the namespace's bind mount, removed after
     Path("/sagemaker").mkdir(exist_ok=True)
     try:
-        with support.Background(["unshare", "--mount", "--propagation", "private", "sh", "-c",
-                                 f"mount --bind {folder / 'sagemaker'} /sagemaker && exec {gunicorn}"],
-                                env=env, stop_timeout=10) as service, \
-                support.Background(["nginx", "-c", folder / "nginx.conf", "-e", "stderr"], stop_timeout=10):
+        with processes.Background(["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                                   f"mount --bind {folder / 'sagemaker'} /sagemaker && exec {gunicorn}"],
+                                  env=env, stop_timeout=10) as service, \
+                processes.Background(["nginx", "-c", folder / "nginx.conf", "-e", "stderr"], stop_timeout=10):
             service.wait_until(lambda: (folder / "gunicorn.sock").exists(), timeout=60, what="listening")
-            support.wait_for(lambda: support.port_is_open(port), what="the original's nginx listening")
+            processes.wait_for(lambda: ports.port_is_open(port), what="the original's nginx listening")
             yield port
     finally:
         if made:
@@ -185,10 +190,10 @@ def versus_original(original: Path, duration: int, rounds: int) -> dict:
     work = Path(tempfile.mkdtemp(prefix="benchmark-mme-original-"))
     try:
         env = make_standin(work)
-        model = support.copy_model(support.HALF_PLUS_TWO, work / "models", "hp")
+        model = model_dirs.copy_model(paths.HALF_PLUS_TWO, work / "models", "hp")
         lua = lua_script(work, ["/models/hp/invoke"])
         rows: dict[int, list[tuple[dict, dict]]] = {8: [], 1: []}
-        with support.Stack(work / "models", {**env, "SAGEMAKER_MULTI_MODEL": "true"}) as stack, \
+        with serve_stack.Stack(work / "models", {**env, "SAGEMAKER_MULTI_MODEL": "true"}) as stack, \
                 original_service(original, python, work, env) as port:
             urls = {"ours": stack.url, "the original": f"http://127.0.0.1:{port}"}
             for url in urls.values():
@@ -232,11 +237,11 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="benchmark-mme-"))
     root = work / "models"
     for i in range(SPREAD + 1):
-        support.copy_model(support.HALF_PLUS_TWO, root, f"m{i:02d}")
+        model_dirs.copy_model(paths.HALF_PLUS_TWO, root, f"m{i:02d}")
     gate = gated_model.Gate(work / "gate")
     gated_model.build(root / "gated", gate.path)
     results: dict[str, object] = {}
-    stack = support.Stack(root, {"SAGEMAKER_MULTI_MODEL": "true"})
+    stack = serve_stack.Stack(root, {"SAGEMAKER_MULTI_MODEL": "true"})
     try:
         stack.start()
         model_server = stack.pid_of("tfs-0")
@@ -251,7 +256,7 @@ def main() -> int:
             answer = post(stack, "/models", {"model_name": "probe", "url": str(root / f"m{SPREAD:02d}")})
             seconds.append(time.perf_counter() - started)
             assert answer.status == 200, answer.text
-            assert support.http_call(stack.port, "DELETE", "/models/probe").status == 200
+            assert clients.http_call(stack.port, "DELETE", "/models/probe").status == 200
         results["load_ms"] = {"p50": round(1000 * statistics.median(seconds), 1),
                               "p99": round(1000 * percentile(seconds, 99), 1), "loads": len(seconds)}
         print(f"load latency over {len(seconds)} loads: p50 {results['load_ms']['p50']} ms, "
@@ -287,7 +292,7 @@ def main() -> int:
         with ThreadPoolExecutor(1) as pool:
             gated = pool.submit(post, stack, "/models", {"model_name": "gated", "url": str(root / "gated")})
             rest_port = stack.model_server_ports[1]
-            while support.http_call(rest_port, "GET", "/v1/models/gated").status != 200:
+            while clients.http_call(rest_port, "GET", "/v1/models/gated").status != 200:
                 time.sleep(0.05)  # the load has reached the model server
             waiting = wrk(stack.url, lua_script(work, ["/models/m00/invoke"]), 8, args.duration)
             still_loading = not gated.done()
@@ -306,7 +311,7 @@ def main() -> int:
         def churn() -> None:
             while not stop.is_set():
                 assert post(stack, "/models", {"model_name": "b", "url": str(root / f"m{SPREAD:02d}")}).status == 200
-                assert support.http_call(stack.port, "DELETE", "/models/b").status == 200
+                assert clients.http_call(stack.port, "DELETE", "/models/b").status == 200
                 cycles.append(1)
 
         loader = threading.Thread(target=churn)

@@ -79,7 +79,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "test"))
-import support  # noqa: E402  (free ports, Stack: serve on free ports)
+import paths  # noqa: E402
+import ports  # noqa: E402
+import processes  # noqa: E402
+import serve_stack  # noqa: E402
 from sagemaker_tfs.stack import nginx  # noqa: E402  (the product's nginx settings, which the reference mirrors)
 from sagemaker_tfs.config import Settings  # noqa: E402
 
@@ -259,7 +262,7 @@ def reference_proxy(root: Path, standin: Path) -> Iterator[str]:
     (their other files are in `root`)."""
     folder = root / "reference"
     folder.mkdir()
-    port, backend_port = support.free_port_range(2)
+    port, backend_port = ports.free_port_range(2)
     config = folder / "nginx.conf"
     config.write_text(reference_config(folder, port, backend_port))
     with contextlib.ExitStack() as started:
@@ -267,10 +270,10 @@ def reference_proxy(root: Path, standin: Path) -> Iterator[str]:
                 ([standin / "bin" / "tensorflow_model_server", f"--rest_api_port={backend_port}"],
                  {"STANDIN_DIR": str(standin)}, backend_port),
                 (nginx.command(config, nginx.version()), {}, port)):
-            process = support.Background(args, env=env, stop_timeout=10)
+            process = processes.Background(args, env=env, stop_timeout=10)
             started.callback(process.log_path.unlink, missing_ok=True)
             started.enter_context(process)
-            process.wait_until(lambda: support.port_is_open(listening), timeout=30, what=f"listening on {listening}")
+            process.wait_until(lambda: ports.port_is_open(listening), timeout=30, what=f"listening on {listening}")
         yield f"http://127.0.0.1:{port}/invocations"
 
 
@@ -295,7 +298,7 @@ def model_folder(root: Path, script: str | None) -> Path:
     folder = root / "model"
     if folder.exists():
         shutil.rmtree(folder)
-    shutil.copytree(support.HALF_PLUS_THREE / f"{VERSION:08d}", folder / MODEL / str(VERSION))
+    shutil.copytree(paths.HALF_PLUS_THREE / f"{VERSION:08d}", folder / MODEL / str(VERSION))
     if script:
         (folder / "code").mkdir()
         (folder / "code" / "inference.py").write_text(script)
@@ -329,7 +332,7 @@ def run_backend(name: str, env: dict[str, str], root: Path, lua: Path, duration:
                 targets: list[str], concurrency: list[int]) -> None:
     for target in (t for t in targets if t in SCRIPTS):
         script = SCRIPTS[target]
-        stack = support.Stack(model_folder(root, script), env={**env, **APP_ONLY.get(target, {})})
+        stack = serve_stack.Stack(model_folder(root, script), env={**env, **APP_ONLY.get(target, {})})
         try:
             measure(stack, name, target, lua, duration, table, concurrency)
         finally:  # the stack's log holds nginx's access log: megabytes per stack
@@ -342,8 +345,8 @@ def paired_rounds(root: Path, lua: Path, duration: int, rounds: int,
     """Requests/s at c8 of two variants ({label: (target, environment)}), measured alternately on two stacks up
     side by side, so that the machine's changing load weighs on both alike; per round, the second's rate over the
     first's."""
-    stacks = {label: support.Stack(model_folder(root / label.replace(" ", "-"), SCRIPTS[target]),
-                                   env={**env, **APP_ONLY.get(target, {})})
+    stacks = {label: serve_stack.Stack(model_folder(root / label.replace(" ", "-"), SCRIPTS[target]),
+                                       env={**env, **APP_ONLY.get(target, {})})
               for label, (target, env) in variants.items()}
     first, second = stacks
     ratios = []
@@ -376,7 +379,7 @@ def direct_rounds(root: Path, lua: Path, standin: Path, env: dict[str, str], dur
     named = wrk_script(root, REQUEST_BODY, "application/json", NAMED)
     ratios: dict[str, list[float]] = {"no script": [], "named model": []}
     added: dict[str, list[float]] = {"no script": [], "named model": []}
-    with reference_proxy(root, standin) as reference, support.Stack(model_folder(root, None), env=env) as stack:
+    with reference_proxy(root, standin) as reference, serve_stack.Stack(model_folder(root, None), env=env) as stack:
         low = int(stack.env["SAGEMAKER_SAFE_PORT_RANGE"].split("-")[0])
         urls = {"reference": (reference, lua), "no script": (f"{stack.url}/invocations", lua),
                 "named model": (f"{stack.url}/invocations", named),
@@ -440,7 +443,7 @@ def latency_pairs(root: Path, standin: Path, env: dict[str, str], count: int) ->
     keep-alive connection, `count` times; the median of (target - reference) per turn is what the target adds
     over the reference, with the machine's drift cancelled (the p50s of separate wrk runs drift by more than the
     differences measured). Also the stack's stand-in against the reference's own, which should be 0."""
-    with reference_proxy(root, standin) as reference, support.Stack(model_folder(root, None), env=env) as stack:
+    with reference_proxy(root, standin) as reference, serve_stack.Stack(model_folder(root, None), env=env) as stack:
         low = int(stack.env["SAGEMAKER_SAFE_PORT_RANGE"].split("-")[0])
         backend = int(re.search(r"server 127\.0\.0\.1:(\d+);", (root / "reference" / "nginx.conf").read_text())[1])
         targets = {"reference": KeptAlive(int(reference.rsplit(":", 1)[1].split("/")[0]), "/invocations"),
@@ -469,7 +472,7 @@ def latency_pairs(root: Path, standin: Path, env: dict[str, str], count: int) ->
         print(f"{name} over {base}, median of the paired differences: {added:.1f} µs{target}")
 
 
-def measure(stack: support.Stack, name: str, target: str, lua: Path, duration: int, table: list,
+def measure(stack: serve_stack.Stack, name: str, target: str, lua: Path, duration: int, table: list,
             concurrency: list[int]) -> None:
     """The rows of one stack: its target at each concurrency (and the model server directly, once per backend)."""
     with stack:
@@ -697,7 +700,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.metrics_overhead or args.paired_rounds:
         # the pass-through pair with SAGEMAKER_METRICS off and on, or the pair and the toolkit script
         if args.metrics_overhead:
-            metrics_env = {**standin_env, **Settings.env_of(metrics=True, metrics_port=support.free_port())}
+            metrics_env = {**standin_env, **Settings.env_of(metrics=True, metrics_port=ports.free_port())}
             variants = {"metrics off": ("pair", standin_env), "metrics on": ("pair", metrics_env)}
         else:
             variants = {"pair": ("pair", standin_env), "toolkit": ("toolkit", standin_env)}

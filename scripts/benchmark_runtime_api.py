@@ -24,7 +24,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "test"))
 sys.path.insert(0, str(REPO / "scripts"))
-import support  # noqa: E402  (Stack: serve on free ports)
+import serve_stack  # noqa: E402
 from benchmark_proxy import KeptAlive, make_standin, model_folder, wrk, wrk_script, REQUEST_BODY  # noqa: E402
 
 RUNTIME_PATH = "/endpoints/local/invocations"
@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     root = Path(tempfile.mkdtemp(prefix="benchmark-runtime-api-"))
     env = {**make_standin(root), "SAGEMAKER_LOCAL_RUNTIME_API": "true"}
     lua = wrk_script(root, REQUEST_BODY, "application/json")
-    with support.Stack(model_folder(root, None), env=env) as stack:
+    with serve_stack.Stack(model_folder(root, None), env=env) as stack:
         targets = {"/invocations": KeptAlive(stack.port, "/invocations"),
                    "InvokeEndpoint": KeptAlive(stack.port, RUNTIME_PATH)}
         for target in targets.values():

@@ -172,16 +172,16 @@ def model_server_part(args, workdir: Path) -> list[tuple[str, float, float]]:
 
 def serve(workdir: Path, script: str | None = None):
     """`serve` (nginx, gunicorn with the app, the embedded model server) for half_plus_two on free ports, with
-    `script` as code/inference.py; returns the started support.Stack (test/support.py)."""
+    `script` as code/inference.py; returns the started serve_stack.Stack (test/serve_stack.py)."""
     sys.path.insert(0, str(REPO / "test"))
-    import support
+    import serve_stack
 
     model_dir = workdir / ("scripted" if script else "default")
     shutil.copytree(MODEL, model_dir / "model")
     if script:
         (model_dir / "code").mkdir()
         (model_dir / "code" / "inference.py").write_text(script)
-    return support.Stack(model_dir).start()
+    return serve_stack.Stack(model_dir).start()
 
 
 class InvocationsCaller(RestCaller):

@@ -37,7 +37,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import benchmark_proxy as proxy  # noqa: E402  (stand-in, scripts, wrk, /proc CPU)
-import support  # noqa: E402  (importable once benchmark_proxy put test/ on the path)
+import serve_stack  # noqa: E402
 
 CLASSES = ("loop", "connections")
 BLOCKING_PAIR = '''\
@@ -150,7 +150,7 @@ def stacks(root: Path, script: str, env: dict[str, str]):
         found = {}
         for worker_class in CLASSES:
             folder = proxy.model_folder(root / worker_class, script)
-            stack = support.Stack(folder, env={**env, "SAGEMAKER_GUNICORN_WORKER_CLASS": worker_class})
+            stack = serve_stack.Stack(folder, env={**env, "SAGEMAKER_GUNICORN_WORKER_CLASS": worker_class})
             started.callback(shutil.rmtree, stack.runtime_dir, ignore_errors=True)
             started.callback(stack.log_path.unlink, missing_ok=True)
             started.enter_context(stack)

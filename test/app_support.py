@@ -9,12 +9,14 @@ from pathlib import Path
 import pytest
 
 import model_server_support
-import support
+import clients
+import model_dirs
+import paths
 from sagemaker_tfs.config import Settings
 
 DEFAULT_MODEL = "half_plus_three"  # y = 0.5 x + 3
 OTHER_MODEL = "half_plus_two"  # versions 123 and 124, both y = 0.5 x + 2
-Answer = support.Answer
+Answer = clients.Answer
 
 
 class ModelServer(model_server_support.ModelServer):
@@ -22,7 +24,7 @@ class ModelServer(model_server_support.ModelServer):
 
     def __init__(self, folder: Path):
         config = model_server_support.model_config(
-            {DEFAULT_MODEL: support.HALF_PLUS_THREE, OTHER_MODEL: support.HALF_PLUS_TWO_2_VERSIONS},
+            {DEFAULT_MODEL: paths.HALF_PLUS_THREE, OTHER_MODEL: paths.HALF_PLUS_TWO_2_VERSIONS},
             {OTHER_MODEL: "model_version_policy { all {} }"})
         super().__init__(config, folder, env={"TF_CPP_MIN_LOG_LEVEL": "2"})
 
@@ -30,7 +32,7 @@ class ModelServer(model_server_support.ModelServer):
         super().start()
         for model in (DEFAULT_MODEL, OTHER_MODEL):
             url = f"{self.url}/v1/models/{model}"
-            self.wait_until(lambda: support.http_status(url) == 200, timeout=180, what=f"serving {model}")
+            self.wait_until(lambda: clients.http_status(url) == 200, timeout=180, what=f"serving {model}")
         return self
 
 
@@ -44,7 +46,7 @@ def model_server(tmp_path_factory) -> ModelServer:
 def write_model_dir(folder: Path, script: str | None = None, files: dict[str, str] | None = None) -> Path:
     """A model directory whose code/ holds `script` as inference.py (dedented) and `files` (relative paths)."""
     (folder / "code").mkdir(parents=True, exist_ok=True)
-    return support.write_code(folder, script, files)
+    return model_dirs.write_code(folder, script, files)
 
 
 def app_env(model_dir: Path, model_server: ModelServer | None, workers: int = 1, threads: int = 1) -> dict[str, str]:

@@ -11,7 +11,10 @@ from pathlib import Path
 
 import pytest
 
-import support
+import clients
+import paths
+import ports
+import processes
 
 HERE = Path(__file__).parent
 SLOW = [HERE / name for name in ("stack", "multi_model", "examples", "image", "gunicorn_app",
@@ -32,13 +35,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session")
 def s3_endpoint() -> str:
     """moto's S3-compatible server on a free loopback port, with dummy credentials for boto3."""
-    port = support.free_port()
+    port = ports.free_port()
     saved = {k: os.environ.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION")}
     os.environ.update(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION="us-east-1")
-    server = support.Background([support.VENV_BIN / "moto_server", "-H", "127.0.0.1", "-p", str(port)])
+    server = processes.Background([paths.VENV_BIN / "moto_server", "-H", "127.0.0.1", "-p", str(port)])
     with server:
         url = f"http://127.0.0.1:{port}"
-        server.wait_until(lambda: support.http_status(url + "/") is not None, timeout=60, what="listening")
+        server.wait_until(lambda: clients.http_status(url + "/") is not None, timeout=60, what="listening")
         yield url
     for key, value in saved.items():
         if value is None:

@@ -10,17 +10,19 @@ from pathlib import Path
 
 import requests
 
-import support
+import paths
+import ports
+import processes
 
 SERVER = [sys.executable, "-m", "sagemaker_tfs.model_server"]
 
 
-class ModelServer(support.Background):
+class ModelServer(processes.Background):
     """`python -m sagemaker_tfs.model_server` with a model config, on free ports; ready when its ports open."""
 
     def __init__(self, config_text: str, workdir: Path, *args: str, env: dict[str, str] | None = None):
-        self.grpc_port = support.free_port()
-        self.rest_port = support.free_port()
+        self.grpc_port = ports.free_port()
+        self.rest_port = ports.free_port()
         self.url = f"http://127.0.0.1:{self.rest_port}"
         self.config_file = workdir / "models.config"
         self.config_file.write_text(config_text)
@@ -31,7 +33,7 @@ class ModelServer(support.Background):
 
     def start(self) -> "ModelServer":
         super().start()
-        self.wait_until(lambda: support.port_is_open(self.rest_port), timeout=120, what="listening")
+        self.wait_until(lambda: ports.port_is_open(self.rest_port), timeout=120, what="listening")
         return self
 
     def __enter__(self) -> "ModelServer":
@@ -62,8 +64,8 @@ def versioned_model(parent: Path) -> Path:
     """A model whose versions compute different things: 00000001 is half_plus_two, 2 is half_plus_three;
     the other folders (hidden, code, not integers) are not versions."""
     base = parent / "by_version"
-    shutil.copytree(support.HALF_PLUS_TWO / "00000123", base / "00000001")
-    shutil.copytree(support.HALF_PLUS_THREE / "00000123", base / "2")
+    shutil.copytree(paths.HALF_PLUS_TWO / "00000123", base / "00000001")
+    shutil.copytree(paths.HALF_PLUS_THREE / "00000123", base / "2")
     for ignored in (".ipynb_checkpoints/7", "code", "v9", "1.5", "-3"):
-        shutil.copytree(support.HALF_PLUS_THREE / "00000123", base / ignored)
+        shutil.copytree(paths.HALF_PLUS_THREE / "00000123", base / ignored)
     return base

@@ -10,7 +10,11 @@ import io
 import numpy as np
 import pytest
 
-import support
+import clients
+import model_dirs
+import paths
+import ports
+import processes
 from app_harness import InProcessApp
 from app_support import DEFAULT_MODEL, write_model_dir
 from sagemaker_tfs.errors import HandlerError
@@ -63,15 +67,15 @@ def typed_models(tmp_path_factory):
     config.write_text("model_config_list {\n" + "".join(
         f'  config {{ name: "{name}" base_path: "{folder / name}" model_platform: "tensorflow" }}\n'
         for name in MODELS) + "}\n")
-    grpc_port, rest_port = support.free_port(), support.free_port()
-    server = support.Background([support.VENV_BIN / "tfs-model-server", f"--port={grpc_port}",
-                                 f"--rest_api_port={rest_port}", f"--model_config_file={config}",
-                                 "--file_system_poll_wait_seconds=0"], env={"TF_CPP_MIN_LOG_LEVEL": "2"})
+    grpc_port, rest_port = ports.free_port(), ports.free_port()
+    server = processes.Background([paths.VENV_BIN / "tfs-model-server", f"--port={grpc_port}",
+                                   f"--rest_api_port={rest_port}", f"--model_config_file={config}",
+                                   "--file_system_poll_wait_seconds=0"], env={"TF_CPP_MIN_LOG_LEVEL": "2"})
     server.grpc_port, server.rest_port = grpc_port, rest_port  # what the app's environment names
     with server:
         for name in MODELS:
             url = f"http://127.0.0.1:{server.rest_port}/v1/models/{name}"
-            server.wait_until(lambda: support.http_status(url) == 200, timeout=180, what=f"serving {name}")
+            server.wait_until(lambda: clients.http_status(url) == 200, timeout=180, what=f"serving {name}")
         yield server
 
 
@@ -144,7 +148,7 @@ def _rest_answer(app, array: np.ndarray, accept: str, model: str):
     try:
         body = npy.instances_request(array)
     except HandlerError as exc:
-        return support.Answer(exc.status, {"content-type": "application/json"},
+        return clients.Answer(exc.status, {"content-type": "application/json"},
                               ('{"error": "' + exc.message + '"}').encode())
     return app.invoke(body, "application/json", accept, X_Amzn_SageMaker_Custom_Attributes=f"tfs-model-name={model}")
 
@@ -286,7 +290,7 @@ def test_an_input_handler_may_return_arrays(model_server, tmp_path, binary_answe
 
 def test_a_toolkit_predict_fn_gets_arrays_from_the_served_model(model_server, tmp_path):
     model_dir = write_model_dir(tmp_path, TOOLKIT_SCRIPT)
-    support.copy_model(support.HALF_PLUS_THREE, model_dir, DEFAULT_MODEL)
+    model_dirs.copy_model(paths.HALF_PLUS_THREE, model_dir, DEFAULT_MODEL)
     with InProcessApp(model_dir, model_server) as app:
         answer = app.invoke(npy.dump(np.array([[1.0], [3.0]])), NPY)
         assert (answer.status, answer.json()) == (200, {"y": ["float32", [[3.5], [4.5]]]})

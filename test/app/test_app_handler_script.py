@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-import support
+import ports
 from app_harness import InProcessApp
 from app_scripts import HANDLER_FILES, HANDLER_SCRIPT
 from app_support import DEFAULT_MODEL, Calls, write_model_dir
@@ -122,7 +122,7 @@ def test_falcon_http_error_keeps_its_status_and_headers(app):
 
 def test_two_instances_rest_and_grpc_of_one_request_are_the_same_instance(model_server, make_app, tmp_path):
     """The second instance is not running: /ping says so, and requests alternate between the instances."""
-    dead_rest, dead_grpc = support.free_port(), support.free_port()
+    dead_rest, dead_grpc = ports.free_port(), ports.free_port()
     app = make_app(write_model_dir(tmp_path, HANDLER_SCRIPT, HANDLER_FILES), env={
         "TFS_REST_PORTS": f"{model_server.rest_port},{dead_rest}",
         "TFS_GRPC_PORTS": f"{model_server.grpc_port},{dead_grpc}"})

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-import support
+import ports
 from app_harness import InProcessApp
 from app_scripts import DEFAULTS_SCRIPT, PAIR_SCRIPT
 from app_support import Calls, write_model_dir
@@ -90,7 +90,7 @@ def test_the_default_codecs_behave_the_same_from_a_script(model_server, make_app
 
 
 def test_an_unreachable_model_server_is_a_502(make_app, tmp_path):
-    rest, grpc = support.free_port(), support.free_port()
+    rest, grpc = ports.free_port(), ports.free_port()
     app = make_app(write_model_dir(tmp_path, PAIR_SCRIPT),
                    env={"TFS_REST_PORTS": str(rest), "TFS_GRPC_PORTS": str(grpc)})
     answer = app.invoke('{"instances": [1.0]}')

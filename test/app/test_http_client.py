@@ -17,7 +17,8 @@ import requests
 
 from sagemaker_tfs.model_client.http_client import request_body
 from sagemaker_tfs.shared import cooperative
-from support import free_port, wait_for
+from ports import free_port
+from processes import wait_for
 from sagemaker_tfs.model_client.model_servers import (ModelServer, ModelServerClient, ModelServerError,
                                                       ModelServerSession)
 

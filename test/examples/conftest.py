@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from examples_support import EXAMPLES, run
-from support import VENV_BIN
+from paths import VENV_BIN
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from support import REPO
+from paths import REPO
 
 EXAMPLES = REPO / "model_examples"
 

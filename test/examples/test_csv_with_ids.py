@@ -8,7 +8,8 @@ import pytest
 
 from examples_support import EXAMPLES, build_module
 from sagemaker_tfs.transform import transform
-from support import Stack, invoke
+from clients import invoke
+from serve_stack import Stack
 
 SAMPLES = EXAMPLES / "csv_with_ids" / "samples"
 COLUMNS = ("quotation_id", "year", "month", "stage_id", "company_id", "product_modality_id", "cover_3", "province")

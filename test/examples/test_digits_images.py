@@ -7,7 +7,8 @@ import pytest
 from PIL import Image
 
 from examples_support import EXAMPLES, encode_image, held_out_digits, model_outputs
-from support import Stack, invoke
+from clients import invoke
+from serve_stack import Stack
 
 SAMPLES = EXAMPLES / "digits_images" / "samples"
 

@@ -13,8 +13,9 @@ import pytest
 
 from examples_support import encode_image, held_out_digits
 from sagemaker_tfs.transform import transform
-import support
-from support import Stack, invoke, npy_body
+import processes
+from clients import invoke, npy_body
+from serve_stack import Stack
 
 NO_SUPPORT = ("is not supported by this framework. Please implement input_fn to deserialize the request data or an "
               "output_fn to serialize the response.")
@@ -40,7 +41,7 @@ def expected(example):
 
 
 def test_requirements_are_installed_but_not_the_toolkit_s_package(stack):
-    support.wait_for_log(stack, "'sagemaker-inference' is satisfied by the container's sagemaker_inference package, "
+    processes.wait_for_log(stack, "'sagemaker-inference' is satisfied by the container's sagemaker_inference package, "
                                 "not installed", "/code/requirements.txt into ")  # serve's "installing ..." line
 
 

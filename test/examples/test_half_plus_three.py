@@ -3,7 +3,8 @@
 import pytest
 
 from examples_support import EXAMPLES
-from support import Stack, invoke
+from clients import invoke
+from serve_stack import Stack
 
 SAMPLES = EXAMPLES / "half_plus_three" / "samples"
 

@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 
 from examples_support import EXAMPLES, build_module, model_outputs
-from support import Stack, copy_model, invoke, npy_body
+from clients import invoke, npy_body
+from model_dirs import copy_model
+from serve_stack import Stack
 
 SAMPLES = EXAMPLES / "image_classifier" / "samples"
 NPY = "application/x-npy"

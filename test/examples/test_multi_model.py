@@ -10,7 +10,8 @@ import sys
 import pytest
 
 from examples_support import EXAMPLES, run
-from support import Stack, http_call
+from clients import http_call
+from serve_stack import Stack
 
 EXAMPLE = EXAMPLES / "multi_model"
 

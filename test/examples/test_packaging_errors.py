@@ -8,7 +8,8 @@ import tarfile
 import pytest
 
 from examples_support import run
-from support import VENV_BIN, free_port
+from paths import VENV_BIN
+from ports import free_port
 
 HANDLER = "def handler(data, context):\n    return data.read(), context.accept_header\n"
 

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from examples_support import EXAMPLES
-from support import Stack
+from serve_stack import Stack
 
 CLIENT = EXAMPLES / "runtime_client" / "client.py"
 BOTO3_LINES = [

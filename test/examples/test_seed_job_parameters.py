@@ -11,8 +11,9 @@ import pytest
 
 from examples_support import build_module
 from sagemaker_tfs.transform import transform
-import support
-from support import Stack, invoke
+import processes
+from clients import invoke
+from serve_stack import Stack
 
 PAYLOAD_ERROR = "Too much data for max payload size"
 EMOJI = ["🍣", "🍵"]
@@ -59,7 +60,7 @@ def test_the_start_up_functions_ran_with_the_context_before_the_first_request(st
     assert (answer.status, answer.content_type) == (200, "application/json")
     assert answer.text == output(3)
     # the script's print reaches the stack's log through serve's pipe, maybe after the answer: wait for its line
-    log = support.wait_for_log(stack, "input_fn\n")
+    log = processes.wait_for_log(stack, "input_fn\n")
     assert log.index("pre_model_fn\n") < log.index("model_fn\n") < log.index("model_warmup_fn\n") < \
         log.index("input_fn\n")
     assert f"{stack.env['SAGEMAKER_MODEL_DIR']} <sagemaker_tfs.toolkit.Context model_name='model'>" in log

@@ -10,7 +10,8 @@ import pytest
 
 from examples_support import build_module
 from sagemaker_tfs.transform import transform
-from support import Stack, invoke
+from clients import invoke
+from serve_stack import Stack
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from examples_support import EXAMPLES, held_out_digits, model_outputs
-from support import Stack, invoke
+from clients import invoke
+from serve_stack import Stack
 
 SAMPLE = EXAMPLES / "two_models" / "samples" / "digits.json"
 

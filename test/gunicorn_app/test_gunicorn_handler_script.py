@@ -10,7 +10,7 @@ import pytest
 from app_scripts import HANDLER_FILES, HANDLER_SCRIPT
 from app_support import write_model_dir
 from gunicorn_harness import App
-import support
+import processes
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +26,7 @@ def call(app: App, case: str, **options) -> tuple[int, str | None, bytes]:
 
 
 def test_the_script_and_its_contract_are_logged(app):
-    support.wait_for_log(app, "handler script ", "inference.py: handler(data, context) answers each request")
+    processes.wait_for_log(app, "handler script ", "inference.py: handler(data, context) answers each request")
 
 
 def test_the_grpc_channel_reaches_the_model_server(app):

@@ -13,7 +13,7 @@ import pytest
 from app_scripts import PAIR_SCRIPT
 from app_support import write_model_dir
 from gunicorn_harness import App
-import support
+import processes
 
 
 @pytest.fixture(scope="module")
@@ -31,8 +31,8 @@ def invoke(app: App, body: str, case: str | None = None, **options):
 
 
 def test_the_contract_is_logged(app):
-    support.wait_for_log(app, "inference.py: input_handler(data, context) -> model server -> output_handler(response, "
-                              "context)")
+    processes.wait_for_log(app, "inference.py: input_handler(data, context) -> model server -> "
+                                "output_handler(response, context)")
 
 
 def test_concurrent_requests_on_threads(app):

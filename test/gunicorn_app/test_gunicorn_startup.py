@@ -7,7 +7,7 @@ import pytest
 
 from app_support import write_model_dir
 from gunicorn_harness import App
-import support
+import processes
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +38,7 @@ def test_execution_parameters_never_exceed_100_mb_in_flight(start_app, tmp_path,
         env["SAGEMAKER_MAX_PAYLOAD_IN_MB"] = payload
     app = start_app(write_model_dir(tmp_path), env=env)
     assert app.call("GET", "/execution-parameters").json() == expected
-    support.wait_for_log(app, f"/execution-parameters reports MaxConcurrentTransforms="
+    processes.wait_for_log(app, f"/execution-parameters reports MaxConcurrentTransforms="
                               f"{expected['MaxConcurrentTransforms']}, not SAGEMAKER_MAX_CONCURRENT_TRANSFORMS="
                               f"{concurrency}: SageMaker refuses more than 100 MB in flight")
 

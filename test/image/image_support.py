@@ -6,7 +6,7 @@ from __future__ import annotations
 import zipfile
 from pathlib import Path
 
-import support
+import model_dirs
 
 PACKAGE = "sagemaker_tfs_test_extra"
 
@@ -53,6 +53,6 @@ def write_wheel(folder: Path) -> Path:
 
 def write_code_with_requirements(model_dir: Path) -> Path:
     """model_dir/code: inference.py importing PACKAGE, requirements.txt installing it from code/wheels."""
-    support.write_code(model_dir, HANDLER, {"requirements.txt": REQUIREMENTS})
+    model_dirs.write_code(model_dir, HANDLER, {"requirements.txt": REQUIREMENTS})
     write_wheel(model_dir / "code" / "wheels")
     return model_dir

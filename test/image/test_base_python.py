@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-import support
+import paths
 
 PYENV = Path("/root/.pyenv/versions")
-CHECK = support.REPO / "scripts" / "check-base-python.sh"
+CHECK = paths.REPO / "scripts" / "check-base-python.sh"
 BASES = "tensorflow/serving:2.20.0 or newer (GPU: tensorflow/serving:2.20.0-gpu), or a base with Python 3.10 to 3.13"
 
 

@@ -26,11 +26,14 @@ import pytest
 import image_support
 from direct_route_cases import APP, ATTRIBUTE_FORMS, ATTRIBUTES, BODIES, MODEL_SERVER
 import sagemaker_tfs
-import support
+import clients
+import model_dirs
+import paths
+import ports
 
 pytestmark = pytest.mark.slow
 
-BUILD = support.REPO / "build"
+BUILD = paths.REPO / "build"
 PODMAN = BUILD / "podman"
 STANDIN_SCRIPT = Path(__file__).with_name("standin_base.sh")
 STANDIN_PYTHON = Path("/root/.pyenv/versions/3.10.13")  # pyenv's, on this kind of machine
@@ -99,7 +102,7 @@ def standin_base() -> str:
 
 @pytest.fixture(scope="module")
 def image(standin_base) -> str:
-    result = subprocess.run([support.REPO / "scripts" / "build-image.sh", "cpu", IMAGE], capture_output=True,
+    result = subprocess.run([paths.REPO / "scripts" / "build-image.sh", "cpu", IMAGE], capture_output=True,
                             text=True, timeout=900, env={**podman_env(), "BASE_IMAGE": standin_base})
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.endswith(f"built {IMAGE} from {standin_base}\n")
@@ -109,7 +112,7 @@ def image(standin_base) -> str:
 
 def test_a_base_with_an_older_python_fails_the_build_at_its_first_step():
     base = imported("bullseye", OLD_BASE)
-    result = subprocess.run([support.REPO / "scripts" / "build-image.sh", "cpu", "localhost/sagemaker-tfs:too-old"],
+    result = subprocess.run([paths.REPO / "scripts" / "build-image.sh", "cpu", "localhost/sagemaker-tfs:too-old"],
                             capture_output=True, text=True, timeout=900, env={**podman_env(), "BASE_IMAGE": base})
     assert result.returncode != 0
     assert ("cannot build: the base image's Python is 3.9.2 (/usr/bin/python3); sagemaker-tfs needs Python >= 3.10: "
@@ -159,7 +162,7 @@ def readable(folder: Path) -> Path:
 
 class Container:
     def __init__(self, image: str, options: list[str], mounts: list[str], env: dict[str, str] | None = None):
-        self.port = support.free_port()
+        self.port = ports.free_port()
         self.name = f"sagemaker-tfs-test-{self.port}-{os.getpid()}"
         settings = [option for key, value in (env or {}).items() for option in ("-e", f"{key}={value}")]
         podman("run", "-d", "--name", self.name, *limits(), "-p", f"127.0.0.1:{self.port}:8080", *options, *mounts,
@@ -171,13 +174,13 @@ class Container:
 
     def wait_ready(self, timeout: float = 240) -> None:
         deadline = time.monotonic() + timeout
-        while support.http_status(f"http://127.0.0.1:{self.port}/ping") != 200:
+        while clients.http_status(f"http://127.0.0.1:{self.port}/ping") != 200:
             running = podman("inspect", self.name, "--format", "{{.State.Running}}").stdout.strip()
             assert running == "true" and time.monotonic() < deadline, f"not ready:\n{self.logs()}"
             time.sleep(0.5)
 
-    def call(self, method: str, path: str, body: str | None = None, **headers: str) -> support.Answer:
-        return support.http_call(self.port, method, path, body, headers)
+    def call(self, method: str, path: str, body: str | None = None, **headers: str) -> clients.Answer:
+        return clients.http_call(self.port, method, path, body, headers)
 
     def nginx_users(self) -> dict[str, set[str]]:
         """The users of nginx's master and of its workers, as `ps` in the container names them."""
@@ -207,9 +210,9 @@ SCENARIOS = {
 @pytest.mark.parametrize("scenario", list(SCENARIOS))
 def test_the_image_serves_as_sagemaker_runs_it(image, model_server_mounts, tmp_path, scenario):
     options = SCENARIOS[scenario]
-    single = readable(support.copy_model(support.HALF_PLUS_THREE, tmp_path, "model"))
+    single = readable(model_dirs.copy_model(paths.HALF_PLUS_THREE, tmp_path, "model"))
     models = readable(tmp_path / "models")
-    support.copy_model(support.HALF_PLUS_THREE, models, "half")
+    model_dirs.copy_model(paths.HALF_PLUS_THREE, models, "half")
     code = readable(image_support.write_code_with_requirements(tmp_path / "multi") / "code")
     containers = []
     try:
@@ -253,7 +256,7 @@ def test_the_image_serves_as_sagemaker_runs_it(image, model_server_mounts, tmp_p
 
 
 def test_a_read_only_root_without_a_writable_tmp_stops_with_one_message(image, model_server_mounts, tmp_path):
-    model = readable(support.copy_model(support.HALF_PLUS_THREE, tmp_path, "model"))
+    model = readable(model_dirs.copy_model(paths.HALF_PLUS_THREE, tmp_path, "model"))
     result = podman("run", "--rm", *limits(), "--read-only", "--read-only-tmpfs=false", *model_server_mounts,
                     "-v", f"{model}:/opt/ml/model:ro", image, "serve", timeout=120, check=False)
     assert result.returncode == 1, result.stdout + result.stderr
@@ -271,7 +274,7 @@ def test_the_wheelhouse_installs_offline_on_every_supported_python(image, tmp_pa
     subprocess.run([python, "-m", "venv", venv], check=True, timeout=120)
     env = {**os.environ, "INSTALL_PROFILE": "image", "INSTALL_VENV": str(venv), "PIP_CONFIG_FILE": os.devnull,
            "INSTALL_WHEELHOUSE": str(BUILD / "wheelhouse")}
-    result = subprocess.run([support.REPO / "scripts" / "install.sh"], capture_output=True, text=True, timeout=300,
+    result = subprocess.run([paths.REPO / "scripts" / "install.sh"], capture_output=True, text=True, timeout=300,
                             env=env)
     assert result.returncode == 0, result.stdout + result.stderr
     check = "import sys, sagemaker_tfs.serve, sagemaker_tfs.app.routes; print(sys.version_info[:2])"
@@ -319,14 +322,14 @@ def test_the_nginx_of_the_real_bases_takes_serves_command_and_config(tmp_path):
     config = nginx.write_config(settings, nginx.direct_model(settings, None), version)
     (runtime / "who.conf").write_text(WHO_ANSWERS.format(runtime=runtime))
     (runtime / "who").mkdir()
-    port = support.free_port()
+    port = ports.free_port()
     start = f"nginx -c {runtime}/who.conf & exec {' '.join(nginx.command(config, version))}"
     name = f"sagemaker-tfs-test-nginx-{port}"
     podman("run", "-d", "--name", name, *limits(), "-p", f"127.0.0.1:{port}:8080", "-v", f"{tmp_path}:{tmp_path}",
            base, "sh", "-c", start)
     try:
         deadline = time.monotonic() + 30
-        while support.http_status(f"http://127.0.0.1:{port}/ping") is None:
+        while clients.http_status(f"http://127.0.0.1:{port}/ping") is None:
             assert time.monotonic() < deadline, podman("logs", name).stderr
             time.sleep(0.2)
         json_type = {"Content-Type": "application/json"}
@@ -335,14 +338,14 @@ def test_the_nginx_of_the_real_bases_takes_serves_command_and_config(tmp_path):
                  (JSON_BODY, {"Content-Type": "text/csv"}, APP),
                  *((JSON_BODY, {**json_type, ATTRIBUTES: attributes}, route) for attributes, route in ATTRIBUTE_FORMS)]
         for body, headers, route in cases:
-            answer = support.http_call(port, "POST", "/invocations", body, headers).json()
+            answer = clients.http_call(port, "POST", "/invocations", body, headers).json()
             named = route not in (APP, MODEL_SERVER)  # an attribute row: the model server path the route calls
             seen = answer["path"] if named and answer["route"] == MODEL_SERVER else answer["route"]
             assert seen == route, (body[:80], headers)
         # nginx 1.18 sees a repeated header's first line: the route reads it, and the app gets that line alone
         for first, second in (("application/json", "text/csv"), ("text/csv", "application/json")):
             lines = [("Content-Type", first), ("Content-Type", second)]
-            answer = support.http_call(port, "POST", "/invocations", JSON_BODY, lines).json()
+            answer = clients.http_call(port, "POST", "/invocations", JSON_BODY, lines).json()
             assert answer["route"] == (MODEL_SERVER if first == "application/json" else APP)
         assert "[emerg]" not in podman("logs", name).stderr
     finally:

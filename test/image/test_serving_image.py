@@ -22,7 +22,12 @@ import pytest
 
 import image_support
 import sagemaker_tfs
-import support
+import clients
+import model_dirs
+import paths
+import ports
+import processes
+import serve_stack
 
 # Packages the image must not hold: TensorFlow and what only the embedded model server or s3 jobs need.
 ABSENT = ["tensorflow", "tensorflow-cpu", "keras", "numpy", "uvloop", "ai-edge-litert",
@@ -90,7 +95,7 @@ def clean_env(**extra: str) -> dict[str, str]:
 def image_bin(tmp_path_factory) -> Path:
     venv = tmp_path_factory.mktemp("image") / "venv"
     subprocess.run([LOWEST_PYTHON, "-m", "venv", venv], check=True, timeout=120)
-    result = subprocess.run([support.REPO / "scripts" / "install.sh"], capture_output=True, text=True, timeout=240,
+    result = subprocess.run([paths.REPO / "scripts" / "install.sh"], capture_output=True, text=True, timeout=240,
                             env=clean_env(INSTALL_PROFILE="image", INSTALL_VENV=str(venv)))
     assert result.returncode == 0, result.stdout + result.stderr
     return venv / "bin"
@@ -130,10 +135,10 @@ def test_the_image_environment_holds_no_tensorflow(image_bin):
 
 
 def test_serve_without_a_model_server_stops_at_once(image_bin, tmp_path):
-    model = support.copy_model(support.HALF_PLUS_THREE, tmp_path, "model")
+    model = model_dirs.copy_model(paths.HALF_PLUS_THREE, tmp_path, "model")
     result = subprocess.run([image_bin / "serve"], capture_output=True, text=True, timeout=60, env=clean_env(
         PATH="/usr/sbin:/usr/bin:/sbin:/bin", SAGEMAKER_MODEL_DIR=str(model),
-        SAGEMAKER_BIND_TO_PORT=str(support.free_port()), SAGEMAKER_RUNTIME_DIR=str(tmp_path / "runtime")))
+        SAGEMAKER_BIND_TO_PORT=str(ports.free_port()), SAGEMAKER_RUNTIME_DIR=str(tmp_path / "runtime")))
     assert result.returncode == 1
     errors = [line.split(" serve: ", 1)[1] for line in result.stderr.splitlines() if " ERROR serve: " in line]
     assert errors == [
@@ -144,24 +149,24 @@ def test_serve_without_a_model_server_stops_at_once(image_bin, tmp_path):
 
 def test_the_stack_serves_from_the_image_environment(image_bin, model_server_on_path, tmp_path):
     env = clean_env(PATH=f"{model_server_on_path}:{os.environ['PATH']}")
-    plain = support.copy_model(support.HALF_PLUS_THREE, tmp_path / "plain", "model")
-    grpc = support.write_code(support.copy_model(support.HALF_PLUS_THREE, tmp_path / "grpc", "model"), GRPC_HANDLER)
-    with support.Stack(plain, env=env, serve=image_bin / "serve").start(wait=False) as default_stack, \
-            support.Stack(grpc, env=env, serve=image_bin / "serve").start(wait=False) as grpc_stack:
+    plain = model_dirs.copy_model(paths.HALF_PLUS_THREE, tmp_path / "plain", "model")
+    grpc = model_dirs.write_code(model_dirs.copy_model(paths.HALF_PLUS_THREE, tmp_path / "grpc", "model"), GRPC_HANDLER)
+    with serve_stack.Stack(plain, env=env, serve=image_bin / "serve").start(wait=False) as default_stack, \
+            serve_stack.Stack(grpc, env=env, serve=image_bin / "serve").start(wait=False) as grpc_stack:
         for stack in (default_stack, grpc_stack):
             stack.wait_until(stack.ready, timeout=180, what="answering /ping with 200")
-            support.wait_for_log(stack, f"starting model server 0: {model_server_on_path}/tensorflow_model_server ")
+            processes.wait_for_log(stack, f"starting model server 0: {model_server_on_path}/tensorflow_model_server ")
 
         body = '{"instances": [1.0, 2.0, 5.0]}'
-        answer = support.http_call(default_stack.port, "POST", "/invocations", body,
+        answer = clients.http_call(default_stack.port, "POST", "/invocations", body,
                                    {"Content-Type": "application/json"})
         assert (answer.status, answer.content_type) == (200, "application/json")
         assert answer.text == '{\n    "predictions": [3.5, 4.0, 5.5\n    ]\n}'
-        answer = support.http_call(default_stack.port, "POST", "/invocations", "1\n2\n",
+        answer = clients.http_call(default_stack.port, "POST", "/invocations", "1\n2\n",
                                    {"Content-Type": "text/csv", "Accept": "text/csv"})
         assert (answer.status, answer.content_type, answer.text) == (200, "text/csv", "3.5\n4.0")
 
-        answer = support.http_call(grpc_stack.port, "POST", "/invocations", body, {"Content-Type": "application/json"})
+        answer = clients.http_call(grpc_stack.port, "POST", "/invocations", body, {"Content-Type": "application/json"})
         assert (answer.status, answer.content_type) == (200, "application/json")
         assert answer.json() == {"predictions": [3.5, 4.0, 5.5], "version": 123, "tensorflow_python": False}
 
@@ -175,10 +180,10 @@ def test_requirements_go_to_the_runtime_folder_when_the_environment_is_read_only
     serve.write_text("#!/bin/sh\nexec unshare --mount --propagation private sh -c 'mount --bind \"$0\" \"$0\" "
                      "&& mount -o remount,bind,ro \"$0\" && exec \"$0/bin/serve\"' " f"'{venv}'\n")
     serve.chmod(0o755)
-    model = image_support.write_code_with_requirements(support.copy_model(support.HALF_PLUS_THREE, tmp_path, "model"))
+    model = image_support.write_code_with_requirements(model_dirs.copy_model(paths.HALF_PLUS_THREE, tmp_path, "model"))
     env = clean_env(PATH=f"{model_server_on_path}:{os.environ['PATH']}")
-    with support.Stack(model, env=env, serve=serve) as stack:
-        answer = support.http_call(stack.port, "POST", "/invocations", '{"instances": [1.0, 2.0, 5.0]}',
+    with serve_stack.Stack(model, env=env, serve=serve) as stack:
+        answer = clients.http_call(stack.port, "POST", "/invocations", '{"instances": [1.0, 2.0, 5.0]}',
                                    {"Content-Type": "application/json"})
         assert (answer.status, answer.json()) == (200, {
             "predictions": [3.5, 4.0, 5.5], "extra": "extra 1.0",

@@ -8,7 +8,7 @@ import build_models
 import pytest
 from model_server_support import ModelServer, model_config, versioned_model
 
-import support
+import paths
 
 
 @pytest.fixture(scope="session")
@@ -23,11 +23,11 @@ def server(built_models, tmp_path_factory) -> ModelServer:
     workdir = tmp_path_factory.mktemp("server")
     models = {
         "by_version": versioned_model(workdir),
-        "half_plus_two": support.HALF_PLUS_TWO,
-        "half_plus_three": support.HALF_PLUS_THREE,
-        "two_versions": support.HALF_PLUS_TWO_2_VERSIONS,
-        "half_plus_two_tf2": support.HALF_PLUS_TWO_TF2,
-        "broken": support.BAD_HALF_PLUS_TWO,
+        "half_plus_two": paths.HALF_PLUS_TWO,
+        "half_plus_three": paths.HALF_PLUS_THREE,
+        "two_versions": paths.HALF_PLUS_TWO_2_VERSIONS,
+        "half_plus_two_tf2": paths.HALF_PLUS_TWO_TF2,
+        "broken": paths.BAD_HALF_PLUS_TWO,
         **{name: built_models / name for name in build_models.MODELS},
     }
     # by_version's labels name versions that compute different things (1: half_plus_two, 2: half_plus_three)

@@ -16,7 +16,7 @@ from tensorflow_serving import apis
 from sagemaker_tfs.model_server import grpc_server
 from sagemaker_tfs.model_server.grpc_server import CYGRPC_USED, GrpcServer
 
-import support
+import ports
 
 # How a test builds each cygrpc type grpc_server.py constructs (the arguments it passes them).
 _CONSTRUCTED = {
@@ -81,7 +81,7 @@ def test_a_service_registered_by_method_handlers_is_served():
     handler = grpc.unary_unary_rpc_method_handler(echo, request_deserializer=bytes, response_serializer=bytes)
     server = GrpcServer([])
     server.add_registered_method_handlers("test.Echo", {"Reverse": handler})
-    port = server.add_insecure_port(f"127.0.0.1:{support.free_port()}")
+    port = server.add_insecure_port(f"127.0.0.1:{ports.free_port()}")
     server.start()
     try:
         with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:

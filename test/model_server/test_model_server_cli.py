@@ -12,7 +12,9 @@ import pytest
 import requests
 from model_server_support import SERVER
 
-import support
+import paths
+import ports
+import processes
 
 
 def run_server(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -47,7 +49,7 @@ def test_help_lists_every_flag():
 def test_unparseable_model_config_fails_at_start(tmp_path):
     config = tmp_path / "models.config"
     config.write_text('model_config_list { config { name: "m" base_path: "/m" model_platform: "tensorflow" bad: 1 }')
-    result = run_server("--rest_api_port=0", f"--port={support.free_port()}", f"--model_config_file={config}")
+    result = run_server("--rest_api_port=0", f"--port={ports.free_port()}", f"--model_config_file={config}")
     assert result.returncode == 1
     assert "Failed to start server. Error: Invalid protobuf file" in result.stderr
     assert "Error parsing text-format tensorflow.serving.ModelServerConfig" in result.stderr
@@ -58,8 +60,8 @@ def test_taken_port_fails_at_start(tmp_path):
         taken.bind(("0.0.0.0", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        result = run_server(f"--port={support.free_port()}", f"--rest_api_port={port}", "--model_name=m",
-                            f"--model_base_path={support.HALF_PLUS_TWO}", "--file_system_poll_wait_seconds=0")
+        result = run_server(f"--port={ports.free_port()}", f"--rest_api_port={port}", "--model_name=m",
+                            f"--model_base_path={paths.HALF_PLUS_TWO}", "--file_system_poll_wait_seconds=0")
     assert result.returncode == 1
     assert f"cannot listen for HTTP/REST on port {port}" in result.stderr
 
@@ -69,7 +71,7 @@ def test_taken_grpc_port_fails_at_start():
         taken.bind(("0.0.0.0", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        result = run_server(f"--port={port}", "--model_name=m", f"--model_base_path={support.HALF_PLUS_TWO}",
+        result = run_server(f"--port={port}", "--model_name=m", f"--model_base_path={paths.HALF_PLUS_TWO}",
                             "--file_system_poll_wait_seconds=0")
     assert result.returncode == 1
     assert f"Failed to start server. Error: cannot listen for gRPC on port {port}" in result.stderr
@@ -81,8 +83,8 @@ def test_grpc_on_a_unix_socket_answers_calls_without_a_deadline(tmp_path):
     from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
     path = tmp_path / "grpc.sock"
-    server = support.Background([*SERVER, "--port=0", f"--grpc_socket_path={path}", "--model_name=m",
-                                 f"--model_base_path={support.HALF_PLUS_TWO}", "--file_system_poll_wait_seconds=0"])
+    server = processes.Background([*SERVER, "--port=0", f"--grpc_socket_path={path}", "--model_name=m",
+                                   f"--model_base_path={paths.HALF_PLUS_TWO}", "--file_system_poll_wait_seconds=0"])
     with server, grpc.insecure_channel(f"unix:{path}") as channel:
         server.wait_until(path.exists, what="listening")
         request = predict_pb2.PredictRequest()
@@ -103,17 +105,17 @@ def versions(url: str) -> list[tuple[str, str]]:
 
 def test_single_model_with_version_polling_and_clean_sigterm(tmp_path):
     base = tmp_path / "m"
-    shutil.copytree(support.HALF_PLUS_TWO / "00000123", base / "1")
-    rest_port = support.free_port()
+    shutil.copytree(paths.HALF_PLUS_TWO / "00000123", base / "1")
+    rest_port = ports.free_port()
     url = f"http://127.0.0.1:{rest_port}"
-    server = support.Background([*SERVER, f"--port={support.free_port()}", f"--rest_api_port={rest_port}",
-                                 "--model_name=m", f"--model_base_path={base}", "--file_system_poll_wait_seconds=1",
-                                 "--tensorflow_intra_op_parallelism=1", "--tensorflow_inter_op_parallelism=1"])
+    server = processes.Background([*SERVER, f"--port={ports.free_port()}", f"--rest_api_port={rest_port}",
+                                   "--model_name=m", f"--model_base_path={base}", "--file_system_poll_wait_seconds=1",
+                                   "--tensorflow_intra_op_parallelism=1", "--tensorflow_inter_op_parallelism=1"])
     with server:
-        server.wait_until(lambda: support.port_is_open(rest_port), what="listening")
+        server.wait_until(lambda: ports.port_is_open(rest_port), what="listening")
         assert versions(url) == [("1", "AVAILABLE")]
 
-        shutil.copytree(support.HALF_PLUS_THREE / "00000123", base / "2")  # a new version: served, 1 unloaded
+        shutil.copytree(paths.HALF_PLUS_THREE / "00000123", base / "2")  # a new version: served, 1 unloaded
         server.wait_until(lambda: versions(url) == [("2", "AVAILABLE"), ("1", "END")], what="serving version 2")
         response = requests.post(url + "/v1/models/m:predict", json={"instances": [1.0]}, timeout=30)
         assert response.json() == {"predictions": [3.5]}
@@ -185,12 +187,13 @@ def test_grpc_channel_arguments_are_server_options(tmp_path):
     import tensorflow as tf
     from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
-    grpc_port = support.free_port()
-    server = support.Background([*SERVER, f"--port={grpc_port}", "--model_name=m",
-                                 f"--model_base_path={support.HALF_PLUS_TWO}", "--file_system_poll_wait_seconds=0",
-                                 "--grpc_channel_arguments=grpc.max_receive_message_length=200,grpc.primary_user_agent=x"])
+    grpc_port = ports.free_port()
+    server = processes.Background([*SERVER, f"--port={grpc_port}", "--model_name=m",
+                                   f"--model_base_path={paths.HALF_PLUS_TWO}", "--file_system_poll_wait_seconds=0",
+                                   "--grpc_channel_arguments=grpc.max_receive_message_length=200,"
+                                   "grpc.primary_user_agent=x"])
     with server, grpc.insecure_channel(f"127.0.0.1:{grpc_port}") as channel:
-        server.wait_until(lambda: support.port_is_open(grpc_port), what="listening")
+        server.wait_until(lambda: ports.port_is_open(grpc_port), what="listening")
         stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
 
         def predict(rows: int):
@@ -213,12 +216,12 @@ def test_model_config_file_poll_applies_changes_while_unchanged_models_keep_serv
     from model_server_support import model_config
 
     config = tmp_path / "models.config"
-    config.write_text(model_config({"two": support.HALF_PLUS_TWO}))
-    rest_port = support.free_port()
+    config.write_text(model_config({"two": paths.HALF_PLUS_TWO}))
+    rest_port = ports.free_port()
     url = f"http://127.0.0.1:{rest_port}"
-    server = support.Background([*SERVER, f"--port={support.free_port()}", f"--rest_api_port={rest_port}",
-                                 f"--model_config_file={config}", "--model_config_file_poll_wait_seconds=1",
-                                 "--file_system_poll_wait_seconds=0"])
+    server = processes.Background([*SERVER, f"--port={ports.free_port()}", f"--rest_api_port={rest_port}",
+                                   f"--model_config_file={config}", "--model_config_file_poll_wait_seconds=1",
+                                   "--file_system_poll_wait_seconds=0"])
     statuses: list[int] = []
     stop = threading.Event()
 
@@ -229,54 +232,54 @@ def test_model_config_file_poll_applies_changes_while_unchanged_models_keep_serv
                                              timeout=30).status_code)
 
     with server:
-        server.wait_until(lambda: support.port_is_open(rest_port), what="listening")
+        server.wait_until(lambda: ports.port_is_open(rest_port), what="listening")
         client = threading.Thread(target=load)
         client.start()
         try:
-            config.write_text(model_config({"two": support.HALF_PLUS_TWO, "three": support.HALF_PLUS_THREE}))
+            config.write_text(model_config({"two": paths.HALF_PLUS_TWO, "three": paths.HALF_PLUS_THREE}))
             server.wait_until(lambda: served(url, "three") == 200, what="serving the added model")
             assert requests.post(f"{url}/v1/models/three:predict", json={"instances": [1.0]},
                                  timeout=30).json() == {"predictions": [3.5]}
 
             config.write_text("model_config_list { bad")  # unreadable: logged, what is served stays
-            support.wait_for_log(server, "Failed to read ModelServerConfig file")
+            processes.wait_for_log(server, "Failed to read ModelServerConfig file")
             assert served(url, "three") == 200
         finally:
             stop.set()
             client.join()
         assert statuses and set(statuses) == {200}
 
-        config.write_text(model_config({"three": support.HALF_PLUS_THREE}))  # removed: TFS's not-found
+        config.write_text(model_config({"three": paths.HALF_PLUS_THREE}))  # removed: TFS's not-found
         server.wait_until(lambda: served(url, "two") == 404, what="unloading the removed model")
         assert requests.get(f"{url}/v1/models/two", timeout=30).json() == {"model_version_status": [  # TFS's END
             {"version": "123", "state": "END", "status": {"error_code": "OK", "error_message": ""}}]}
-        config.write_text(model_config({"three": support.HALF_PLUS_TWO}))  # changed base path: reloaded from it
+        config.write_text(model_config({"three": paths.HALF_PLUS_TWO}))  # changed base path: reloaded from it
         server.wait_until(lambda: requests.post(f"{url}/v1/models/three:predict", json={"instances": [1.0]},
                                                 timeout=30).json() == {"predictions": [2.5]}, what="the new path")
 
-def listening_server(*flags: str) -> tuple[support.Background, int, int]:
-    grpc_port, rest_port = support.free_port(), support.free_port()
-    server = support.Background([*SERVER, f"--port={grpc_port}", f"--rest_api_port={rest_port}", "--model_name=m",
-                                 f"--model_base_path={support.HALF_PLUS_TWO}", "--file_system_poll_wait_seconds=0",
-                                 *flags])
+def listening_server(*flags: str) -> tuple[processes.Background, int, int]:
+    grpc_port, rest_port = ports.free_port(), ports.free_port()
+    server = processes.Background([*SERVER, f"--port={grpc_port}", f"--rest_api_port={rest_port}", "--model_name=m",
+                                   f"--model_base_path={paths.HALF_PLUS_TWO}", "--file_system_poll_wait_seconds=0",
+                                   *flags])
     return server, grpc_port, rest_port
 
 
 def test_listens_on_every_interface_by_default_as_tfs():
     server, grpc_port, rest_port = listening_server()
     with server:
-        server.wait_until(lambda: support.port_is_open(rest_port), what="listening")
-        assert support.listening_addresses(rest_port) == {"0.0.0.0"}
-        assert support.listening_addresses(grpc_port) <= {"0.0.0.0", "::"}
-        assert support.listening_addresses(grpc_port)
+        server.wait_until(lambda: ports.port_is_open(rest_port), what="listening")
+        assert ports.listening_addresses(rest_port) == {"0.0.0.0"}
+        assert ports.listening_addresses(grpc_port) <= {"0.0.0.0", "::"}
+        assert ports.listening_addresses(grpc_port)
 
 
 def test_listen_address_keeps_both_ports_on_loopback():
     server, grpc_port, rest_port = listening_server("--listen_address=127.0.0.1")
     with server:
-        server.wait_until(lambda: support.port_is_open(rest_port), what="listening")
-        assert support.listening_addresses(rest_port) == {"127.0.0.1"}
-        assert support.listening_addresses(grpc_port) == {"127.0.0.1"}
+        server.wait_until(lambda: ports.port_is_open(rest_port), what="listening")
+        assert ports.listening_addresses(rest_port) == {"127.0.0.1"}
+        assert ports.listening_addresses(grpc_port) == {"127.0.0.1"}
         response = requests.post(f"http://127.0.0.1:{rest_port}/v1/models/m:predict", json={"instances": [1.0]},
                                  timeout=30)
         assert response.json() == {"predictions": [2.5]}
@@ -288,10 +291,10 @@ def test_prefer_tflite_model_with_a_broken_model_tflite_fails_its_load_with_the_
     version = tmp_path / "m" / "1"
     version.mkdir(parents=True)
     (version / "model.tflite").write_bytes(b"\x1c\x00\x00\x00TFL3")
-    server = support.Background([*SERVER, f"--port={support.free_port()}", "--model_name=m",
-                                 f"--model_base_path={tmp_path / 'm'}", "--prefer_tflite_model",
-                                 "--max_num_load_retries=0", "--file_system_poll_wait_seconds=0"])
+    server = processes.Background([*SERVER, f"--port={ports.free_port()}", "--model_name=m",
+                                   f"--model_base_path={tmp_path / 'm'}", "--prefer_tflite_model",
+                                   "--max_num_load_retries=0", "--file_system_poll_wait_seconds=0"])
     with server:
-        log = support.wait_for_log(server, "Running gRPC ModelServer at")
+        log = processes.wait_for_log(server, "Running gRPC ModelServer at")
     failure = next(line for line in log.splitlines() if "Loading servable {name: m version: 1} failed" in line)
     assert "failed: INVALID_ARGUMENT: Cannot build FlatBufferModel from buffer. (" in failure

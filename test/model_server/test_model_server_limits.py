@@ -14,7 +14,7 @@ import pytest
 import requests
 from model_server_support import ModelServer, model_config
 
-import support
+import paths
 
 LIMIT = 1_000_000
 
@@ -22,7 +22,7 @@ LIMIT = 1_000_000
 @pytest.fixture(scope="module")
 def limited(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("limited")
-    config = model_config({"half_plus_two": support.HALF_PLUS_TWO})
+    config = model_config({"half_plus_two": paths.HALF_PLUS_TWO})
     with ModelServer(config, workdir, f"--rest_api_max_body_bytes={LIMIT}", "--rest_api_request_timeout_seconds=2",
                      "--rest_api_idle_timeout_seconds=2") as running:
         yield running
@@ -112,7 +112,7 @@ def test_a_gzip_bomb_is_refused_by_default_without_the_memory_it_would_take(tmp_
     """300 kB expanding to 300 MB: refused at the default limit (256 MiB), decompressed a piece at a time."""
     bomb = gzip.compress(b"\0" * (300 * 1024 * 1024), compresslevel=9)
     assert len(bomb) < 400_000
-    config = model_config({"half_plus_two": support.HALF_PLUS_TWO})
+    config = model_config({"half_plus_two": paths.HALF_PLUS_TWO})
     with ModelServer(config, tmp_path) as server:
         assert server.post("/v1/models/half_plus_two:predict", {"instances": [1.0]}).status_code == 200
         before = resident_bytes(server.proc.pid)

@@ -14,7 +14,7 @@ from model_server_support import SERVER, ModelServer, model_config
 from prometheus_client.parser import text_string_to_metric_families
 from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
-import support
+import paths
 
 MONITORING = 'prometheus_config { enable: true path: "/monitoring/prometheus/metrics" }\n'
 
@@ -49,7 +49,7 @@ def grpc_predict(server: ModelServer, model: str, **inputs) -> grpc.StatusCode:
 def monitored(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("monitored")
     (workdir / "monitoring.txt").write_text(MONITORING)
-    config = model_config({"half_plus_two": support.HALF_PLUS_TWO, "broken": support.BAD_HALF_PLUS_TWO})
+    config = model_config({"half_plus_two": paths.HALF_PLUS_TWO, "broken": paths.BAD_HALF_PLUS_TWO})
     with ModelServer(config, workdir, f"--monitoring_config_file={workdir / 'monitoring.txt'}") as running:
         yield running
 
@@ -115,14 +115,14 @@ def test_the_page_keeps_tfs_counter_names_and_reports_model_loads(monitored):
     text = requests.get(monitored.url + "/monitoring/prometheus/metrics", timeout=30).text
     assert "# TYPE :tensorflow:serving:request_count counter\n" in text
     assert "_created" not in text and "_total" not in text
-    good = str(support.HALF_PLUS_TWO / "00000123")
+    good = str(paths.HALF_PLUS_TWO / "00000123")
     assert f':tensorflow:cc:saved_model:load_attempt_count{{model_path="{good}",status="success"}} 1\n' in text
     families = scrape(monitored)
     attempts = ":tensorflow:cc:saved_model:load_attempt_count"
-    good = str(support.HALF_PLUS_TWO / "00000123")
+    good = str(paths.HALF_PLUS_TWO / "00000123")
     assert sample(families, attempts, attempts + "_total", model_path=good, status="success") == 1
     broken = [dict(labels) for (name, labels), _ in families[attempts][1].items() if dict(labels)["status"] == "fail"]
-    assert [b["model_path"].startswith(str(support.BAD_HALF_PLUS_TWO)) for b in broken] == [True]
+    assert [b["model_path"].startswith(str(paths.BAD_HALF_PLUS_TWO)) for b in broken] == [True]
     latency = ":tensorflow:cc:saved_model:load_latency"
     assert sample(families, latency, latency + "_total", model_path=good) > 0
 
@@ -154,11 +154,11 @@ def test_batching_metrics(built_models, tmp_path):
 
 def test_a_disabled_or_broken_monitoring_config(tmp_path):
     (tmp_path / "off.txt").write_text("prometheus_config { enable: false }")
-    config = model_config({"half_plus_two": support.HALF_PLUS_TWO})
+    config = model_config({"half_plus_two": paths.HALF_PLUS_TWO})
     with ModelServer(config, tmp_path, f"--monitoring_config_file={tmp_path / 'off.txt'}") as server:
         assert server.get("/monitoring/prometheus/metrics").status_code == 404
     (tmp_path / "bad.txt").write_text("prometheus_config { enable: maybe }")
-    result = subprocess.run([*SERVER, f"--model_base_path={support.HALF_PLUS_TWO}",
+    result = subprocess.run([*SERVER, f"--model_base_path={paths.HALF_PLUS_TWO}",
                              f"--monitoring_config_file={tmp_path / 'bad.txt'}"], capture_output=True, text=True,
                             timeout=120)
     assert result.returncode == 1

@@ -12,7 +12,7 @@ from google.protobuf import text_format
 from model_server_support import ModelServer, model_config
 from tensorflow_serving.apis import model_management_pb2, model_service_pb2_grpc
 
-import support
+import paths
 
 
 def reload_request(models: dict, extra: dict | None = None) -> model_management_pb2.ReloadConfigRequest:
@@ -23,7 +23,7 @@ def reload_request(models: dict, extra: dict | None = None) -> model_management_
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    with ModelServer(model_config({"half_plus_two": support.HALF_PLUS_TWO}),
+    with ModelServer(model_config({"half_plus_two": paths.HALF_PLUS_TWO}),
                      tmp_path_factory.mktemp("reload")) as running:
         yield running
 
@@ -50,10 +50,10 @@ def test_a_reload_adds_and_removes_models_while_an_unchanged_one_serves_througho
     invoker.start()
     try:
         response = models.HandleReloadConfigRequest(reload_request(
-            {"half_plus_two": support.HALF_PLUS_TWO, "half_plus_three": support.HALF_PLUS_THREE}), timeout=120)
+            {"half_plus_two": paths.HALF_PLUS_TWO, "half_plus_three": paths.HALF_PLUS_THREE}), timeout=120)
         assert response.status.error_code == 0
         assert predictions(server, "half_plus_three") == (200, {"predictions": [3.5]})  # loaded when it returns
-        models.HandleReloadConfigRequest(reload_request({"half_plus_two": support.HALF_PLUS_TWO}), timeout=120)
+        models.HandleReloadConfigRequest(reload_request({"half_plus_two": paths.HALF_PLUS_TWO}), timeout=120)
         assert predictions(server, "half_plus_three") == (
             404, {"error": "Servable not found for request: Latest(half_plus_three)"})
         status = server.get("/v1/models/half_plus_three")  # TFS's servable state monitor keeps its last state
@@ -70,10 +70,10 @@ def test_a_reload_adds_and_removes_models_while_an_unchanged_one_serves_througho
 def test_a_model_that_fails_to_load_is_the_reloads_error(server, models):
     with pytest.raises(grpc.RpcError) as info:
         models.HandleReloadConfigRequest(reload_request(
-            {"half_plus_two": support.HALF_PLUS_TWO, "broken": support.BAD_HALF_PLUS_TWO}), timeout=120)
+            {"half_plus_two": paths.HALF_PLUS_TWO, "broken": paths.BAD_HALF_PLUS_TWO}), timeout=120)
     assert info.value.code() == grpc.StatusCode.NOT_FOUND
     assert info.value.details().startswith("Could not find SavedModel .pb or .pbtxt at supplied export directory path")
-    models.HandleReloadConfigRequest(reload_request({"half_plus_two": support.HALF_PLUS_TWO}), timeout=120)
+    models.HandleReloadConfigRequest(reload_request({"half_plus_two": paths.HALF_PLUS_TWO}), timeout=120)
     status = server.get("/v1/models/broken").json()["model_version_status"]  # removed: its failed load's END
     assert [(v["state"], v["status"]["error_code"]) for v in status] == [("END", "NOT_FOUND")]
     assert predictions(server, "half_plus_two") == (200, {"predictions": [2.5]})
@@ -90,7 +90,7 @@ def test_only_a_model_config_list_is_accepted(models):
 
 
 def test_a_platform_other_than_tensorflow_is_refused_and_nothing_changes(server, models):
-    request = reload_request({"half_plus_two": support.HALF_PLUS_TWO})
+    request = reload_request({"half_plus_two": paths.HALF_PLUS_TWO})
     request.config.model_config_list.config[0].model_platform = "tensorflow2"
     with pytest.raises(grpc.RpcError) as info:
         models.HandleReloadConfigRequest(request, timeout=30)

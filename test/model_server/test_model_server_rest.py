@@ -10,7 +10,9 @@ import socket
 import numpy as np
 import pytest
 
-import support
+import paths
+import ports
+import processes
 
 STATUS_AVAILABLE_123 = (b'{\n "model_version_status": [\n  {\n   "version": "123",\n   "state": "AVAILABLE",\n'
                         b'   "status": {\n    "error_code": "OK",\n    "error_message": ""\n   }\n  }\n ]\n}\n')
@@ -59,7 +61,7 @@ def test_broken_model_reports_why_and_the_others_keep_serving(server):
     assert predict.status_code == 404
     assert error_of(predict) == "Servable not found for request: Latest(broken)"
     assert server.post("/v1/models/half_plus_two:predict", {"instances": [1.0]}).status_code == 200
-    support.wait_for_log(server, "Loading servable {name: broken version: 123} failed: NOT_FOUND")
+    processes.wait_for_log(server, "Loading servable {name: broken version: 123} failed: NOT_FOUND")
 
 
 @pytest.mark.parametrize("path, message", [
@@ -83,7 +85,7 @@ def test_metadata_matches_tfs_golden_file(server):
     assert response.content.startswith(b'{\n"model_spec":{\n "name": "half_plus_two",\n')
     assert b'}\n,\n"metadata": {"signature_def": {\n "signature_def": {' in response.content
     assert response.content.endswith(b"}\n}\n}\n")
-    golden = json.loads((support.TESTDATA / "half_plus_two_model_metadata.json").read_text())
+    golden = json.loads((paths.TESTDATA / "half_plus_two_model_metadata.json").read_text())
     body = response.json()
     assert body["model_spec"] == {"name": "half_plus_two", "signature_name": "", "version": "123"}
     assert body["metadata"] == golden["metadata"]
@@ -470,10 +472,10 @@ def test_connection_close_is_honoured(server):
 
 
 def test_server_log_names_models_versions_and_ports(server):
-    support.wait_for_log(server, f"Running gRPC ModelServer at 0.0.0.0:{server.grpc_port}",
-                         f"Exporting HTTP/REST API at:0.0.0.0:{server.rest_port}",  # TFS says localhost, wrongly
-                         "model two_versions: 124 AVAILABLE, 123 AVAILABLE")
-    assert support.port_is_open(server.grpc_port)
+    processes.wait_for_log(server, f"Running gRPC ModelServer at 0.0.0.0:{server.grpc_port}",
+                           f"Exporting HTTP/REST API at:0.0.0.0:{server.rest_port}",  # TFS says localhost, wrongly
+                           "model two_versions: 124 AVAILABLE, 123 AVAILABLE")
+    assert ports.port_is_open(server.grpc_port)
 
 
 @pytest.mark.parametrize("version, status, message", [

@@ -12,14 +12,16 @@ import tensorflow as tf
 from model_server_support import ModelServer, model_config
 from tensorflow_serving.apis import get_model_metadata_pb2, predict_pb2, prediction_service_pb2_grpc
 
-import support
+import model_dirs
+import paths
+import processes
 
 
 @pytest.fixture(scope="module")
 def both(built_models, tmp_path_factory):
     """A version folder with half_plus_two's SavedModel and the scale model's model.tflite."""
     base = tmp_path_factory.mktemp("both") / "both"
-    shutil.copytree(support.HALF_PLUS_TWO / "00000123", base / "1")
+    shutil.copytree(paths.HALF_PLUS_TWO / "00000123", base / "1")
     shutil.copy(built_models / "tflite_scale_sigdefs" / "1" / "model.tflite", base / "1" / "model.tflite")
     return base
 
@@ -28,15 +30,15 @@ def both(built_models, tmp_path_factory):
 def warmed(tmp_path_factory):
     """TFS's half_plus_two TFLite model with a warm-up file of two Predict records."""
     base = tmp_path_factory.mktemp("warmed") / "warmed"
-    shutil.copytree(support.HALF_PLUS_TWO_TFLITE / "00000123", base / "00000123")
-    support.write_warmup_requests(base / "00000123", [support.predict_log(x=[[1.0]])] * 2)
+    shutil.copytree(paths.HALF_PLUS_TWO_TFLITE / "00000123", base / "00000123")
+    model_dirs.write_warmup_requests(base / "00000123", [model_dirs.predict_log(x=[[1.0]])] * 2)
     return base
 
 
 @pytest.fixture(scope="module")
 def lite(built_models, both, warmed, tmp_path_factory):
-    models = {"half_plus_two": support.HALF_PLUS_TWO_TFLITE, "with_sigdef": support.HALF_PLUS_TWO_TFLITE_WITH_SIGDEF,
-              "scale": built_models / "tflite_scale_sigdefs", "both": both, "saved_model_only": support.HALF_PLUS_TWO,
+    models = {"half_plus_two": paths.HALF_PLUS_TWO_TFLITE, "with_sigdef": paths.HALF_PLUS_TWO_TFLITE_WITH_SIGDEF,
+              "scale": built_models / "tflite_scale_sigdefs", "both": both, "saved_model_only": paths.HALF_PLUS_TWO,
               "warmed": warmed}
     with ModelServer(model_config(models), tmp_path_factory.mktemp("lite"), "--prefer_tflite_model",
                      "--num_tflite_pools=2", "--num_tflite_interpreters_per_pool=2") as server:
@@ -155,19 +157,19 @@ def test_wrong_inputs_get_tfs_errors_over_grpc(prediction):
 
 
 def test_a_tflite_version_replays_its_warmup_file_too(lite, warmed):
-    support.wait_for_log(lite, "Finished reading warmup data for model at "
-                         f"{warmed / '00000123' / 'assets.extra' / 'tf_serving_warmup_requests'}. Number of warmup "
-                         "records read: 2.")
+    processes.wait_for_log(lite, "Finished reading warmup data for model at "
+                           f"{warmed / '00000123' / 'assets.extra' / 'tf_serving_warmup_requests'}. Number of warmup "
+                           "records read: 2.")
     assert lite.post("/v1/models/warmed:predict", {"instances": [4.0]}).json() == {"predictions": [4.0]}
 
 
 def test_the_interpreter_pool_is_sized_by_the_flags(lite):
-    support.wait_for_log(lite, "TensorFlow Lite model "
-                         f"{support.HALF_PLUS_TWO_TFLITE / '00000123' / 'model.tflite'}: 4 interpreters")
+    processes.wait_for_log(lite, "TensorFlow Lite model "
+                           f"{paths.HALF_PLUS_TWO_TFLITE / '00000123' / 'model.tflite'}: 4 interpreters")
 
 
 def test_without_the_flag_the_savedmodel_is_served_and_a_tflite_only_folder_fails(both, tmp_path):
-    models = {"both": both, "tflite_only": support.HALF_PLUS_TWO_TFLITE}
+    models = {"both": both, "tflite_only": paths.HALF_PLUS_TWO_TFLITE}
     with ModelServer(model_config(models), tmp_path) as server:
         assert server.post("/v1/models/both:predict", {"instances": [1.0]}).json() == {"predictions": [2.5]}
         status = server.get("/v1/models/tflite_only").json()["model_version_status"][0]
@@ -175,4 +177,4 @@ def test_without_the_flag_the_savedmodel_is_served_and_a_tflite_only_folder_fail
         assert status["status"] == {
             "error_code": "NOT_FOUND",
             "error_message": "Could not find SavedModel .pb or .pbtxt at supplied export directory path: "
-                             f"{support.HALF_PLUS_TWO_TFLITE / '00000123'}"}
+                             f"{paths.HALF_PLUS_TWO_TFLITE / '00000123'}"}

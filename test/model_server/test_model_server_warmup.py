@@ -19,7 +19,10 @@ from model_server_support import ModelServer, model_config
 from tensorflow_serving.apis import (model_management_pb2, model_service_pb2_grpc, prediction_log_pb2,
                                      prediction_service_pb2_grpc)
 
-import support
+import metrics_pages
+import model_dirs
+import paths
+import processes
 from sagemaker_tfs.model_server import servable, warmup
 from sagemaker_tfs.shared.error_codes import Code, ServingError
 from sagemaker_tfs.model_server.metrics import ModelServerMetrics
@@ -38,7 +41,7 @@ def example(x: float) -> tf.train.Example:
 
 
 def predict_log(name: str = "warm", **inputs) -> bytes:
-    return support.predict_log(name, **inputs)
+    return model_dirs.predict_log(name, **inputs)
 
 
 def examples_log(kind: str, signature: str, name: str = "warm") -> bytes:
@@ -77,8 +80,8 @@ WRONG_ALIAS = predict_log("failing", z=[[1.0]])
 def model_with_warmup(parent: Path, name: str, records: list[bytes]) -> Path:
     """A copy of half_plus_two (version 123) whose version folder has these warm-up records."""
     base = parent / name
-    shutil.copytree(support.HALF_PLUS_TWO / "00000123", base / "00000123")
-    support.write_warmup_requests(base / "00000123", records)
+    shutil.copytree(paths.HALF_PLUS_TWO / "00000123", base / "00000123")
+    model_dirs.write_warmup_requests(base / "00000123", records)
     return base
 
 
@@ -109,7 +112,7 @@ def warmed(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("warmed")
     (workdir / "monitoring.txt").write_text(MONITORING)
     models = {"good": model_with_warmup(workdir, "good", GOOD),
-              "plain": support.HALF_PLUS_TWO,  # no warm-up file
+              "plain": paths.HALF_PLUS_TWO,  # no warm-up file
               "corrupt": model_with_warmup(workdir, "corrupt", [predict_log(x=[[1.0]])]),
               "failing": model_with_warmup(workdir, "failing", [predict_log(x=[[1.0]]), WRONG_ALIAS]),
               "unsupported": model_with_warmup(workdir, "unsupported", [session_run_log()])}
@@ -128,7 +131,7 @@ def test_a_good_warmup_file_is_replayed_and_the_version_serves(warmed):
                                               "status": {"error_code": "OK", "error_message": ""}}
     answer = warmed.post("/v1/models/good:predict", {"instances": [1.0, 2.0]})
     assert answer.status_code == 200 and answer.json() == {"predictions": [2.5, 3.0]}
-    support.wait_for_log(
+    processes.wait_for_log(
         warmed, f"Starting to read warmup data for model at {requests_file} with model-warmup-options "
                 "num_request_iterations { value: 3 }",
         f"Finished reading warmup data for model at {requests_file}. Number of warmup records read: 5. Elapsed time "
@@ -142,7 +145,7 @@ def test_a_good_warmup_file_is_replayed_and_the_version_serves(warmed):
 def test_each_record_runs_num_request_iterations_times(warmed):
     """TFS records the runtime of a warm-up's Predict, Classify and Regress under the request's model name (not
     MultiInference's): 3 each, for one record each."""
-    page = support.scrape(warmed.rest_port, "/monitoring/prometheus/metrics")
+    page = metrics_pages.scrape(warmed.rest_port, "/monitoring/prometheus/metrics")
     counts = {labels: value for (name, labels), value in page.items()
               if name == RUNTIME + "_count" and dict(labels)["model_name"] == "good_warmup"}
     assert counts == {(("API", api), ("model_name", "good_warmup"), ("runtime", "TF1")): 3
@@ -150,10 +153,10 @@ def test_each_record_runs_num_request_iterations_times(warmed):
 
 
 def test_without_a_warmup_file_the_version_loads_and_no_metric_is_recorded(warmed):
-    requests_file = support.HALF_PLUS_TWO / "00000123" / warmup.REQUESTS_FILE
-    support.wait_for_log(warmed, f"No warmup data file found at {requests_file}")
+    requests_file = paths.HALF_PLUS_TWO / "00000123" / warmup.REQUESTS_FILE
+    processes.wait_for_log(warmed, f"No warmup data file found at {requests_file}")
     assert version_status(warmed, "plain")["state"] == "AVAILABLE"
-    assert not [line for line in page_lines(warmed) if str(support.HALF_PLUS_TWO) in line and "warmup" in line]
+    assert not [line for line in page_lines(warmed) if str(paths.HALF_PLUS_TWO) in line and "warmup" in line]
 
 
 def test_a_corrupt_warmup_file_fails_the_load_with_data_loss(warmed):
@@ -165,7 +168,7 @@ def test_a_corrupt_warmup_file_fails_the_load_with_data_loss(warmed):
     lines = page_lines(warmed)
     assert f'{LATENCY}_count{{model_path="{version_dir}",status="DATA_LOSS: corrupted record at 12"}} 1' in lines
     assert f'{RECORDS}{{model_path="{version_dir}",status="DATA_LOSS: corrupted record at 12"}} 0' in lines
-    support.wait_for_log(warmed, "Loading servable {name: corrupt version: 123} failed: DATA_LOSS: corrupted record "
+    processes.wait_for_log(warmed, "Loading servable {name: corrupt version: 123} failed: DATA_LOSS: corrupted record "
                                  "at 12. Please verify your warmup data is in TFRecord format.")
 
 
@@ -211,7 +214,7 @@ def test_with_warmup_disabled_a_failing_file_is_not_read(tmp_path):
         assert version_status(running, "skipped")["state"] == "AVAILABLE"
         answer = running.post("/v1/models/skipped:predict", {"instances": [1.0]})
         assert answer.status_code == 200 and answer.json() == {"predictions": [2.5]}
-        log = support.wait_for_log(running, "Successfully loaded servable version {name: skipped version: 123}")
+        log = processes.wait_for_log(running, "Successfully loaded servable version {name: skipped version: 123}")
     assert "warmup data" not in log and "has no effect" not in log
 
 
@@ -220,7 +223,7 @@ def test_with_warmup_disabled_a_failing_file_is_not_read(tmp_path):
 @pytest.fixture(scope="module")
 def loaded():
     """half_plus_two loaded in-process; replay reads the file of the export directory it is given."""
-    loaded = servable.load("half_plus_two", 123, support.HALF_PLUS_TWO / "00000123")
+    loaded = servable.load("half_plus_two", 123, paths.HALF_PLUS_TWO / "00000123")
     yield loaded
     loaded.close()
 
@@ -236,11 +239,11 @@ def warmup_lines(metrics: ModelServerMetrics) -> list[str]:
 
 
 def test_up_to_1000_records_are_replayed_and_the_1001st_fails(loaded, tmp_path):
-    support.write_warmup_requests(tmp_path / "1000", [predict_log(x=[[1.0]])] * 1000)
+    model_dirs.write_warmup_requests(tmp_path / "1000", [predict_log(x=[[1.0]])] * 1000)
     metrics = ModelServerMetrics()
     warmup.replay(loaded, tmp_path / "1000", 0, metrics)
     assert f'{RECORDS}{{model_path="{tmp_path / "1000"}",status="OK"}} 1000' in warmup_lines(metrics)
-    path = support.write_warmup_requests(tmp_path / "1001", [predict_log(x=[[1.0]])] * 1001)
+    path = model_dirs.write_warmup_requests(tmp_path / "1001", [predict_log(x=[[1.0]])] * 1001)
     metrics = ModelServerMetrics()
     error = replay_error(loaded, tmp_path / "1001", metrics=metrics)
     assert (error.code, error.message) == (
@@ -249,8 +252,8 @@ def test_up_to_1000_records_are_replayed_and_the_1001st_fails(loaded, tmp_path):
 
 
 def test_without_iterations_each_record_runs_once(loaded, tmp_path):
-    support.write_warmup_requests(tmp_path, [predict_log("once", x=[[1.0]]),
-                                             examples_log("regress_log", "regress_x_to_y", "once")])
+    model_dirs.write_warmup_requests(tmp_path, [predict_log("once", x=[[1.0]]),
+                                                examples_log("regress_log", "regress_x_to_y", "once")])
     metrics = ModelServerMetrics()
     warmup.replay(loaded, tmp_path, 0, metrics)
     lines = metrics.page().decode().splitlines()
@@ -259,7 +262,7 @@ def test_without_iterations_each_record_runs_once(loaded, tmp_path):
 
 
 def test_an_unparsable_record_fails_without_metrics(loaded, tmp_path):
-    path = support.write_warmup_requests(tmp_path, [b"malformed_record"])
+    path = model_dirs.write_warmup_requests(tmp_path, [b"malformed_record"])
     metrics = ModelServerMetrics()
     error = replay_error(loaded, tmp_path, metrics=metrics)
     assert (error.code, error.message) == (
@@ -270,13 +273,13 @@ def test_an_unparsable_record_fails_without_metrics(loaded, tmp_path):
 def test_a_predict_streamed_log_is_unimplemented(loaded, tmp_path):
     entry = prediction_log_pb2.PredictionLog()
     entry.predict_streamed_log.request.add()
-    support.write_warmup_requests(tmp_path, [entry.SerializeToString()])
+    model_dirs.write_warmup_requests(tmp_path, [entry.SerializeToString()])
     error = replay_error(loaded, tmp_path)
     assert (error.code, error.message) == (Code.UNIMPLEMENTED, "Unsupported log_type for warmup: 7")
 
 
 def test_a_truncated_file_is_data_loss_and_counts_the_records_read(loaded, tmp_path):
-    path = support.write_warmup_requests(tmp_path, [predict_log(x=[[1.0]])] * 2)
+    path = model_dirs.write_warmup_requests(tmp_path, [predict_log(x=[[1.0]])] * 2)
     path.write_bytes(path.read_bytes()[:-2])  # the second record's data CRC cut short
     metrics = ModelServerMetrics()
     error = replay_error(loaded, tmp_path, metrics=metrics)
@@ -288,7 +291,7 @@ def test_a_truncated_file_is_data_loss_and_counts_the_records_read(loaded, tmp_p
 
 
 def test_an_empty_file_is_ok_with_no_records(loaded, tmp_path):
-    support.write_warmup_requests(tmp_path, [])
+    model_dirs.write_warmup_requests(tmp_path, [])
     metrics = ModelServerMetrics()
     warmup.replay(loaded, tmp_path, 0, metrics)
     assert f'{RECORDS}{{model_path="{tmp_path}",status="OK"}} 0' in warmup_lines(metrics)
@@ -302,12 +305,12 @@ def test_a_warmup_request_uses_its_signature_not_its_model_spec_version(loaded, 
     request.model_spec.version.value = 7
     request.model_spec.signature_name = "no_such_signature"
     request.input.example_list.examples.extend([example(1.0)])
-    support.write_warmup_requests(tmp_path, [entry.SerializeToString()])
+    model_dirs.write_warmup_requests(tmp_path, [entry.SerializeToString()])
     error = replay_error(loaded, tmp_path)
     assert (error.code, error.message) == (Code.INVALID_ARGUMENT,
                                            "No signature was found with the name: no_such_signature")
     request.model_spec.signature_name = "regress_x_to_y"
-    support.write_warmup_requests(tmp_path, [entry.SerializeToString()])
+    model_dirs.write_warmup_requests(tmp_path, [entry.SerializeToString()])
     warmup.replay(loaded, tmp_path, 1, None)
 
 
@@ -321,7 +324,7 @@ def test_a_failed_warmup_closes_the_loaded_servable(tmp_path):
             self.closed = True
 
     loaded = Loaded()
-    support.write_warmup_requests(tmp_path, [session_run_log()])  # fails before the servable is used
+    model_dirs.write_warmup_requests(tmp_path, [session_run_log()])  # fails before the servable is used
     with pytest.raises(ServingError) as info:
         warmed_loader(lambda name, version, path: loaded, 0, None)("m", 1, tmp_path)
     assert info.value.code == Code.UNIMPLEMENTED and loaded.closed

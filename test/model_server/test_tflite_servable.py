@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from ai_edge_litert.interpreter import Interpreter
 
-import support
+import paths
 from sagemaker_tfs.model_server import tflite_servable
 from sagemaker_tfs.shared.error_codes import Code, ServingError
 
@@ -26,7 +26,7 @@ def shapes(signature):
 
 
 def test_a_model_without_signature_metadata_gets_one_generated_serving_default():
-    servable = load(support.HALF_PLUS_TWO_TFLITE / "00000123")
+    servable = load(paths.HALF_PLUS_TWO_TFLITE / "00000123")
     assert list(servable.signatures) == ["serving_default"]
     signature = servable.signatures["serving_default"]
     assert signature.method_name == "tensorflow/serving/predict"
@@ -36,7 +36,7 @@ def test_a_model_without_signature_metadata_gets_one_generated_serving_default()
 
 
 def test_signature_metadata_names_are_matched_to_the_tensors_without_their_suffix():
-    servable = load(support.HALF_PLUS_TWO_TFLITE_WITH_SIGDEF / "00000123")
+    servable = load(paths.HALF_PLUS_TWO_TFLITE_WITH_SIGDEF / "00000123")
     signature = servable.signatures["serving_default"]
     # the stored SignatureDef says tflite_input:0 and y:0; the tensors are tflite_input and y
     assert shapes(signature) == {"x": ("tflite_input", 1, (1, 1)), "y": ("y", 1, (1, 1))}
@@ -98,7 +98,7 @@ def test_load_errors(tmp_path, built_models):
 
 
 def test_a_stored_signature_naming_an_unknown_tensor_fails_the_load(tmp_path):
-    model = (support.HALF_PLUS_TWO_TFLITE_WITH_SIGDEF / "00000123" / "model.tflite").read_bytes()
+    model = (paths.HALF_PLUS_TWO_TFLITE_WITH_SIGDEF / "00000123" / "model.tflite").read_bytes()
     # the stored SignatureDef names tflite_input:0; make it name a tensor the model does not have
     assert model.count(b"tflite_input:0") == 1
     (tmp_path / "model.tflite").write_bytes(model.replace(b"tflite_input:0", b"tflite_nput0:0"))
@@ -129,8 +129,8 @@ def test_concurrent_runs_use_different_interpreters(monkeypatch):
         with ThreadPoolExecutor(2) as pool:
             return [f.result()[0].tolist() for f in [pool.submit(servable.run, feeds, ["y"]) for _ in range(2)]]
 
-    two = load(support.HALF_PLUS_TWO_TFLITE / "00000123", interpreters=2)
+    two = load(paths.HALF_PLUS_TWO_TFLITE / "00000123", interpreters=2)
     assert run_on(two, threading.Barrier(2, timeout=60)) == [[[2.5]], [[2.5]]]
-    one = load(support.HALF_PLUS_TWO_TFLITE / "00000123", interpreters=1)
+    one = load(paths.HALF_PLUS_TWO_TFLITE / "00000123", interpreters=1)
     with pytest.raises(ServingError, match="^Failed to invoke TfLite interpreter$"):  # the barrier broke
         run_on(one, threading.Barrier(2, timeout=2))

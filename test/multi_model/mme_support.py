@@ -6,12 +6,15 @@ import json
 import shutil
 from pathlib import Path
 
-import support
+import clients
+import model_dirs
+import paths
+import serve_stack
 
-Answer = support.Answer
+Answer = clients.Answer
 
 
-class MultiModelStack(support.Stack):
+class MultiModelStack(serve_stack.Stack):
     """serve in multi-model mode on free ports: `root` is the model root; 2 gunicorn workers unless told."""
 
     def __init__(self, root: Path, env: dict[str, str] | None = None, instances: int = 1):
@@ -24,7 +27,7 @@ class MultiModelStack(support.Stack):
         if body is not None and not isinstance(body, (bytes, str)):
             body = json.dumps(body)
             headers.setdefault("Content_Type", "application/json")
-        return support.http_call(self.port, method, path, body, {k.replace("_", "-"): v for k, v in headers.items()})
+        return clients.http_call(self.port, method, path, body, {k.replace("_", "-"): v for k, v in headers.items()})
 
     def load(self, name: object, url: object, **headers: str) -> Answer:
         return self.call("POST", "/models", {"model_name": name, "url": url}, **headers)
@@ -41,13 +44,13 @@ class MultiModelStack(support.Stack):
         return self.call("GET", "/models" + query)
 
 
-def model(root: Path, name: str, source: Path = support.HALF_PLUS_TWO, script: str | None = None,
+def model(root: Path, name: str, source: Path = paths.HALF_PLUS_TWO, script: str | None = None,
           files: dict[str, str] | None = None) -> Path:
     """root/name: a copy of a reference model (version folders at the top), with code/ when given."""
     path = root / name
     shutil.copytree(source, path)
     if script is not None or files:
-        support.write_code(path, script, files)
+        model_dirs.write_code(path, script, files)
     return path
 
 
@@ -60,10 +63,10 @@ def gated_copy(root: Path, gated: tuple[Path, object], name: str) -> tuple[Path,
     return url, gate
 
 
-def model_server_state(stack: support.Stack, name: str, instance: int = 0) -> str | None:
+def model_server_state(stack: serve_stack.Stack, name: str, instance: int = 0) -> str | None:
     """The state of `name` on a model server instance (read from its REST port directly), None when it does not
     serve it: unknown (404), or removed by a reload, whose versions TFS goes on reporting as END."""
-    answer = support.http_call(stack.model_server_ports[2 * instance + 1], "GET", f"/v1/models/{name}")
+    answer = clients.http_call(stack.model_server_ports[2 * instance + 1], "GET", f"/v1/models/{name}")
     state = answer.json()["model_version_status"][0]["state"] if answer.status == 200 else None
     return None if state == "END" else state
 

@@ -10,7 +10,8 @@ import socket
 import pytest
 from mme_support import error, model, predictions
 
-import support
+import paths
+import processes
 
 LAYOUT_HELP = ("expected <model_dir>/<version>/saved_model.pb or <model_dir>/<model name>/<version>/saved_model.pb, "
                "where <version> is a number such as 1")
@@ -135,7 +136,7 @@ def test_a_url_without_one_servable_savedmodel_is_404(stack, root):
 
 def test_the_named_layout_of_a_single_model_archive_loads(stack, root):
     url = root / "named"
-    model(url, "half_plus_three", support.HALF_PLUS_THREE)
+    model(url, "half_plus_three", paths.HALF_PLUS_THREE)
     try:
         assert stack.load("named", str(url)).status == 200
         assert stack.invoke("named").text == predictions(3.5, 4.0)
@@ -188,5 +189,5 @@ def test_client_text_cannot_forge_a_log_line(stack):
     assert stack.load(f"x\n{injected}", "/nowhere").status == 400
     assert stack.call("POST", f"/models/y%0a{injected.replace(' ', '%20')}/invoke", "{}",
                       Content_Type="application/json").status == 404
-    log = support.wait_for_log(stack, "x\\nFORGED-LINE", "y\\nFORGED-LINE")  # both requests logged, escaped
+    log = processes.wait_for_log(stack, "x\\nFORGED-LINE", "y\\nFORGED-LINE")  # both requests logged, escaped
     assert [line for line in log.splitlines() if line.startswith("FORGED-LINE")] == []

@@ -10,7 +10,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from mme_support import error, model
 
-import support
+import model_dirs
+import processes
 
 REPORTER = """
     import json
@@ -39,7 +40,7 @@ def answers_of_every_worker(stack, name: str, workers: int = 2, **headers: str) 
             seen[body["pid"]] = body
         return len(seen) == workers
 
-    support.wait_for(every_worker_answered, timeout=60, what="an answer from every worker")
+    processes.wait_for(every_worker_answered, timeout=60, what="an answer from every worker")
     return seen
 
 
@@ -108,7 +109,7 @@ def test_a_script_that_cannot_be_used_is_500_and_leaves_nothing_behind(stack, ro
         500, error("Failed to load model scripted: " + message.format(script=url / "code" / "inference.py")))
     assert stack.invoke("scripted").json() == error("Model scripted is not loaded yet.")
     assert stack.listed().json() == {"models": []}
-    support.write_code(url, REPORTER, {"helpers.py": "VALUE = 'fixed'\n"})
+    model_dirs.write_code(url, REPORTER, {"helpers.py": "VALUE = 'fixed'\n"})
     try:
         assert stack.load("scripted", str(url)).status == 200
         assert {b["value"] for b in answers_of_every_worker(stack, "scripted").values()} == {"fixed"}
@@ -120,8 +121,8 @@ def test_a_models_requirements_are_not_installed(stack, root):
     url = model(root, "with-requirements", files={"requirements.txt": "no-such-package==1.0\n"})
     try:
         assert stack.load("reqs", str(url)).status == 200
-        support.wait_for_log(stack, f"{url}/code/requirements.txt of model reqs is not installed: a load does not run "
-                                    "pip")
+        processes.wait_for_log(stack, f"{url}/code/requirements.txt of model reqs is not installed: a load does not "
+                                      "run pip")
     finally:
         stack.unload("reqs")
 

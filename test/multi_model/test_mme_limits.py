@@ -13,7 +13,11 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from mme_support import MultiModelStack, error, gated_copy, model, model_server_state, predictions
 
-import support
+import clients
+import model_dirs
+import paths
+import processes
+import serve_stack
 
 WAIT_SECONDS = 15
 
@@ -68,8 +72,8 @@ def test_a_model_server_killed_while_loading_is_a_507(limited, gated):
     try:
         with ThreadPoolExecutor(1) as pool:
             loading = pool.submit(limited.load, "heavy", str(url))
-            support.wait_for(lambda: model_server_state(limited, "heavy", 1) == "LOADING",
-                             what="the load on model server 1")
+            processes.wait_for(lambda: model_server_state(limited, "heavy", 1) == "LOADING",
+                               what="the load on model server 1")
             os.kill(limited.pid_of("tfs-1"), signal.SIGKILL)  # what the kernel's OOM killer does
             answer = loading.result()
         assert (answer.status, answer.json()) == (507, error(
@@ -94,7 +98,7 @@ def test_a_restarted_model_server_gets_the_loaded_models_back_and_drops_those_it
         answers.append((answer.status, answer.body))
         return answer.status == 503
 
-    support.wait_for(restarting_seen, timeout=30, what="an invocation answered while model server 0 restarts")
+    processes.wait_for(restarting_seen, timeout=30, what="an invocation answered while model server 0 restarts")
     assert set(answers) <= {(200, predictions(2.5, 3.0).encode()), (503, b'{"error": "model server restarting"}')}
     limited.wait_until(limited.ready, timeout=120, what="model server 0 back")
     assert model_server_state(limited, "kept") == "AVAILABLE"
@@ -102,9 +106,9 @@ def test_a_restarted_model_server_gets_the_loaded_models_back_and_drops_those_it
 
     shutil.rmtree(kept)  # the model can no longer be loaded from its url
     os.kill(limited.pid_of("tfs-1"), signal.SIGKILL)
-    support.wait_for(lambda: limited.listed().json() == {"models": []}, timeout=120, what="the model dropped")
+    processes.wait_for(lambda: limited.listed().json() == {"models": []}, timeout=120, what="the model dropped")
     assert limited.invoke("kept").json() == error("Model kept is not loaded yet.")  # SageMaker then loads it again
-    support.wait_for_log(limited, "dropping model kept: model server 1 could not load it again")
+    processes.wait_for_log(limited, "dropping model kept: model server 1 could not load it again")
 
 
 def test_the_memory_limit_is_a_507_after_every_check_a_retry_could_not_fix_and_no_default_model(tmp_path):
@@ -112,7 +116,7 @@ def test_the_memory_limit_is_a_507_after_every_check_a_retry_could_not_fix_and_n
     url = str(model(root, "small"))
     env = {"SAGEMAKER_MULTI_MODEL_MEMORY_LIMIT_PERCENT": "1", "SAGEMAKER_TFS_DEFAULT_MODEL_NAME": "small"}
     with MultiModelStack(root, env) as stack:
-        support.wait_for_log(stack, "SAGEMAKER_TFS_DEFAULT_MODEL_NAME=small is ignored: a multi-model endpoint's "
+        processes.wait_for_log(stack, "SAGEMAKER_TFS_DEFAULT_MODEL_NAME=small is ignored: a multi-model endpoint's "
                                     "requests name their model")
         assert stack.load("small", "relative").status == 400
         assert stack.load("small", str(root / "absent")).status == 404
@@ -124,8 +128,8 @@ def test_the_memory_limit_is_a_507_after_every_check_a_retry_could_not_fix_and_n
 
 
 def test_without_multi_model_there_are_no_model_routes(tmp_path):
-    with support.Stack(support.copy_model(support.HALF_PLUS_TWO, tmp_path, "model")) as stack:
+    with serve_stack.Stack(model_dirs.copy_model(paths.HALF_PLUS_TWO, tmp_path, "model")) as stack:
         for method, path in (("GET", "/models"), ("POST", "/models"), ("GET", "/models/model"),
                              ("DELETE", "/models/model"), ("POST", "/models/model/invoke")):
-            answer = support.http_call(stack.port, method, path, "{}" if method == "POST" else None)
+            answer = clients.http_call(stack.port, method, path, "{}" if method == "POST" else None)
             assert (answer.status, answer.json()) == (404, {"error": "Not Found"}), path

@@ -3,14 +3,15 @@
 
 from __future__ import annotations
 
-import support
+import metrics_pages
+import ports
 from mme_support import MultiModelStack, model
 
 
 def test_invocations_of_every_model_are_counted_under_one_route(tmp_path):
     root = tmp_path / "models"
     root.mkdir()
-    port = support.free_port()
+    port = ports.free_port()
     env = {"SAGEMAKER_METRICS": "true", "SAGEMAKER_METRICS_PORT": str(port)}
     with MultiModelStack(root, env) as stack:
         for name in ("a", "b"):
@@ -21,12 +22,12 @@ def test_invocations_of_every_model_are_counted_under_one_route(tmp_path):
 
         # each worker writes its totals twice a second: the page once it has every count
         requests = "sagemaker_tfs_request_duration_seconds_count"
-        page = support.counted_page(port, {
-            support.metric(requests, route="/models/{name}/invoke", status="200"): 3,
-            support.metric(requests, route="/models/{name}/invoke", status="400"): 1,
-            support.metric(requests, route="/invocations", status="400"): 1,
-            support.metric("sagemaker_tfs_stage_duration_seconds_count", route="/models/{name}/invoke",
-                           stage="model_server"): 4})
+        page = metrics_pages.counted_page(port, {
+            metrics_pages.metric(requests, route="/models/{name}/invoke", status="200"): 3,
+            metrics_pages.metric(requests, route="/models/{name}/invoke", status="400"): 1,
+            metrics_pages.metric(requests, route="/invocations", status="400"): 1,
+            metrics_pages.metric("sagemaker_tfs_stage_duration_seconds_count", route="/models/{name}/invoke",
+                                 stage="model_server"): 4})
     assert sum(v for (name, labels), v in page.items()
                if name == requests and ("route", "/models/{name}/invoke") in labels) == 4
-    assert support.sample(page, "sagemaker_tfs_requests_in_flight") == 0
+    assert metrics_pages.sample(page, "sagemaker_tfs_requests_in_flight") == 0

@@ -10,14 +10,16 @@ from concurrent.futures import ThreadPoolExecutor
 
 from mme_support import error, gated_copy, model, model_server_state, predictions
 
-import support
+import clients
+import paths
+import processes
 
 
 def test_two_loads_of_one_name_one_200_one_409(stack, root, gated):
     url, gate = gated_copy(root, gated, "twice")
     with ThreadPoolExecutor(2) as pool:
         first = pool.submit(stack.load, "twice", str(url))
-        support.wait_for(lambda: model_server_state(stack, "twice") == "LOADING", what="the first load in flight")
+        processes.wait_for(lambda: model_server_state(stack, "twice") == "LOADING", what="the first load in flight")
         second = pool.submit(stack.load, "twice", str(url))
         gate.open()
         answers = sorted([(first.result().status, first.result().json()), (second.result().status,
@@ -36,16 +38,16 @@ def test_a_slow_load_blocks_neither_other_models_nor_other_loads(stack, root, ga
     with ThreadPoolExecutor(1) as pool:
         slow = pool.submit(stack.load, "slow", str(url))
         try:
-            support.wait_for(lambda: model_server_state(stack, "slow") == "LOADING", what="the slow load in flight")
+            processes.wait_for(lambda: model_server_state(stack, "slow") == "LOADING", what="the slow load in flight")
             answers = {stack.invoke("quick").text for _ in range(50)}
             assert answers == {predictions(2.5, 3.0)}
-            assert support.http_status(stack.url + "/ping") == 200
+            assert clients.http_status(stack.url + "/ping") == 200
             assert stack.listed().json() == {"models": [{"modelName": "quick",
                                                          "modelUrl": str(root / "quick-model")}]}
             assert stack.invoke("slow").json() == error("Model slow is not loaded yet.")
             assert stack.call("GET", "/models/slow").json() == error("Model slow is not loaded yet.")
             # another name loads (and unloads) while the slow one is still loading
-            assert stack.load("parallel", str(model(root, "parallel-model", support.HALF_PLUS_THREE))).status == 200
+            assert stack.load("parallel", str(model(root, "parallel-model", paths.HALF_PLUS_THREE))).status == 200
             assert stack.invoke("parallel").text == predictions(3.5, 4.0)
             assert stack.unload("parallel").status == 200
             assert not slow.done()
@@ -76,10 +78,10 @@ def test_an_unload_waits_for_running_invocations_and_new_ones_are_404_at_once(st
     assert stack.load("busy", str(url)).status == 200
     with ThreadPoolExecutor(2) as pool:
         running = pool.submit(stack.invoke, "busy", "block", "text/plain")
-        support.wait_for(started.exists, what="the invocation in its handler")
+        processes.wait_for(started.exists, what="the invocation in its handler")
         unloading = pool.submit(stack.unload, "busy")
-        support.wait_for(lambda: stack.invoke("busy", "quick", "text/plain").status == 404,
-                         what="new invocations answered 404")
+        processes.wait_for(lambda: stack.invoke("busy", "quick", "text/plain").status == 404,
+                           what="new invocations answered 404")
         assert stack.listed().json() == {"models": []}
         assert not unloading.done()  # the running invocation has not finished: the unload has not either
         with open(release, "wb"):

@@ -6,7 +6,9 @@ from __future__ import annotations
 import pytest
 from mme_support import error, model, predictions
 
-import support
+import clients
+import paths
+import processes
 
 TARGET = "X_Amzn_SageMaker_Target_Model"
 
@@ -16,7 +18,7 @@ def loaded(stack, root):
     """load(name, source=...) -> name, unloaded after the test."""
     names = []
 
-    def load(name, source=support.HALF_PLUS_TWO, **options):
+    def load(name, source=paths.HALF_PLUS_TWO, **options):
         url = root / f"{name}-{len(names)}-{id(names)}"
         if not url.exists():
             model(root, url.name, source, **options)
@@ -32,7 +34,7 @@ def loaded(stack, root):
 
 def test_at_start_up_nothing_is_loaded_and_ping_is_200(stack, root):
     model(root, "preexisting")  # folders under the root are not models until loaded
-    assert support.http_status(stack.url + "/ping") == 200
+    assert clients.http_status(stack.url + "/ping") == 200
     assert stack.listed().json() == {"models": []}
     assert stack.invoke("preexisting").json() == error("Model preexisting is not loaded yet.")
 
@@ -42,7 +44,7 @@ def test_invocations_without_a_model_is_400(stack):
                         X_Amzn_RequestId="rid-no-model", **{TARGET: "a/model-1.tar.gz"})
     assert (answer.status, answer.json()) == (400, error("Invocation request does not contain model name."))
     assert answer.headers["x-amzn-requestid"] == "rid-no-model"
-    support.wait_for_log(stack, "request rid-no-model: POST /invocations, target model a/model-1.tar.gz")
+    processes.wait_for_log(stack, "request rid-no-model: POST /invocations, target model a/model-1.tar.gz")
 
 
 @pytest.mark.parametrize("method, path, message", [
@@ -67,7 +69,7 @@ def test_other_methods_and_paths(stack, method, path, status):
 
 
 def test_load_invoke_describe_list_unload_and_load_again(stack, root):
-    url = str(model(root, "lifecycle", support.HALF_PLUS_TWO_2_VERSIONS))
+    url = str(model(root, "lifecycle", paths.HALF_PLUS_TWO_2_VERSIONS))
     answer = stack.load("hp2", url, X_Amzn_RequestId="rid-load")
     first_grpc = stack.model_server_ports[0]
     assert (answer.status, answer.headers["x-amzn-requestid"]) == (200, "rid-load")
@@ -82,7 +84,8 @@ def test_load_invoke_describe_list_unload_and_load_again(stack, root):
         invoked = stack.invoke("hp2", X_Amzn_RequestId="rid-invoke", **{TARGET: "customer/model-7.tar.gz"})
         assert (invoked.status, invoked.text) == (200, predictions(2.5, 3.0))
         assert invoked.headers["x-amzn-requestid"] == "rid-invoke"
-        support.wait_for_log(stack, "request rid-invoke: POST /models/hp2/invoke, target model customer/model-7.tar.gz")
+        processes.wait_for_log(stack, "request rid-invoke: POST /models/hp2/invoke, target model "
+                                      "customer/model-7.tar.gz")
     finally:
         unloaded = stack.unload("hp2")
     assert (unloaded.status, unloaded.json()) == (200, {"success": "Successfully unloaded model hp2."})
@@ -94,8 +97,8 @@ def test_load_invoke_describe_list_unload_and_load_again(stack, root):
 
 
 def test_the_path_names_the_model_and_version_and_method_attributes_are_honoured(stack, loaded):
-    loaded("versions", support.HALF_PLUS_TWO_2_VERSIONS)
-    loaded("three", support.HALF_PLUS_THREE)
+    loaded("versions", paths.HALF_PLUS_TWO_2_VERSIONS)
+    loaded("three", paths.HALF_PLUS_THREE)
     attributes = "X_Amzn_SageMaker_Custom_Attributes"
     assert stack.invoke("three", **{attributes: "tfs-model-name=versions"}).text == predictions(3.5, 4.0)
     assert stack.invoke("versions", **{attributes: "tfs-model-version=123"}).text == predictions(2.5, 3.0)

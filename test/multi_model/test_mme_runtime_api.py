@@ -7,7 +7,8 @@ import tarfile
 
 import pytest
 
-import support
+import clients
+import processes
 from mme_support import MultiModelStack, gated_copy, model
 
 BODY = b'{"instances": [1.0, 2.0]}'
@@ -25,12 +26,12 @@ def runtime_stack(tmp_path_factory):
 
 def invoke(stack, target: str | None):
     args = {} if target is None else {"TargetModel": target}
-    return support.runtime_client(stack.port).invoke_endpoint(EndpointName="mme", Body=BODY,
+    return clients.runtime_client(stack.port).invoke_endpoint(EndpointName="mme", Body=BODY,
                                                                ContentType="application/json", **args)
 
 
 def error_of(stack, target: str | None) -> dict:
-    return support.client_error(lambda: invoke(stack, target))
+    return clients.client_error(lambda: invoke(stack, target))
 
 
 def test_a_target_folder_is_loaded_on_first_use_then_invoked(runtime_stack):
@@ -39,7 +40,7 @@ def test_a_target_folder_is_loaded_on_first_use_then_invoked(runtime_stack):
     assert invoke(runtime_stack, "hp2")["Body"].read() == HALF_PLUS_TWO  # loaded once: the second call finds it
     listed = runtime_stack.listed().json()["models"]
     assert [m["modelUrl"] for m in listed if m["modelUrl"].endswith("/hp2")] == [str(runtime_stack.root / "hp2")]
-    support.wait_for_log(runtime_stack, "TargetModel hp2: loading", "target model hp2")
+    processes.wait_for_log(runtime_stack, "TargetModel hp2: loading", "target model hp2")
 
 
 def test_a_target_archive_is_unpacked_once_and_served(runtime_stack, tmp_path):
@@ -78,6 +79,6 @@ def test_a_target_still_loading_past_the_timeout_is_model_not_ready_then_served(
     assert (error["Error"]["Code"], error["ResponseMetadata"]["HTTPStatusCode"]) == ("ModelNotReadyException", 429)
     assert error["Error"]["Message"] == "Model 'slow' is still loading; retry the request"
     gate.open()
-    support.wait_for(lambda: any(m["modelUrl"].endswith("/slow") for m in runtime_stack.listed().json()["models"]),
-                     what="the load of 'slow' to finish")
+    processes.wait_for(lambda: any(m["modelUrl"].endswith("/slow") for m in runtime_stack.listed().json()["models"]),
+                       what="the load of 'slow' to finish")
     assert invoke(runtime_stack, "slow")["Body"].read() == HALF_PLUS_TWO  # the gated model is y = 0.5 x + 2

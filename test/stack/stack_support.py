@@ -5,25 +5,27 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import urlsplit
 
-import support
+import clients
+import model_dirs
+import paths
 
-ATTRIBUTES = support.CUSTOM_ATTRIBUTES
-Answer = support.Answer
-invoke = support.invoke  # POST /invocations through the stack's nginx: the examples' tests use it too
+ATTRIBUTES = clients.CUSTOM_ATTRIBUTES
+Answer = clients.Answer
+invoke = clients.invoke  # POST /invocations through the stack's nginx: the examples' tests use it too
 
 
 def call(url: str, body: bytes | str | None = None, method: str | None = None, **headers: str) -> Answer:
     """One HTTP request; header names as keyword arguments with underscores (X_Amzn_RequestId='...')."""
     parts = urlsplit(url)
     names = {name.replace("_", "-"): value for name, value in headers.items()}
-    return support.http_call(parts.port, method or ("GET" if body is None else "POST"), parts.path, body, names)
+    return clients.http_call(parts.port, method or ("GET" if body is None else "POST"), parts.path, body, names)
 
 
 def model_dir(root: Path, script: str | None = None, files: dict[str, str] | None = None,
-              model: Path = support.HALF_PLUS_THREE) -> Path:
+              model: Path = paths.HALF_PLUS_THREE) -> Path:
     """root/model: the reference `model` as the archive layout (<version>/ at the top), code/inference.py holding
     `script` (dedented) and code/`files`."""
-    return support.write_code(support.copy_model(model, root, "model"), script, files)
+    return model_dirs.write_code(model_dirs.copy_model(model, root, "model"), script, files)
 
 
 def pretty_predictions(values: str) -> str:

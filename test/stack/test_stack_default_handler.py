@@ -11,19 +11,23 @@ import json
 import pytest
 
 import models
-import support
+import clients
+import model_dirs
+import paths
+import processes
+import serve_stack
 from stack_support import call, invoke, pretty_predictions
 
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
     root = tmp_path_factory.mktemp("default-handler")
-    support.copy_model(support.HALF_PLUS_THREE, root, "half_plus_three")
-    support.copy_model(support.HALF_PLUS_TWO_2_VERSIONS, root, "half_plus_two")
+    model_dirs.copy_model(paths.HALF_PLUS_THREE, root, "half_plus_three")
+    model_dirs.copy_model(paths.HALF_PLUS_TWO_2_VERSIONS, root, "half_plus_two")
     models.build("sum_and_count", root / "sum_and_count")
     models.build("upper_strings", root / "upper_strings")
     env = {"SAGEMAKER_TFS_DEFAULT_MODEL_NAME": "half_plus_three"}
-    with support.Stack(root, env=env, instances=2) as started:
+    with serve_stack.Stack(root, env=env, instances=2) as started:
         yield started
 
 
@@ -49,10 +53,10 @@ def test_an_unknown_version_gets_the_model_server_s_404(stack):
 def test_both_model_server_instances_serve_every_model(stack):
     low = int(stack.env["SAGEMAKER_SAFE_PORT_RANGE"].split("-")[0])
     for instance in (0, 1):
-        assert support.pid_alive(stack.pid_of(f"tfs-{instance}"))
+        assert processes.pid_alive(stack.pid_of(f"tfs-{instance}"))
         rest_port = low + 2 * instance + 1
         for model in ("half_plus_three", "half_plus_two", "sum_and_count", "upper_strings"):
-            assert support.http_status(f"http://127.0.0.1:{rest_port}/v1/models/{model}") == 200
+            assert clients.http_status(f"http://127.0.0.1:{rest_port}/v1/models/{model}") == 200
     answers = {invoke(stack, "1.0").text for _ in range(8)}  # spread over both: all answer the same
     assert answers == {pretty_predictions("3.5")}
 

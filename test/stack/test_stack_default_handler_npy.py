@@ -9,8 +9,9 @@ import json
 import numpy as np
 import pytest
 
-import support
-from support import npy_body
+import paths
+import serve_stack
+from clients import npy_body
 from stack_support import invoke, model_dir, pretty_predictions
 
 NPY = "application/x-npy"
@@ -18,7 +19,7 @@ NPY = "application/x-npy"
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
-    with support.Stack(model_dir(tmp_path_factory.mktemp("npy"), model=support.HALF_PLUS_TWO)) as stack:
+    with serve_stack.Stack(model_dir(tmp_path_factory.mktemp("npy"), model=paths.HALF_PLUS_TWO)) as stack:
         yield stack
 
 

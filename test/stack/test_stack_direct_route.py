@@ -17,7 +17,13 @@ from collections import Counter
 import numpy
 import pytest
 
-import support
+import clients
+import metrics_pages
+import model_dirs
+import paths
+import ports
+import processes
+import serve_stack
 from direct_route_cases import APP, ATTRIBUTE_FORMS, BODIES, MODEL_SERVER
 from generated_requests import Requests
 from stack_support import ATTRIBUTES, call, invoke, pretty_predictions
@@ -30,8 +36,8 @@ PREDICTIONS = pretty_predictions("3.5, 4.0, 5.5")
 @pytest.fixture(scope="module")
 def root(tmp_path_factory):
     root = tmp_path_factory.mktemp("direct-route")
-    support.copy_model(support.HALF_PLUS_THREE, root, "half_plus_three")
-    support.copy_model(support.HALF_PLUS_TWO_2_VERSIONS, root, "half_plus_two")
+    model_dirs.copy_model(paths.HALF_PLUS_THREE, root, "half_plus_three")
+    model_dirs.copy_model(paths.HALF_PLUS_TWO_2_VERSIONS, root, "half_plus_two")
     return root
 
 
@@ -41,15 +47,15 @@ ENV = {"SAGEMAKER_TFS_DEFAULT_MODEL_NAME": "half_plus_three"}
 @pytest.fixture(scope="module")
 def direct(root):
     # nginx's level warn: a body it keeps in a temp file is a line, which marks a point in its error lines
-    env = {**ENV, "SAGEMAKER_METRICS": "true", "SAGEMAKER_METRICS_PORT": str(support.free_port()),
+    env = {**ENV, "SAGEMAKER_METRICS": "true", "SAGEMAKER_METRICS_PORT": str(ports.free_port()),
            "SAGEMAKER_SERVER_TIMING": "true", "SAGEMAKER_TFS_NGINX_LOGLEVEL": "warn"}
-    with support.Stack(root, env=env, instances=2) as started:
+    with serve_stack.Stack(root, env=env, instances=2) as started:
         yield started
 
 
 @pytest.fixture(scope="module")
 def app(root):
-    with support.Stack(root, env={**ENV, "SAGEMAKER_NGINX_DIRECT_INVOCATIONS": "false"}) as started:
+    with serve_stack.Stack(root, env={**ENV, "SAGEMAKER_NGINX_DIRECT_INVOCATIONS": "false"}) as started:
         yield started
 
 
@@ -90,7 +96,7 @@ ROWS = [
     ("csv", "1.0\n2.0", "text/csv", {}),
     ("jsonlines", "1.0\n[2.0]\n", "application/jsonlines", {}),
     ("jsons", "1.0\n2.0", "application/jsons", {}),
-    ("npy", support.npy_body(numpy.array([1.0, 2.0], dtype=numpy.float32)), "application/x-npy", {}),
+    ("npy", clients.npy_body(numpy.array([1.0, 2.0], dtype=numpy.float32)), "application/x-npy", {}),
     ("unsupported type", TFS, "text/plain", {}),
     ("gzip encoded", TFS, JSON, {"Content-Encoding": "gzip"}),
     ("accept any", TFS, JSON, {"Accept": "*/*"}),
@@ -112,12 +118,12 @@ ROWS = [
 ]
 
 
-def _send(stack: support.Stack, body, content_type, headers) -> support.Answer:
+def _send(stack: serve_stack.Stack, body, content_type, headers) -> clients.Answer:
     return invoke(stack, body, content_type, X_Amzn_RequestId="rid-direct", **{k.replace("-", "_"): v
                                                                               for k, v in headers.items()})
 
 
-def _seen(answer: support.Answer) -> tuple:
+def _seen(answer: clients.Answer) -> tuple:
     return answer.status, answer.content_type, answer.body, answer.headers.get("x-amzn-requestid")
 
 
@@ -127,7 +133,7 @@ def test_both_routes_give_the_same_answer(direct, app, name, body, content_type,
     assert _seen(_send(direct, body, content_type, headers)) == _seen(_send(app, body, content_type, headers))
 
 
-def _answered_by(answer: support.Answer) -> str:
+def _answered_by(answer: clients.Answer) -> str:
     """Server-Timing says who answered: the direct route's model_server and total, or the app's stages."""
     return MODEL_SERVER if DIRECT_TIMING.fullmatch(answer.headers["server-timing"]) else APP
 
@@ -182,7 +188,7 @@ def test_generated_requests_get_one_answer_on_both_routes(direct, app):
     for number in range(COUNT):
         body, headers = requests.make()
         lines = [*headers, ("X-Amzn-RequestId", f"generated-{number}")]
-        got, want = (support.http_call(stack.port, "POST", "/invocations", body, lines) for stack in (direct, app))
+        got, want = (clients.http_call(stack.port, "POST", "/invocations", body, lines) for stack in (direct, app))
         routes[_answered_by(got)] += 1
         timing = DIRECT_TIMING.fullmatch(got.headers["server-timing"])
         if timing and timing.group(1):
@@ -195,8 +201,8 @@ def test_generated_requests_get_one_answer_on_both_routes(direct, app):
     # nginx's error lines reach the log through serve (its stderr, forwarded by a thread): the [warn] line of a
     # request sent after the others, its body too large for memory, shows that every earlier line is in the log
     marker = "/invocations?generated-requests-done"
-    support.http_call(direct.port, "POST", marker, b"x" * (7 << 20), {"Content-Type": "text/plain"})
-    log = support.wait_for_log(direct, f'request: "POST {marker} HTTP/1.1"', since=log_before)[log_before:]
+    clients.http_call(direct.port, "POST", marker, b"x" * (7 << 20), {"Content-Type": "text/plain"})
+    log = processes.wait_for_log(direct, f'request: "POST {marker} HTTP/1.1"', since=log_before)[log_before:]
     assert not re.search(r"\[(alert|crit|error)\]", log), log[:3000]
 
 
@@ -225,7 +231,7 @@ def test_every_answer_carries_a_request_id(direct):
     fallback = invoke(direct, "[2.0]")
     rid = fallback.headers["x-amzn-requestid"]
     # nginx's access line (written once the answer is sent) and the app agree on the id
-    log = support.wait_for_log(direct, f" id={rid}\n")
+    log = processes.wait_for_log(direct, f" id={rid}\n")
     [line] = [line for line in log.splitlines() if line.endswith(f" id={rid}")]
     assert line.startswith('127.0.0.1 "POST /invocations HTTP/1.1" 200 '), line
 
@@ -259,15 +265,17 @@ def test_a_large_body_falls_back_whole(direct):
 def test_metrics_count_each_route(root):
     """serve's page counts the direct route's requests (nginx's log datagrams) apart from the app's. On a stack of
     its own, whose counts start at 0: no earlier test's request can still be on its way to the page."""
-    port = support.free_port()
-    with support.Stack(root, env={**ENV, "SAGEMAKER_METRICS": "true", "SAGEMAKER_METRICS_PORT": str(port)}) as stack:
+    port = ports.free_port()
+    with serve_stack.Stack(root, env={**ENV, "SAGEMAKER_METRICS": "true",
+                                      "SAGEMAKER_METRICS_PORT": str(port)}) as stack:
         for _ in range(3):
             assert invoke(stack, TFS).status == 200
         assert invoke(stack, "[1.0]").status == 200  # falls back: the app answers it
         # the workers write their totals every 0.5 s; nginx logs a request once it is answered
         counts = "sagemaker_tfs_direct_request_duration_seconds_count", "sagemaker_tfs_request_duration_seconds_count"
-        support.counted_page(port, {support.metric(counts[0], route="/invocations", status="200"): 3,  # direct
-                                    support.metric(counts[1], route="/invocations", status="200"): 1})  # the app
+        metrics_pages.counted_page(port, {
+            metrics_pages.metric(counts[0], route="/invocations", status="200"): 3,  # direct
+            metrics_pages.metric(counts[1], route="/invocations", status="200"): 1})  # the app
 
 
 def test_server_timing_on_the_direct_route(direct):
@@ -285,8 +293,8 @@ def test_model_servers_down_both_routes_answer_as_the_app(direct, app):
         pids = [stack.pid_of(f"tfs-{i}") for i in range(len(stack.model_server_ports) // 2)]
         for pid in pids:
             os.kill(pid, signal.SIGKILL)
-        support.wait_for(lambda: not any(support.port_is_open(low + 2 * i + 1) for i in range(len(pids))),
-                         what="the model servers' REST ports to close")
+        processes.wait_for(lambda: not any(ports.port_is_open(low + 2 * i + 1) for i in range(len(pids))),
+                           what="the model servers' REST ports to close")
         answer = invoke(stack, TFS)
         answers.append((answer.status, answer.content_type,
                         re.sub(rb"127\.0\.0\.1:\d+", b"127.0.0.1:PORT", answer.body)))

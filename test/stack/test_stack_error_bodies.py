@@ -12,7 +12,7 @@ import socket
 
 import pytest
 
-import support
+import serve_stack
 from stack_support import model_dir
 
 BAD_REQUEST = "Bad Request: malformed request line, header, Host, Content-Length, Transfer-Encoding or chunked body"
@@ -25,15 +25,15 @@ CLOSE = b"Connection: close\r\n"
 def stacks(tmp_path_factory):
     """A stack per gunicorn worker class, started on first use; the body limit is 1k."""
     root = model_dir(tmp_path_factory.mktemp("error-bodies"))
-    started: dict[str, support.Stack] = {}
+    started: dict[str, serve_stack.Stack] = {}
 
-    def stack(worker_class: str = "loop") -> support.Stack:
+    def stack(worker_class: str = "loop") -> serve_stack.Stack:
         if worker_class not in started:
             env = {"SAGEMAKER_NGINX_CLIENT_MAX_BODY_SIZE": "1k", "SAGEMAKER_GUNICORN_WORKER_CLASS": worker_class,
                    "SAGEMAKER_GUNICORN_WORKERS": "1"}
             if worker_class == "gthread":
                 env["SAGEMAKER_GUNICORN_THREADS"] = "2"
-            started[worker_class] = support.Stack(root, env=env).start()
+            started[worker_class] = serve_stack.Stack(root, env=env).start()
         return started[worker_class]
 
     yield stack

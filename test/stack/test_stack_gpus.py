@@ -14,7 +14,10 @@ from pathlib import Path
 
 import pytest
 
-import support
+import model_dirs
+import paths
+import processes
+import serve_stack
 from sagemaker_tfs.config import cpu_count
 from stack_support import invoke
 
@@ -68,21 +71,21 @@ def listing_nvidia_smi(tmp_path: Path, text: str) -> dict[str, str]:
     return stand_in(tmp_path, f"cat <<'EOF'\n{text}EOF")
 
 
-def toolkit_stack(tmp_path: Path, env: dict[str, str]) -> support.Stack:
-    return support.Stack(support.write_code(tmp_path / "model", SCRIPT), env=env)
+def toolkit_stack(tmp_path: Path, env: dict[str, str]) -> serve_stack.Stack:
+    return serve_stack.Stack(model_dirs.write_code(tmp_path / "model", SCRIPT), env=env)
 
 
-def gpu_line(stack: support.Stack) -> str:
+def gpu_line(stack: serve_stack.Stack) -> str:
     """serve's start-up line about the GPUs (logged before gunicorn starts, so there once the stack is ready)."""
-    text = support.wait_for_log(stack, " INFO serve: GPUs: ")
+    text = processes.wait_for_log(stack, " INFO serve: GPUs: ")
     lines = [line.split(" INFO serve: ", 1)[1] for line in text.splitlines() if " INFO serve: GPUs: " in line]
     assert len(lines) == 1, text
     return lines[0]
 
 
-def seen(stack: support.Stack, workers: int) -> dict[int, str]:
+def seen(stack: serve_stack.Stack, workers: int) -> dict[int, str]:
     """{worker pid: the gpu_id its model_fn saw} once `workers` model_fns have run."""
-    text = support.wait_for_log(stack, "model_fn saw gpu_id=", count=workers)
+    text = processes.wait_for_log(stack, "model_fn saw gpu_id=", count=workers)
     return {int(pid): gpu_id for gpu_id, pid in SEEN.findall(text)}
 
 
@@ -102,8 +105,8 @@ def test_four_gpus_one_worker_per_gpu_and_a_replacement_takes_the_dead_workers_g
         after = seen(stack, 5)
         (replacement,) = set(after) - set(by_pid)
         assert after[replacement] == "2"
-        support.wait_for(lambda: stack.gunicorn_workers() == set(by_pid) - {victim} | {replacement},
-                         what="the replacement to be the only new worker")
+        processes.wait_for(lambda: stack.gunicorn_workers() == set(by_pid) - {victim} | {replacement},
+                           what="the replacement to be the only new worker")
 
 
 def test_the_toolkit_worker_count_overrides_the_gpu_default_and_spreads_over_every_gpu(tmp_path):
@@ -158,7 +161,7 @@ def test_without_gpus_one_worker_per_core_and_gpu_id_none(tmp_path, nvidia_smi, 
                                    "gpu_id by worker slot: None; model servers: none")
         assert list(seen(stack, cores).values()) == ["None"] * cores
         if nvidia_smi:
-            support.wait_for_log(stack, f"WARNING serve: {how}: counting no GPU")
+            processes.wait_for_log(stack, f"WARNING serve: {how}: counting no GPU")
 
 
 def test_a_hanging_nvidia_smi_costs_its_timeout_then_counts_no_gpu(tmp_path):
@@ -168,19 +171,19 @@ def test_a_hanging_nvidia_smi_costs_its_timeout_then_counts_no_gpu(tmp_path):
         how = "nvidia-smi -L did not answer within 1 s"
         assert gpu_line(stack) == (f"GPUs: 0 seen by CUDA ({how}); gunicorn workers: {cpu_count()} (one per core), "
                                    "toolkit gpu_id by worker slot: None; model servers: none")
-        support.wait_for_log(stack, f"WARNING serve: {how} (SAGEMAKER_NVIDIA_SMI_TIMEOUT_SECONDS): counting no GPU")
+        processes.wait_for_log(stack, f"WARNING serve: {how} (SAGEMAKER_NVIDIA_SMI_TIMEOUT_SECONDS): counting no GPU")
         hung = int(pid_file.read_text())
-        support.wait_for(lambda: not support.pid_alive(hung), what="the hanging nvidia-smi to be killed")
+        processes.wait_for(lambda: not processes.pid_alive(hung), what="the hanging nvidia-smi to be killed")
 
 
 def test_a_handler_script_keeps_a_worker_per_core_and_gets_a_model_server_per_gpu(tmp_path):
     """The model servers hold the model: workers per core; one instance per GPU CUDA sees (SAGEMAKER_TFS_INSTANCE_COUNT
     unset), each pinned to its GPU as serve's CUDA_VISIBLE_DEVICES names it, with the memory share rule."""
-    folder = support.write_code(support.copy_model(support.HALF_PLUS_THREE, tmp_path, "model"),
-                                "def handler(data, context):\n    return data.read(), 'application/json'\n")
+    folder = model_dirs.write_code(model_dirs.copy_model(paths.HALF_PLUS_THREE, tmp_path, "model"),
+                                   "def handler(data, context):\n    return data.read(), 'application/json'\n")
     env = {**listing_nvidia_smi(tmp_path, listing(4)), "CUDA_VISIBLE_DEVICES": "1,2,3",
            "SAGEMAKER_TFS_INSTANCE_COUNT": ""}  # unset
-    with support.Stack(folder, env=env, instances=3) as stack:
+    with serve_stack.Stack(folder, env=env, instances=3) as stack:
         cores = cpu_count()
         slots = ", ".join(f"{slot}->{slot % 3}" for slot in range(cores))
         assert gpu_line(stack) == (

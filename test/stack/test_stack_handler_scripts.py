@@ -10,7 +10,8 @@ import zipfile
 
 import pytest
 
-import support
+import processes
+import serve_stack
 from stack_support import invoke, model_dir
 
 PAIR = """
@@ -71,9 +72,9 @@ LIB_HANDLER = """
 LIB = {"lib/twice.py": "def twice(x):\n    return 2 * x\n"}
 
 
-def stack_of(tmp_path_factory, name: str, script: str, files: dict[str, str] | None = None) -> support.Stack:
+def stack_of(tmp_path_factory, name: str, script: str, files: dict[str, str] | None = None) -> serve_stack.Stack:
     """A stack (not started: `with` starts and stops it) serving half_plus_three with this script."""
-    return support.Stack(model_dir(tmp_path_factory.mktemp(name), script, files))
+    return serve_stack.Stack(model_dir(tmp_path_factory.mktemp(name), script, files))
 
 
 @pytest.fixture(scope="module")
@@ -130,8 +131,8 @@ def test_a_user_exception_is_a_500_with_its_message_and_a_logged_traceback(handl
     assert (answer.status, answer.json()) == (500, {"error": "boom: the script failed"})
     assert answer.headers["x-amzn-requestid"] == "req-boom-1"
     line = "request req-boom-1: 500 RuntimeError: boom: the script failed"
-    log = support.wait_for_log(handler, line)
-    support.wait_for_log(handler, "Traceback (most recent call last)", since=log.index(line) + len(line))
+    log = processes.wait_for_log(handler, line)
+    processes.wait_for_log(handler, "Traceback (most recent call last)", since=log.index(line) + len(line))
 
 
 def test_a_handler_error_chooses_the_status(handler):
@@ -154,7 +155,7 @@ def wheel_requirements(tmp_path_factory):
         wheel.writestr("stackdemo-0.1.dist-info/RECORD", "stackdemo/__init__.py,,\nstackdemo-0.1.dist-info/METADATA,,\n"
                        "stackdemo-0.1.dist-info/WHEEL,,\nstackdemo-0.1.dist-info/RECORD,,\n")
     try:
-        with support.Stack(folder) as stack:
+        with serve_stack.Stack(folder) as stack:
             yield stack
     finally:
         subprocess.run([sys.executable, "-m", "pip", "uninstall", "-y", "-q", "stackdemo"], capture_output=True)
@@ -163,7 +164,7 @@ def wheel_requirements(tmp_path_factory):
 def test_handler_with_requirements_installed_at_startup(wheel_requirements):
     answer = invoke(wheel_requirements, "x")
     assert (answer.status, answer.text) == (200, "stackdemo 0.1, installed from code/requirements.txt")
-    support.wait_for_log(wheel_requirements, "Successfully installed stackdemo-0.1")
+    processes.wait_for_log(wheel_requirements, "Successfully installed stackdemo-0.1")
 
 
 def test_handler_with_code_lib(tmp_path_factory):
@@ -176,4 +177,5 @@ def test_code_lib_wins_over_requirements_which_are_not_installed(tmp_path_factor
     files = {**LIB, "requirements.txt": "no-such-package-anywhere==1.0\n"}  # would fail to install
     with stack_of(tmp_path_factory, "lib-and-requirements", LIB_HANDLER, files) as stack:
         assert invoke(stack, "[2.0]").json() == {"predictions": [5.0]}
-        support.wait_for_log(stack, "/code/lib exists: its modules are used and ", "requirements.txt is not installed")
+        processes.wait_for_log(stack, "/code/lib exists: its modules are used and ",
+                               "requirements.txt is not installed")

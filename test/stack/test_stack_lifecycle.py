@@ -11,7 +11,11 @@ from pathlib import Path
 
 import pytest
 
-import support
+import clients
+import model_dirs
+import paths
+import processes
+import serve_stack
 from stack_support import call, invoke, model_dir, pretty_predictions
 
 SLOW = """
@@ -33,13 +37,13 @@ def model(tmp_path_factory):
 
 
 def test_nginx_opens_only_when_the_model_is_available(model):
-    stack = support.Stack(model).start(wait=False)
+    stack = serve_stack.Stack(model).start(wait=False)
     try:
         statuses = []
-        support.wait_for(lambda: statuses.append(support.http_status(stack.url + "/ping")) or statuses[-1] == 200,
-                         timeout=180, what="ready")
+        processes.wait_for(lambda: statuses.append(clients.http_status(stack.url + "/ping")) or statuses[-1] == 200,
+                           timeout=180, what="ready")
         assert set(statuses[:-1]) <= {None}  # the port was closed until then: never a 502 or a half-ready 200
-        support.wait_for_log(stack, "every model is AVAILABLE on 1 model server(s)")
+        processes.wait_for_log(stack, "every model is AVAILABLE on 1 model server(s)")
         assert invoke(stack, "1.0").text == pretty_predictions("3.5")
     finally:
         stack.stop()
@@ -50,15 +54,15 @@ def test_nginx_opens_only_when_the_model_is_available(model):
     ("gunicorn-supervised", "gunicorn (pid {pid}) exited with status -9; restarting it (restart #1)"),
 ])
 def test_a_killed_child_is_restarted_and_ping_is_503_until_it_serves_again(model, child, message):
-    with support.Stack(model) as stack:
+    with serve_stack.Stack(model) as stack:
         pid = stack.pid_of(child)
         os.kill(pid, signal.SIGKILL)
         statuses = []
-        support.wait_for(lambda: statuses.append(call(stack.url + "/ping")) or statuses[-1].status == 503,
-                         timeout=30, what="/ping 503 after the kill")
+        processes.wait_for(lambda: statuses.append(call(stack.url + "/ping")) or statuses[-1].status == 503,
+                           timeout=30, what="/ping 503 after the kill")
         assert statuses[-1].json()["error"]  # a JSON reason, from the app or nginx
         stack.wait_until(stack.ready, timeout=180, what="serving again")
-        support.wait_for_log(stack, message.format(pid=pid))
+        processes.wait_for_log(stack, message.format(pid=pid))
         assert stack.pid_of(child) != pid
         assert invoke(stack, '{"instances": [1.0, 2.0]}').text == pretty_predictions("3.5, 4.0")
 
@@ -68,7 +72,7 @@ def test_sigterm_lets_requests_in_flight_complete_then_exits_0(tmp_path):
     started.mkdir()
     folder = model_dir(tmp_path, SLOW)
     env = {"SAGEMAKER_GUNICORN_THREADS": "4", "STARTED_DIR": str(started)}
-    stack = support.Stack(folder, env=env).start()
+    stack = serve_stack.Stack(folder, env=env).start()
     try:
         children = [stack.pid_of(name) for name in ("tfs-0", "gunicorn-supervised", "nginx-supervised")]
         answers = {}
@@ -80,14 +84,14 @@ def test_sigterm_lets_requests_in_flight_complete_then_exits_0(tmp_path):
         threads = [threading.Thread(target=send, args=(name,)) for name in names]
         for thread in threads:
             thread.start()
-        support.wait_for(lambda: len(list(started.iterdir())) == len(names), what="all requests in the handler")
+        processes.wait_for(lambda: len(list(started.iterdir())) == len(names), what="all requests in the handler")
         stack.signal(signal.SIGTERM)
         for thread in threads:
             thread.join(60)
         assert {name: (a.status, a.text) for name, a in answers.items()} == {
             name: (200, f"done {name}") for name in names}
         assert stack.proc.wait(60) == 0
-        assert not any(support.pid_alive(pid) for pid in children)
+        assert not any(processes.pid_alive(pid) for pid in children)
         assert "received SIGTERM: draining and stopping" in stack.log()
     finally:
         stack.stop()
@@ -95,8 +99,8 @@ def test_sigterm_lets_requests_in_flight_complete_then_exits_0(tmp_path):
 
 def serve_fails(model_dir, **env) -> str:
     """Run serve until it exits (it must, by itself, with status 1); its output."""
-    stack = support.Stack(model_dir, env=env)
-    result = subprocess.run([str(support.VENV_BIN / "serve")], env=stack.env, capture_output=True, text=True,
+    stack = serve_stack.Stack(model_dir, env=env)
+    result = subprocess.run([str(paths.VENV_BIN / "serve")], env=stack.env, capture_output=True, text=True,
                             timeout=180)
     assert result.returncode == 1, result.stderr
     return result.stderr
@@ -123,7 +127,7 @@ def test_a_version_folder_without_saved_model_stops_serve(tmp_path):
 
 def write_warmup_requests(model: Path, corrupt: bool = False) -> None:
     """Three Predict records in the model's warm-up file; with `corrupt`, the first record's data CRC is wrong."""
-    path = support.write_warmup_requests(model / "00000123", [support.predict_log(x=[[1.0]])] * 3)
+    path = model_dirs.write_warmup_requests(model / "00000123", [model_dirs.predict_log(x=[[1.0]])] * 3)
     if corrupt:
         data = bytearray(path.read_bytes())
         data[12] ^= 0xFF  # the first byte of the first record's data
@@ -133,7 +137,7 @@ def write_warmup_requests(model: Path, corrupt: bool = False) -> None:
 def test_ping_stays_503_until_the_model_server_has_replayed_the_warmup_file(tmp_path):
     model = model_dir(tmp_path)
     write_warmup_requests(model)
-    stack = support.Stack(model).start()
+    stack = serve_stack.Stack(model).start()
     try:
         warmed = ("Finished reading warmup data for model at "
                   f"{model / '00000123' / 'assets.extra' / 'tf_serving_warmup_requests'}. Number of warmup records "
@@ -141,7 +145,7 @@ def test_ping_stays_503_until_the_model_server_has_replayed_the_warmup_file(tmp_
         available = "Successfully loaded servable version {name: model version: 123}"
         # the model server's own lines, forwarded in its order: warm-up ended before the version was AVAILABLE,
         # which serve's readiness (and /ping) waits for
-        log = support.wait_for_log(stack, warmed, available, "every model is AVAILABLE on 1 model server(s)")
+        log = processes.wait_for_log(stack, warmed, available, "every model is AVAILABLE on 1 model server(s)")
         assert log.index(warmed) < log.index(available)
         assert invoke(stack, "1.0").text == pretty_predictions("3.5")
     finally:
@@ -182,7 +186,7 @@ def test_a_script_that_cannot_serve_stops_serve_with_its_reason(tmp_path, script
 
 
 def test_two_stacks_side_by_side(model):
-    with support.Stack(model) as first, support.Stack(model) as second:
+    with serve_stack.Stack(model) as first, serve_stack.Stack(model) as second:
         assert first.port != second.port and first.runtime_dir != second.runtime_dir
         for stack in (first, second):
             assert invoke(stack, "5.0").text == pretty_predictions("5.5")

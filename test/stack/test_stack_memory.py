@@ -3,18 +3,21 @@ large POSTs used to leave a worker hundreds of MB larger, for good)."""
 
 from __future__ import annotations
 
-import support
+import clients
+import model_dirs
+import processes
+import serve_stack
 from stack_support import model_dir
 
-PASS_THROUGH, BODY_MB, CLIENTS = support.PASS_THROUGH, 10, 40
+PASS_THROUGH, BODY_MB, CLIENTS = model_dirs.PASS_THROUGH, 10, 40
 
 
 def test_a_burst_of_large_posts_leaves_each_worker_within_20_percent_of_its_resident_memory_before(tmp_path):
     env = {"SAGEMAKER_NGINX_CLIENT_MAX_BODY_SIZE": f"{BODY_MB + 1}m", "SAGEMAKER_GUNICORN_WORKERS": "2"}
-    with support.Stack(model_dir(tmp_path, PASS_THROUGH), env=env) as stack:
-        assert support.post_burst(stack.port, b"x" * 1000, CLIENTS) == [200] * CLIENTS  # every thread exists
+    with serve_stack.Stack(model_dir(tmp_path, PASS_THROUGH), env=env) as stack:
+        assert clients.post_burst(stack.port, b"x" * 1000, CLIENTS) == [200] * CLIENTS  # every thread exists
         pids = stack.gunicorn_workers()
-        before = {pid: support.resident_kb(pid) for pid in pids}
-        assert support.post_burst(stack.port, b"x" * (BODY_MB << 20), CLIENTS) == [200] * CLIENTS
-        after = support.settled_rss(pids, {pid: before[pid] * 1.2 for pid in pids})
+        before = {pid: processes.resident_kb(pid) for pid in pids}
+        assert clients.post_burst(stack.port, b"x" * (BODY_MB << 20), CLIENTS) == [200] * CLIENTS
+        after = processes.settled_rss(pids, {pid: before[pid] * 1.2 for pid in pids})
         assert all(after[pid] <= 1.2 * before[pid] for pid in pids), f"VmRSS kB before {before}, after {after}"

@@ -9,7 +9,9 @@ import signal
 
 import pytest
 
-import support
+import clients
+import processes
+import serve_stack
 from stack_support import invoke, model_dir
 
 ON = {"SAGEMAKER_LOCAL_RUNTIME_API": "true"}
@@ -30,14 +32,14 @@ SLOW_SCRIPT = """
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
     env = {**ON, "SAGEMAKER_LOCAL_RUNTIME_MAX_PAYLOAD_MB": "1"}
-    with support.Stack(model_dir(tmp_path_factory.mktemp("plain")), env=env) as running:
+    with serve_stack.Stack(model_dir(tmp_path_factory.mktemp("plain")), env=env) as running:
         yield running
 
 
 @pytest.fixture(scope="module")
 def scripted(tmp_path_factory):
     env = {**ON, "SAGEMAKER_LOCAL_RUNTIME_TIMEOUT_SECONDS": "1", "SAGEMAKER_LOCAL_RUNTIME_VARIANT": "Blue"}
-    with support.Stack(model_dir(tmp_path_factory.mktemp("scripted"), SLOW_SCRIPT), env=env) as running:
+    with serve_stack.Stack(model_dir(tmp_path_factory.mktemp("scripted"), SLOW_SCRIPT), env=env) as running:
         yield running
 
 
@@ -54,7 +56,7 @@ def test_invoke_endpoint_answers_what_invocations_answers(stack, body, content_t
     args = {"Accept": accept} if accept else {}
     if attributes:
         args["CustomAttributes"] = attributes
-    answer = support.runtime_client(stack.port).invoke_endpoint(
+    answer = clients.runtime_client(stack.port).invoke_endpoint(
         EndpointName="local-endpoint", Body=body, ContentType=content_type, **args)
     assert answer["Body"].read() == expected.body
     assert answer["ContentType"] == expected.content_type
@@ -67,7 +69,7 @@ def test_a_client_error_of_the_container_is_a_model_error_with_its_status_and_bo
     bad = b'{"instances": ["a"]}'
     container = invoke(stack, bad)
     assert container.status == 400
-    error = support.client_error(lambda: support.runtime_client(stack.port).invoke_endpoint(
+    error = clients.client_error(lambda: clients.runtime_client(stack.port).invoke_endpoint(
         EndpointName="local-endpoint", Body=bad, ContentType="application/json"))
     assert error["ResponseMetadata"]["HTTPStatusCode"] == 424
     assert error["Error"]["Code"] == "ModelError"
@@ -81,16 +83,16 @@ def test_a_client_error_of_the_container_is_a_model_error_with_its_status_and_bo
 
 
 def test_the_request_id_endpoint_name_and_inference_id_are_logged_and_the_id_answered(stack):
-    answer = support.runtime_client(stack.port).invoke_endpoint(
+    answer = clients.runtime_client(stack.port).invoke_endpoint(
         EndpointName="logged-endpoint", Body=BODY, ContentType="application/json", InferenceId="inference-7")
     rid = answer["ResponseMetadata"]["RequestId"]
     assert len(rid) == 36
-    support.wait_for_log(stack, f"request {rid}: InvokeEndpoint logged-endpoint, inference id inference-7")
+    processes.wait_for_log(stack, f"request {rid}: InvokeEndpoint logged-endpoint, inference id inference-7")
 
 
 def test_a_body_over_the_payload_limit_is_a_validation_error(stack):
     body = b'{"instances": [' + b"1.0, " * (1024 * 1024 // 5) + b"1.0]}"
-    error = support.client_error(lambda: support.runtime_client(stack.port).invoke_endpoint(
+    error = clients.client_error(lambda: clients.runtime_client(stack.port).invoke_endpoint(
         EndpointName="e", Body=body, ContentType="application/json"))
     assert error["ResponseMetadata"]["HTTPStatusCode"] == 400
     assert error["Error"]["Code"] == "ValidationError"
@@ -99,7 +101,7 @@ def test_a_body_over_the_payload_limit_is_a_validation_error(stack):
 
 
 def test_an_empty_body_is_a_validation_error(stack):
-    error = support.client_error(lambda: support.runtime_client(stack.port).invoke_endpoint(
+    error = clients.client_error(lambda: clients.runtime_client(stack.port).invoke_endpoint(
         EndpointName="e", Body=b"", ContentType="application/json"))
     assert (error["Error"]["Code"], error["ResponseMetadata"]["HTTPStatusCode"]) == ("ValidationError", 400)
     assert error["Error"]["Message"] == ("1 validation error detected: Value at 'body' failed to satisfy constraint: "
@@ -107,7 +109,7 @@ def test_an_empty_body_is_a_validation_error(stack):
 
 
 def test_a_target_model_on_a_single_model_endpoint_is_a_validation_error(stack):
-    error = support.client_error(lambda: support.runtime_client(stack.port).invoke_endpoint(
+    error = clients.client_error(lambda: clients.runtime_client(stack.port).invoke_endpoint(
         EndpointName="e", Body=BODY, ContentType="application/json", TargetModel="model.tar.gz"))
     assert (error["Error"]["Code"], error["ResponseMetadata"]["HTTPStatusCode"]) == ("ValidationError", 400)
     assert error["Error"]["Message"] == ("TargetModel is only valid for a multi-model endpoint: this container "
@@ -125,20 +127,20 @@ def test_a_target_model_on_a_single_model_endpoint_is_a_validation_error(stack):
                                "AllTraffic (SAGEMAKER_LOCAL_RUNTIME_VARIANT)"),
 ])
 def test_members_one_local_container_cannot_honour_are_refused(stack, member, value, message):
-    error = support.client_error(lambda: support.runtime_client(stack.port).invoke_endpoint(
+    error = clients.client_error(lambda: clients.runtime_client(stack.port).invoke_endpoint(
         EndpointName="e", Body=BODY, ContentType="application/json", **{member: value}))
     assert (error["ResponseMetadata"]["HTTPStatusCode"], error["Error"]["Code"]) == (400, "ValidationError")
     assert error["Error"]["Message"] == message
 
 
 def test_the_endpoint_s_own_variant_is_accepted(stack):
-    answer = support.runtime_client(stack.port).invoke_endpoint(
+    answer = clients.runtime_client(stack.port).invoke_endpoint(
         EndpointName="e", Body=BODY, ContentType="application/json", TargetVariant="AllTraffic")
     assert answer["Body"].read() == invoke(stack, BODY).body
 
 
 def test_members_that_break_the_service_model_are_validation_errors_in_sagemaker_s_words(stack):
-    error = support.client_error(lambda: support.runtime_client(stack.port).invoke_endpoint(
+    error = clients.client_error(lambda: clients.runtime_client(stack.port).invoke_endpoint(
         EndpointName="my_endpoint", Body=BODY, ContentType="application/json", InferenceId="i" * 65,
         CustomAttributes="a" * 1025))
     assert (error["ResponseMetadata"]["HTTPStatusCode"], error["Error"]["Code"]) == (400, "ValidationError")
@@ -152,7 +154,7 @@ def test_members_that_break_the_service_model_are_validation_errors_in_sagemaker
 def test_a_server_error_of_a_handler_is_a_model_error(scripted):
     container = invoke(scripted, BODY, attributes="fail")
     assert container.status == 500
-    error = support.client_error(lambda: support.runtime_client(scripted.port).invoke_endpoint(
+    error = clients.client_error(lambda: clients.runtime_client(scripted.port).invoke_endpoint(
         EndpointName="e", Body=BODY, ContentType="application/json", CustomAttributes="fail"))
     assert (error["Error"]["Code"], error["OriginalStatusCode"]) == ("ModelError", 500)
     assert error["OriginalMessage"] == container.text
@@ -160,14 +162,14 @@ def test_a_server_error_of_a_handler_is_a_model_error(scripted):
 
 
 def test_the_variant_setting_names_the_invoked_production_variant(scripted):
-    answer = support.runtime_client(scripted.port).invoke_endpoint(
+    answer = clients.runtime_client(scripted.port).invoke_endpoint(
         EndpointName="e", Body=b"1,2", ContentType="text/csv", Accept="text/csv")
     assert (answer["Body"].read(), answer["ContentType"], answer["InvokedProductionVariant"]) == (
         b"1,2", "text/csv", "Blue")
 
 
 def test_an_answer_later_than_the_timeout_is_a_model_error_as_sagemaker_gives_it(scripted):
-    error = support.client_error(lambda: support.runtime_client(scripted.port).invoke_endpoint(
+    error = clients.client_error(lambda: clients.runtime_client(scripted.port).invoke_endpoint(
         EndpointName="e", Body=BODY, ContentType="application/json", CustomAttributes="sleep"))
     assert (error["Error"]["Code"], error["ResponseMetadata"]["HTTPStatusCode"]) == ("ModelError", 424)
     assert error["OriginalStatusCode"] == 0
@@ -178,22 +180,22 @@ def test_an_answer_later_than_the_timeout_is_a_model_error_as_sagemaker_gives_it
 
 def test_a_container_that_is_not_ready_is_service_unavailable(tmp_path):
     folder = model_dir(tmp_path)
-    with support.Stack(folder, env=ON) as stack:
+    with serve_stack.Stack(folder, env=ON) as stack:
         shutil.rmtree(folder / "00000123")  # the model server started again cannot load the model: /ping stays 503
         os.kill(stack.pid_of("tfs-0"), signal.SIGKILL)
-        support.wait_for(lambda: support.http_status(stack.url + "/ping") == 503, what="/ping answering 503")
-        error = support.client_error(lambda: support.runtime_client(stack.port).invoke_endpoint(
+        processes.wait_for(lambda: clients.http_status(stack.url + "/ping") == 503, what="/ping answering 503")
+        error = clients.client_error(lambda: clients.runtime_client(stack.port).invoke_endpoint(
             EndpointName="down", Body=BODY, ContentType="application/json"))
     assert (error["Error"]["Code"], error["ResponseMetadata"]["HTTPStatusCode"]) == ("ServiceUnavailable", 503)
     assert error["Error"]["Message"] == "The endpoint down is not ready: its container does not answer GET /ping with 200"
 
 
 def test_without_the_setting_the_runtime_api_does_not_exist(tmp_path):
-    with support.Stack(model_dir(tmp_path)) as stack:
-        error = support.client_error(lambda: support.runtime_client(stack.port).invoke_endpoint(
+    with serve_stack.Stack(model_dir(tmp_path)) as stack:
+        error = clients.client_error(lambda: clients.runtime_client(stack.port).invoke_endpoint(
             EndpointName="e", Body=BODY, ContentType="application/json"))
         assert error["ResponseMetadata"]["HTTPStatusCode"] == 404
-        answer = support.http_call(stack.port, "POST", "/endpoints/e/invocations", BODY,
+        answer = clients.http_call(stack.port, "POST", "/endpoints/e/invocations", BODY,
                                    {"Content-Type": "application/json"})
         assert (answer.status, answer.json()) == (404, {"error": "Not Found"})
 
@@ -202,7 +204,7 @@ def test_a_burst_of_concurrent_calls_is_answered_whole(stack):
     """64 at once: more than the socket's backlog would have been at socketserver's default (5)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    client = support.runtime_client(stack.port)
+    client = clients.runtime_client(stack.port)
     expected = invoke(stack, BODY).body
     with ThreadPoolExecutor(64) as pool:
         bodies = list(pool.map(lambda _: client.invoke_endpoint(
@@ -211,7 +213,7 @@ def test_a_burst_of_concurrent_calls_is_answered_whole(stack):
 
 
 def test_the_streaming_operation_is_refused_with_a_clear_message(stack):
-    error = support.client_error(lambda: support.runtime_client(stack.port).invoke_endpoint_with_response_stream(
+    error = clients.client_error(lambda: clients.runtime_client(stack.port).invoke_endpoint_with_response_stream(
         EndpointName="e", Body=BODY, ContentType="application/json"))
     assert (error["Error"]["Code"], error["ResponseMetadata"]["HTTPStatusCode"]) == ("ValidationError", 400)
     assert error["Error"]["Message"] == ("InvokeEndpointWithResponseStream is not served by the local runtime API "

@@ -14,7 +14,9 @@ from pathlib import Path
 import boto3
 import pytest
 
-import support
+import clients
+import processes
+import serve_stack
 from stack_support import invoke, model_dir
 
 ON = {"SAGEMAKER_LOCAL_RUNTIME_API": "true", "SAGEMAKER_LOCAL_ASYNC_INPUT_PATH": tempfile.gettempdir()}  # the tests' inputs are under it
@@ -43,19 +45,19 @@ def output(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory, output):
     env = {**ON, "SAGEMAKER_LOCAL_ASYNC_OUTPUT_PATH": str(output)}
-    with support.Stack(model_dir(tmp_path_factory.mktemp("model")), env=env) as running:
+    with serve_stack.Stack(model_dir(tmp_path_factory.mktemp("model")), env=env) as running:
         yield running
 
 
-def gated_stack(root: Path, output: Path) -> support.Stack:
+def gated_stack(root: Path, output: Path) -> serve_stack.Stack:
     """One invocation at a time, one more waiting: the third is throttled."""
     env = {**ON, "SAGEMAKER_LOCAL_ASYNC_OUTPUT_PATH": str(output), "SAGEMAKER_LOCAL_ASYNC_MAX_QUEUED": "1",
            "SAGEMAKER_LOCAL_ASYNC_MAX_CONCURRENT": "1"}
-    return support.Stack(model_dir(root, GATED_SCRIPT), env=env)
+    return serve_stack.Stack(model_dir(root, GATED_SCRIPT), env=env)
 
 
-def invoke_async(stack: support.Stack, **args) -> dict:
-    return support.runtime_client(stack.port).invoke_endpoint_async(EndpointName="local-endpoint", **args)
+def invoke_async(stack: serve_stack.Stack, **args) -> dict:
+    return clients.runtime_client(stack.port).invoke_endpoint_async(EndpointName="local-endpoint", **args)
 
 
 def input_file(folder: Path, name: str, body: bytes) -> Path:
@@ -86,9 +88,9 @@ def test_the_output_of_a_local_input_is_what_invocations_answers(stack, output, 
     assert (answer["InferenceId"], answer["OutputLocation"], answer["FailureLocation"]) == \
         ("local-1", f"{output}/{name}", f"{output}/{failure}")
     rid = answer["ResponseMetadata"]["RequestId"]
-    support.wait_for_log(stack, f"request {rid}: InvokeEndpointAsync local-endpoint, inference id local-1, input "
+    processes.wait_for_log(stack, f"request {rid}: InvokeEndpointAsync local-endpoint, inference id local-1, input "
                                 f"{tmp_path}/in.json: queued, output {output}/{name}",
-                         f"inference local-1: output written to {output}/{name}")
+                           f"inference local-1: output written to {output}/{name}")
     assert (output / name).read_bytes() == expected.body
     assert not (output / failure).exists()
 
@@ -103,7 +105,7 @@ def test_a_file_uri_and_an_inline_body_with_a_generated_inference_id(stack, outp
         inference_id = answer["InferenceId"]
         assert len(inference_id) == 36  # a UUID, as SageMaker makes one
         name, _ = located(answer)
-        support.wait_for_log(stack, f"inference {inference_id}: output written to {output}/{name}")
+        processes.wait_for_log(stack, f"inference {inference_id}: output written to {output}/{name}")
         assert (output / name).read_bytes() == expected
 
 
@@ -114,7 +116,7 @@ def test_a_client_error_of_the_model_is_written_to_the_failure_location(stack, o
                           ContentType="application/json", InferenceId="bad-1")
     assert answer["ResponseMetadata"]["HTTPStatusCode"] == 202  # accepted: the failure comes later
     name, failure = located(answer)
-    support.wait_for_log(stack, f"inference bad-1: failed (the container answered 400), failure written to "
+    processes.wait_for_log(stack, f"inference bad-1: failed (the container answered 400), failure written to "
                                 f"{output}/{failure}")
     assert (output / failure).read_bytes() == container.body
     assert not (output / name).exists()
@@ -122,7 +124,7 @@ def test_a_client_error_of_the_model_is_written_to_the_failure_location(stack, o
 
 def test_a_missing_input_is_a_failure(stack, output, tmp_path):
     _, failure = located(invoke_async(stack, InputLocation=str(tmp_path / "missing.json"), InferenceId="missing-1"))
-    support.wait_for_log(stack, "inference missing-1: failed (unreadable input), failure written to "
+    processes.wait_for_log(stack, "inference missing-1: failed (unreadable input), failure written to "
                                 f"{output}/{failure}")
     assert (output / failure).read_text() == \
         f"Unable to read the input {tmp_path}/missing.json: No such file or directory"
@@ -141,14 +143,14 @@ def test_a_missing_input_is_a_failure(stack, output, tmp_path):
      "Provide exactly one of InputLocation (X-Amzn-SageMaker-InputLocation) and Body, not both"),
 ])
 def test_invalid_requests_are_validation_errors(stack, args, message):
-    error = support.client_error(lambda: invoke_async(stack, **args))
+    error = clients.client_error(lambda: invoke_async(stack, **args))
     assert (error["ResponseMetadata"]["HTTPStatusCode"], error["Error"]["Code"], error["Error"]["Message"]) == \
         (400, "ValidationError", message)
 
 
 def test_without_an_output_path_the_operation_is_a_validation_error(tmp_path):
-    with support.Stack(model_dir(tmp_path), env=ON) as stack:
-        error = support.client_error(lambda: invoke_async(stack, InputLocation="/in.json"))
+    with serve_stack.Stack(model_dir(tmp_path), env=ON) as stack:
+        error = clients.client_error(lambda: invoke_async(stack, InputLocation="/in.json"))
     assert (error["ResponseMetadata"]["HTTPStatusCode"], error["Error"]["Code"]) == (400, "ValidationError")
     assert error["Error"]["Message"] == (
         "InvokeEndpointAsync needs an output location: set SAGEMAKER_LOCAL_ASYNC_OUTPUT_PATH (a folder or an s3:// "
@@ -159,14 +161,14 @@ def test_a_full_queue_is_throttled(tmp_path):
     output, gate = tmp_path / "out", tmp_path / "gate"
     with gated_stack(tmp_path / "model", output) as stack:
         first, _ = located(invoke_async(stack, Body=gated("first", gate), InferenceId="first"))
-        support.wait_for_log(stack, "handling first")  # in flight: the queue is empty again
+        processes.wait_for_log(stack, "handling first")  # in flight: the queue is empty again
         second, _ = located(invoke_async(stack, Body=gated("second", gate), InferenceId="second"))
-        error = support.client_error(lambda: invoke_async(stack, Body=gated("third", gate), InferenceId="third"))
+        error = clients.client_error(lambda: invoke_async(stack, Body=gated("third", gate), InferenceId="third"))
         assert (error["ResponseMetadata"]["HTTPStatusCode"], error["Error"]["Code"]) == (400, "ThrottlingException")
         assert error["Error"]["Message"] == ("The endpoint's asynchronous queue is full (1 requests waiting, "
                                              "SAGEMAKER_LOCAL_ASYNC_MAX_QUEUED); retry later")
         gate.touch()
-        support.wait_for_log(stack, "inference first: output written", "inference second: output written")
+        processes.wait_for_log(stack, "inference first: output written", "inference second: output written")
     assert sorted(path.name for path in output.iterdir()) == sorted([first, second])
     assert json.loads((output / second).read_bytes()) == {"handled": "second"}
 
@@ -175,10 +177,10 @@ def test_sigterm_finishes_the_invocation_in_flight_and_ends_the_queued_one_with_
     output, gate = tmp_path / "out", tmp_path / "gate"
     with gated_stack(tmp_path / "model", output) as stack:
         in_flight, _ = located(invoke_async(stack, Body=gated("in-flight", gate), InferenceId="in-flight"))
-        support.wait_for_log(stack, "handling in-flight")
+        processes.wait_for_log(stack, "handling in-flight")
         _, queued = located(invoke_async(stack, Body=gated("queued", gate), InferenceId="queued"))
         stack.signal(signal.SIGTERM)
-        support.wait_for_log(stack, f"inference queued: failed (stopped while queued), failure written to "
+        processes.wait_for_log(stack, f"inference queued: failed (stopped while queued), failure written to "
                                     f"{output}/{queued}")
         assert stack.alive()  # waiting for the one in flight, nginx still answering it
         gate.touch()
@@ -204,7 +206,7 @@ def s3(s3_endpoint):
 def s3_stack(tmp_path_factory, s3_endpoint, s3):
     env = {**ON, "SAGEMAKER_LOCAL_ASYNC_OUTPUT_PATH": "s3://async/output",
            "SAGEMAKER_LOCAL_ASYNC_FAILURE_PATH": "s3://async/failures", "AWS_ENDPOINT_URL_S3": s3_endpoint}
-    with support.Stack(model_dir(tmp_path_factory.mktemp("s3-model")), env=env) as running:
+    with serve_stack.Stack(model_dir(tmp_path_factory.mktemp("s3-model")), env=env) as running:
         yield running
 
 
@@ -220,7 +222,7 @@ def test_s3_input_and_output(s3_stack, s3):
     name, failure = located(answer)
     assert (answer["OutputLocation"], answer["FailureLocation"]) == \
         (f"s3://async/output/{name}", f"s3://async/failures/{failure}")
-    support.wait_for_log(s3_stack, f"inference s3-1: output written to s3://async/output/{name}")
+    processes.wait_for_log(s3_stack, f"inference s3-1: output written to s3://async/output/{name}")
     assert s3_object(s3, f"output/{name}") == invoke(s3_stack, BODY).body
 
 
@@ -228,10 +230,10 @@ def test_s3_failures(s3_stack, s3):
     s3.put_object(Bucket="async", Key="input/bad.json", Body=BAD)
     bad = located(invoke_async(s3_stack, InputLocation="s3://async/input/bad.json", InferenceId="s3-bad"))
     missing = located(invoke_async(s3_stack, InputLocation="s3://async/input/missing.json", InferenceId="s3-missing"))
-    support.wait_for_log(s3_stack, "inference s3-bad: failed (the container answered 400), failure written to "
+    processes.wait_for_log(s3_stack, "inference s3-bad: failed (the container answered 400), failure written to "
                                    f"s3://async/failures/{bad[1]}",
-                         "inference s3-missing: failed (unreadable input), failure written to "
-                         f"s3://async/failures/{missing[1]}")
+                           "inference s3-missing: failed (unreadable input), failure written to "
+                           f"s3://async/failures/{missing[1]}")
     assert s3_object(s3, f"failures/{bad[1]}") == invoke(s3_stack, BAD).body
     assert s3_object(s3, f"failures/{missing[1]}").startswith(
         b"Unable to read s3://async/input/missing.json: An error occurred (NoSuchKey)")

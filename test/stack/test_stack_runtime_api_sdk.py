@@ -20,7 +20,9 @@ import numpy as np
 import pytest
 from botocore.exceptions import ClientError
 
-import support
+import clients
+import processes
+import serve_stack
 from stack_support import invoke, model_dir
 
 ENDPOINT = "local-endpoint"
@@ -31,7 +33,8 @@ NPY = "application/x-npy"
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
     """half_plus_three (y = 0.5 x + 3; version 123; a predict and a regress signature), no script."""
-    with support.Stack(model_dir(tmp_path_factory.mktemp("sdk")), env={"SAGEMAKER_LOCAL_RUNTIME_API": "true"}) as stack:
+    with serve_stack.Stack(model_dir(tmp_path_factory.mktemp("sdk")),
+                           env={"SAGEMAKER_LOCAL_RUNTIME_API": "true"}) as stack:
         yield stack
 
 
@@ -86,7 +89,7 @@ def session(sdk, stack, loopback_only):
     runtime client pointed at the container, and a SageMaker client that no test calls."""
     boto_session = boto3.Session(region_name="us-east-1", **CREDENTIALS)
     boto_session.events.register("before-send", loopback_only)  # the clients the SDK makes from it
-    runtime = support.runtime_client(stack.port)
+    runtime = clients.runtime_client(stack.port)
     runtime.meta.events.register("before-send", loopback_only)
     return sdk.session.Session(boto_session=boto_session, sagemaker_runtime_client=runtime,
                                sagemaker_client=boto_session.client("sagemaker"))
@@ -150,7 +153,7 @@ def test_predict_passes_custom_attributes_and_the_inference_id(sdk, session, sta
     raw = predictor(sdk, session, sdk.serializers.JSONSerializer(), sdk.deserializers.BytesDeserializer())
     body = raw.predict([1.0], custom_attributes="tfs-model-version=123", inference_id="sdk-inference-1")
     assert body == invoke(stack, "[1.0]", attributes="tfs-model-version=123").body
-    support.wait_for_log(stack, f"InvokeEndpoint {ENDPOINT}, inference id sdk-inference-1")
+    processes.wait_for_log(stack, f"InvokeEndpoint {ENDPOINT}, inference id sdk-inference-1")
 
 
 # ----- the SDK's TensorFlowPredictor -----

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-import support
+import processes
+import serve_stack
 from stack_support import invoke, model_dir, pretty_predictions
 from test_stack_lifecycle import cannot_start, serve_fails
 
@@ -29,7 +30,7 @@ def victim(tmp_path) -> Path:
 def test_links_planted_in_the_runtime_folder_are_replaced_never_written_through(tmp_path, victim):
     outside = tmp_path / "outside"
     outside.mkdir()
-    stack = support.Stack(model_dir(tmp_path), env={"SAGEMAKER_TFS_ENABLE_BATCHING": "true"})
+    stack = serve_stack.Stack(model_dir(tmp_path), env={"SAGEMAKER_TFS_ENABLE_BATCHING": "true"})
     for name in PLANTED:
         (stack.runtime_dir / name).symlink_to(victim)
     (stack.runtime_dir / "nginx").symlink_to(outside, target_is_directory=True)  # nginx's temp folders
@@ -123,10 +124,10 @@ def uid_of(pid: int) -> int:
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="serve as root: CI and the container run it so")
 def test_nginx_workers_of_a_root_serve_are_not_root(tmp_path):
-    # the runtime folder (support.Stack's, in /tmp) is entered by nginx's workers through its group only
-    with support.Stack(model_dir(tmp_path)) as stack:
+    # the runtime folder (serve_stack.Stack's, in /tmp) is entered by nginx's workers through its group only
+    with serve_stack.Stack(model_dir(tmp_path)) as stack:
         master = stack.pid_of("nginx-supervised")
-        workers = support.descendants(master)
+        workers = processes.descendants(master)
         assert workers and {uid_of(pid) for pid in workers} == {65534}  # nobody
         assert uid_of(master) == 0  # it listens on the port and reads the config
         assert invoke(stack, "[1.0, 2.0]").status == 200  # the workers reach gunicorn's socket

@@ -9,7 +9,9 @@ import signal
 import threading
 from pathlib import Path
 
-import support
+import ports
+import processes
+import serve_stack
 from stack_support import invoke, model_dir
 
 SLOW = """
@@ -46,7 +48,7 @@ READY_LINE = " INFO serve: ready: "
 class SlowRequests:
     """`count` requests to the SLOW handler, each on its own thread; start() returns once all are in the handler."""
 
-    def __init__(self, stack: support.Stack, started: Path, count: int):
+    def __init__(self, stack: serve_stack.Stack, started: Path, count: int):
         self.stack, self.started = stack, started
         self.names = [f"request-{i}" for i in range(count)]
         self.answers: dict[str, tuple[int, str] | str] = {}
@@ -62,8 +64,8 @@ class SlowRequests:
     def start(self) -> None:
         for thread in self.threads:
             thread.start()
-        support.wait_for(lambda: len(list(self.started.iterdir())) == len(self.names),
-                         what="all requests in the handler")
+        processes.wait_for(lambda: len(list(self.started.iterdir())) == len(self.names),
+                           what="all requests in the handler")
 
     def finish(self) -> dict[str, tuple[int, str] | str]:
         for thread in self.threads:
@@ -74,23 +76,23 @@ class SlowRequests:
         return {name: (200, f"done {name}") for name in self.names}
 
 
-def assert_nothing_left(stack: support.Stack, processes: set[int]) -> None:
-    assert processes & set(support.live_processes()) == set()
+def assert_nothing_left(stack: serve_stack.Stack, pids: set[int]) -> None:
+    assert pids & set(processes.live_processes()) == set()
     for port in [stack.port, *stack.model_server_ports]:
-        assert support.listening_pids(port) is None, f"port {port} still listened on"
+        assert ports.listening_pids(port) is None, f"port {port} still listened on"
 
 
-def held_import_stack(tmp_path: Path, **env: str) -> tuple[support.Stack, Path, Path]:
+def held_import_stack(tmp_path: Path, **env: str) -> tuple[serve_stack.Stack, Path, Path]:
     started, go = tmp_path / "import-started", tmp_path / "import-go"
     folder = model_dir(tmp_path, HELD_IMPORT)
-    stack = support.Stack(folder, env={"IMPORT_STARTED": str(started), "IMPORT_GO": str(go),
-                                       "SAGEMAKER_GUNICORN_WORKERS": "1", **env})
+    stack = serve_stack.Stack(folder, env={"IMPORT_STARTED": str(started), "IMPORT_GO": str(go),
+                                           "SAGEMAKER_GUNICORN_WORKERS": "1", **env})
     return stack, started, go
 
 
 def test_serve_becomes_ready_while_clients_keep_every_worker_busy(tmp_path):
     folder = model_dir(tmp_path, SLOW)
-    stack = support.Stack(folder, env={"SAGEMAKER_TFS_WAIT_TIME_SECONDS": "30", "SAGEMAKER_GUNICORN_WORKERS": "1"})
+    stack = serve_stack.Stack(folder, env={"SAGEMAKER_TFS_WAIT_TIME_SECONDS": "30", "SAGEMAKER_GUNICORN_WORKERS": "1"})
     stop = threading.Event()
     answers: list[tuple[int, str] | str] = []
 
@@ -109,7 +111,7 @@ def test_serve_becomes_ready_while_clients_keep_every_worker_busy(tmp_path):
         stack.start()  # returns as soon as /ping answers 200
         for thread in clients:
             thread.start()
-        support.wait_for_log(stack, READY_LINE, timeout=90)
+        processes.wait_for_log(stack, READY_LINE, timeout=90)
         stop.set()
         for thread in clients:
             thread.join(60)
@@ -130,7 +132,7 @@ def test_a_model_server_dying_while_the_app_starts_is_restarted_and_start_up_com
         pid = stack.pid_of("tfs-0")
         os.kill(pid, signal.SIGKILL)
         message = f"model server 0 (pid {pid}) exited with status -9; restarting it (restart #1)"
-        support.wait_for_log(stack, message, timeout=30)
+        processes.wait_for_log(stack, message, timeout=30)
         go.touch()
         stack.wait_until(stack.ready, timeout=180, what="ready")
         assert stack.pid_of("tfs-0") != pid
@@ -146,12 +148,12 @@ def test_sigterm_during_start_up_stops_every_child_and_exits_0(tmp_path):
     try:
         stack.start(wait=False)
         stack.wait_until(started.exists, timeout=180, what="importing the script")
-        processes = stack.processes()
+        pids = stack.processes()
         stack.signal(signal.SIGTERM)
         assert stack.proc.wait(60) == 0
         assert "received SIGTERM: draining and stopping" in stack.log()
         assert "cannot start" not in stack.log()
-        assert_nothing_left(stack, processes)
+        assert_nothing_left(stack, pids)
     finally:
         stack.stop()
 
@@ -160,49 +162,49 @@ def test_a_killed_nginx_master_s_workers_finish_their_requests_then_quit_and_not
     started = tmp_path / "started"
     started.mkdir()
     env = {"SAGEMAKER_GUNICORN_WORKERS": "1", "SAGEMAKER_GUNICORN_THREADS": "8", "STARTED_DIR": str(started)}
-    with support.Stack(model_dir(tmp_path, SLOW), env=env) as stack:
-        support.wait_for_log(stack, READY_LINE, timeout=30)
+    with serve_stack.Stack(model_dir(tmp_path, SLOW), env=env) as stack:
+        processes.wait_for_log(stack, READY_LINE, timeout=30)
         master = stack.pid_of("nginx-supervised")
-        old_nginx = support.descendants(master) | {master}
-        assert support.listening_pids(stack.port) == old_nginx
+        old_nginx = processes.descendants(master) | {master}
+        assert ports.listening_pids(stack.port) == old_nginx
         requests = SlowRequests(stack, started, 4)
         requests.start()
         os.kill(master, signal.SIGKILL)
         message = f"nginx (pid {master}) exited with status -9; restarting it (restart #1)"
-        support.wait_for_log(stack, message, timeout=30)
+        processes.wait_for_log(stack, message, timeout=30)
         assert requests.finish() == requests.all_done()  # the old workers finished them
 
         def new_nginx_listens() -> bool:
             new_master = stack.pid_of("nginx-supervised")
             return new_master != master and \
-                support.listening_pids(stack.port) == support.descendants(new_master) | {new_master}
+                ports.listening_pids(stack.port) == processes.descendants(new_master) | {new_master}
 
         stack.wait_until(new_nginx_listens, timeout=60, what="the new nginx alone listening on the port")
-        support.wait_for(lambda: not old_nginx & set(support.live_processes()), what="the old workers gone")
+        processes.wait_for(lambda: not old_nginx & set(processes.live_processes()), what="the old workers gone")
         assert invoke(stack, "now", "text/plain").text == "done now"
 
-        processes = stack.processes()
-        assert len(processes) >= 4  # model server, gunicorn master and worker, nginx master and workers
+        pids = stack.processes()
+        assert len(pids) >= 4  # model server, gunicorn master and worker, nginx master and workers
         stack.signal(signal.SIGTERM)
         assert stack.proc.wait(60) == 0
         assert "Address already in use" not in stack.log()  # the log is whole once serve has exited
-        assert_nothing_left(stack, processes)
+        assert_nothing_left(stack, pids)
 
 
 def test_sigint_to_serve_s_process_group_drains_like_sigterm(tmp_path):
     started = tmp_path / "started"
     started.mkdir()
     env = {"SAGEMAKER_GUNICORN_WORKERS": "1", "SAGEMAKER_GUNICORN_THREADS": "8", "STARTED_DIR": str(started)}
-    stack = support.Stack(model_dir(tmp_path, SLOW), env=env).start()
+    stack = serve_stack.Stack(model_dir(tmp_path, SLOW), env=env).start()
     try:
-        processes = stack.processes()
+        pids = stack.processes()
         requests = SlowRequests(stack, started, 8)
         requests.start()
         os.killpg(stack.proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole foreground process group
         assert requests.finish() == requests.all_done()
         assert stack.proc.wait(60) == 0
         assert "received SIGINT: draining and stopping" in stack.log()
-        assert_nothing_left(stack, processes)
+        assert_nothing_left(stack, pids)
     finally:
         stack.stop()
 
@@ -211,8 +213,8 @@ def test_no_gunicorn_control_socket_in_home_and_a_private_runtime_folder_by_defa
     home, xdg = tmp_path / "home", tmp_path / "xdg"
     home.mkdir()
     xdg.mkdir(mode=0o700)
-    stack = support.Stack(model_dir(tmp_path),
-                          env={"HOME": str(home), "XDG_RUNTIME_DIR": str(xdg), "SAGEMAKER_RUNTIME_DIR": ""})
+    stack = serve_stack.Stack(model_dir(tmp_path),
+                              env={"HOME": str(home), "XDG_RUNTIME_DIR": str(xdg), "SAGEMAKER_RUNTIME_DIR": ""})
     stack.runtime_dir = xdg / f"sagemaker-tfs-{stack.port}"
     with stack:
         assert invoke(stack, "[1.0]").status == 200
@@ -223,17 +225,17 @@ def test_no_gunicorn_control_socket_in_home_and_a_private_runtime_folder_by_defa
 
 
 def test_a_sigkilled_serve_leaves_no_process_and_no_listening_port_after_5_s(tmp_path):
-    stack = support.Stack(model_dir(tmp_path), env={"SAGEMAKER_GUNICORN_WORKERS": "2"}).start()
+    stack = serve_stack.Stack(model_dir(tmp_path), env={"SAGEMAKER_GUNICORN_WORKERS": "2"}).start()
     try:
-        processes = stack.processes()
-        assert len(processes) >= 6  # the model server, gunicorn and 2 workers, nginx and its workers, the reaper
+        pids = stack.processes()
+        assert len(pids) >= 6  # the model server, gunicorn and 2 workers, nginx and its workers, the reaper
         stack.signal(signal.SIGKILL)
-        ports = [stack.port, *stack.model_server_ports]
+        stack_ports = [stack.port, *stack.model_server_ports]
 
         def nothing_left() -> bool:
-            return not processes & set(support.live_processes()) and all(
-                support.listening_pids(port) is None for port in ports)
+            return not pids & set(processes.live_processes()) and all(
+                ports.listening_pids(port) is None for port in stack_ports)
 
-        support.wait_for(nothing_left, timeout=5, what="no process of the stack and no listening port")
+        processes.wait_for(nothing_left, timeout=5, what="no process of the stack and no listening port")
     finally:
         stack.stop()

@@ -13,8 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import support
-from support import npy_body
+import model_dirs
+import paths
+import processes
+import serve_stack
+from clients import npy_body
 from sagemaker_tfs.shared import runtime_dir
 from stack_support import invoke
 
@@ -36,14 +39,14 @@ DEFAULTS = """
 
 @pytest.fixture(scope="module")
 def defaults(tmp_path_factory):
-    folder = support.write_code(tmp_path_factory.mktemp("defaults") / "model", DEFAULTS)
-    with support.Stack(folder, env={"SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT": "text/csv"}) as stack:
+    folder = model_dirs.write_code(tmp_path_factory.mktemp("defaults") / "model", DEFAULTS)
+    with serve_stack.Stack(folder, env={"SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT": "text/csv"}) as stack:
         yield stack
 
 
 def test_no_model_server_runs_without_a_saved_model(defaults):
     # the ready line is serve's last line of start-up: no model server was started before it
-    log = support.wait_for_log(defaults, "no SavedModel in ", READY_LINE)
+    log = processes.wait_for_log(defaults, "no SavedModel in ", READY_LINE)
     assert "starting model server" not in log
     assert not list(defaults.runtime_dir.glob("tfs-*.pid"))
 
@@ -245,10 +248,10 @@ PROBE = """
 @pytest.fixture(scope="module")
 def probe(tmp_path_factory):
     folder = tmp_path_factory.mktemp("probe") / "model"
-    support.write_code(folder, files={"probe.py": PROBE, "lib/probe_helper.py": "HELPS = True\n"})
+    model_dirs.write_code(folder, files={"probe.py": PROBE, "lib/probe_helper.py": "HELPS = True\n"})
     env = {"SAGEMAKER_PROGRAM": "probe.py", "SAGEMAKER_MODEL_SERVER_WORKERS": "2", "SAGEMAKER_GUNICORN_THREADS": "4",
            "SAGEMAKER_MODEL_SERVER_TIMEOUT": "2", "PROBE_MODEL_FN_SECONDS": "4"}
-    with support.Stack(folder, env=env) as stack:
+    with serve_stack.Stack(folder, env=env) as stack:
         stack.model_dir = folder
         yield stack
 
@@ -261,7 +264,7 @@ def test_the_toolkit_s_worker_count_and_timeout_names_apply(probe):
     args = Path(f"/proc/{probe.pid_of('gunicorn-supervised')}/cmdline").read_bytes().split(b"\0")
     assert args[args.index(b"--workers") + 1] == b"2"  # SAGEMAKER_MODEL_SERVER_WORKERS
     assert args[args.index(b"--timeout") + 1] == b"2"  # SAGEMAKER_MODEL_SERVER_TIMEOUT
-    support.wait_for_log(probe, "inference toolkit functions pre_model_fn, model_fn, model_warmup_fn, input_fn, "
+    processes.wait_for_log(probe, "inference toolkit functions pre_model_fn, model_fn, model_warmup_fn, input_fn, "
                                 "predict_fn, output_fn")  # SAGEMAKER_PROGRAM=probe.py
 
 
@@ -278,7 +281,7 @@ def test_every_worker_ran_the_start_up_functions_in_order_outliving_gunicorn_s_t
     # serve opened the port once both workers had run them (model_fn takes 4 s, gunicorn's timeout is 2 s)
     assert runtime_dir.ready_workers(probe.runtime_dir) == 2
     # gunicorn's lines and its workers' come through one pipe: a timeout would be logged before a new worker's line
-    log = support.wait_for_log(probe, "sagemaker_tfs.toolkit: model_warmup_fn done in", count=2)
+    log = processes.wait_for_log(probe, "sagemaker_tfs.toolkit: model_warmup_fn done in", count=2)
     assert log.count("sagemaker_tfs.toolkit: model_warmup_fn done in") == 2
     assert "WORKER TIMEOUT" not in log
 
@@ -372,8 +375,8 @@ def test_a_falcon_http_error_keeps_its_status_and_headers(probe):
 def test_an_unexpected_error_logs_its_traceback_with_the_request_id(probe):
     run(probe, "value", X_Amzn_RequestId="req-traceback")
     line = "request req-traceback: 500 ValueError: boom (POST /invocations)"
-    log = support.wait_for_log(probe, line)
-    support.wait_for_log(probe, "Traceback (most recent call last)", since=log.index(line) + len(line))
+    log = processes.wait_for_log(probe, line)
+    processes.wait_for_log(probe, "Traceback (most recent call last)", since=log.index(line) + len(line))
 
 
 def test_the_compatibility_imports_decode_and_encode(probe):
@@ -435,9 +438,9 @@ SERVED = """
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     folder = tmp_path_factory.mktemp("served") / "model"
-    support.copy_model(support.HALF_PLUS_THREE, folder, "half_plus_three")
-    support.write_code(folder, SERVED)
-    with support.Stack(folder, env={"SAGEMAKER_GUNICORN_WORKERS": "1"}) as stack:
+    model_dirs.copy_model(paths.HALF_PLUS_THREE, folder, "half_plus_three")
+    model_dirs.write_code(folder, SERVED)
+    with serve_stack.Stack(folder, env={"SAGEMAKER_GUNICORN_WORKERS": "1"}) as stack:
         yield stack
 
 

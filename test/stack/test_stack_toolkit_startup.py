@@ -7,7 +7,10 @@ import os
 
 import pytest
 
-import support
+import model_dirs
+import paths
+import processes
+import serve_stack
 from stack_support import invoke
 from test_stack_lifecycle import cannot_start, serve_fails
 
@@ -25,12 +28,12 @@ MIXED = """
 
 def code_only(tmp_path, script: str, name: str = "inference.py"):
     """A model folder with only code/<name>: no SavedModel."""
-    return support.write_code(tmp_path / "model", files={name: script})
+    return model_dirs.write_code(tmp_path / "model", files={name: script})
 
 
 def with_saved_model(tmp_path, script: str):
-    folder = support.copy_model(support.HALF_PLUS_THREE, tmp_path, "model")
-    return support.write_code(folder, script)
+    folder = model_dirs.copy_model(paths.HALF_PLUS_THREE, tmp_path, "model")
+    return model_dirs.write_code(folder, script)
 
 
 def test_a_script_with_both_contracts_stops_start_up(tmp_path):
@@ -42,11 +45,11 @@ def test_a_script_with_both_contracts_stops_start_up(tmp_path):
 
 def test_sagemaker_inference_contract_toolkit_ignores_the_tfs_names(tmp_path):
     folder = code_only(tmp_path, MIXED)
-    with support.Stack(folder, env={"SAGEMAKER_INFERENCE_CONTRACT": "toolkit"}) as stack:
+    with serve_stack.Stack(folder, env={"SAGEMAKER_INFERENCE_CONTRACT": "toolkit"}) as stack:
         answer = invoke(stack, "[1]")
         assert (answer.status, answer.content_type, answer.text) == (200, "application/json", '"toolkit"')
-        support.wait_for_log(stack, f"{folder}/code/inference.py: SAGEMAKER_INFERENCE_CONTRACT=toolkit, so handler is "
-                                    "ignored")
+        processes.wait_for_log(stack, f"{folder}/code/inference.py: SAGEMAKER_INFERENCE_CONTRACT=toolkit, so handler "
+                                      "is ignored")
 
 
 def test_sagemaker_inference_contract_tfs_ignores_the_toolkit_names(tmp_path):
@@ -136,7 +139,7 @@ def test_without_numpy_a_script_with_its_own_functions_serves(tmp_path, without_
                                  "def input_fn(data, content_type):\n    return json.loads(data)\n\n"
                                  "def predict_fn(data, model):\n    return model(data)\n\n"
                                  "def output_fn(prediction, accept):\n    return json.dumps(prediction)\n")
-    with support.Stack(folder, env=without_numpy) as stack:
+    with serve_stack.Stack(folder, env=without_numpy) as stack:
         assert invoke(stack, "[1, 2, 3]").text == "3"
 
 

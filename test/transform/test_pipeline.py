@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-import support
+import ports
 from sagemaker_tfs.transform import TransformJobStopped, cli, transform
 
 
@@ -65,7 +65,7 @@ class StandIn(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def standin():
-    server = ThreadingHTTPServer(("127.0.0.1", support.free_port()), StandIn)
+    server = ThreadingHTTPServer(("127.0.0.1", ports.free_port()), StandIn)
     server.daemon_threads = True
     server.requests, server.seen, server.connections = [], set(), 0
     server.execution_parameters = {"MaxConcurrentTransforms": 4, "BatchStrategy": "SINGLE_RECORD",
@@ -172,7 +172,7 @@ def test_records_over_the_limit_fail_their_object_under_each_strategy(standin, t
 
 def test_an_endpoint_that_does_not_answer_fails_with_no_response(tmp_path):
     write(tmp_path / "in", {"a.txt": "1"})
-    description = transform(f"http://127.0.0.1:{support.free_port()}", data=str(tmp_path / "in"),
+    description = transform(f"http://127.0.0.1:{ports.free_port()}", data=str(tmp_path / "in"),
                             output_path=str(tmp_path / "out"), model_client_config={"InvocationsMaxRetries": 1})
     [obj] = description["LocalRun"]["Objects"]
     assert obj["Messages"] == ["Unable to get response from algorithm"] and obj["Requests"] == 2

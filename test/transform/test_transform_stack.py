@@ -18,7 +18,8 @@ import boto3
 import numpy as np
 import pytest
 
-import support
+import clients
+import paths
 from sagemaker_tfs.transform import containers, transform
 from sagemaker_tfs.transform.containers import container_environment, start_containers, stop_containers
 
@@ -39,7 +40,7 @@ def listing(folder: Path) -> list[str]:
 
 def model_folder(parent: Path, script: Path | None) -> Path:
     model = parent / "model"
-    shutil.copytree(support.HALF_PLUS_THREE, model)
+    shutil.copytree(paths.HALF_PLUS_THREE, model)
     if script is not None:
         (model / "code").mkdir()
         shutil.copy(script, model / "code" / "inference.py")
@@ -399,7 +400,7 @@ def test_instance_count_2_from_a_model_archive(stacks, tmp_path):
     assert description["LocalRun"]["ExecutionParameters"]["MaxConcurrentTransforms"] == 3
     assert [o["Instance"] for o in description["LocalRun"]["Objects"]] == [0, 1, 0, 1]
     endpoints = description["LocalRun"]["Endpoints"]
-    assert len(set(endpoints)) == 2 and all(support.http_status(url + "/ping") is None for url in endpoints)
+    assert len(set(endpoints)) == 2 and all(clients.http_status(url + "/ping") is None for url in endpoints)
     single = run(stacks["plain"], data, tmp_path / "out1", **params)
     assert single["TransformJobStatus"] == "Completed"
     for i in range(4):
@@ -414,7 +415,7 @@ def test_a_model_that_cannot_start_fails_the_job_with_the_containers_message(tmp
     data.mkdir()
     (data / "a.csv").write_text("1\n")
     model = tmp_path / "model"
-    shutil.copytree(support.BAD_HALF_PLUS_TWO, model)
+    shutil.copytree(paths.BAD_HALF_PLUS_TWO, model)
     description = transform(str(model), data=str(data), output_path=str(tmp_path / "out"),
                             work_dir=str(tmp_path / "work"), startup_timeout=120)
     assert description["TransformJobStatus"] == "Failed"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-import support
+import paths
 from sagemaker_tfs import cli
 
 DEPRECATED = "{0}: deprecated: use `sagemaker-tfs {0}` (`{0}` is removed in the next release)\n"
@@ -23,10 +23,10 @@ UNKNOWN = ("usage: sagemaker-tfs [-h] [--version] COMMAND [ARGUMENTS ...]\n"
 
 
 def script(name: str, *args: str | Path, expect: int) -> subprocess.CompletedProcess:
-    path = support.VENV_BIN / name
+    path = paths.VENV_BIN / name
     assert path.exists(), f"{path} is not installed: run scripts/install.sh (pyproject.toml's scripts changed)"
     result = subprocess.run([path, *map(str, args)], capture_output=True, text=True, timeout=60,
-                            env={"PATH": f"{support.VENV_BIN}:/usr/bin:/bin", "COLUMNS": "120"})
+                            env={"PATH": f"{paths.VENV_BIN}:/usr/bin:/bin", "COLUMNS": "120"})
     assert result.returncode == expect, result.stdout + result.stderr
     return result
 
@@ -112,7 +112,7 @@ def test_the_transform_alias_says_it_is_deprecated_then_works_as_before(tmp_path
 
 def test_the_package_model_alias_says_it_is_deprecated_then_works_as_before(tmp_path):
     export = tmp_path / "export"
-    shutil.copytree(support.HALF_PLUS_THREE / "00000123", export / "1")
+    shutil.copytree(paths.HALF_PLUS_THREE / "00000123", export / "1")
     built = script("package-model", "build", export, "-o", tmp_path / "model.tar.gz", expect=0)
     assert built.stderr == DEPRECATED.format("package-model")
     assert built.stdout.startswith(f"wrote {tmp_path / 'model.tar.gz'}\n")

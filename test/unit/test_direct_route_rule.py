@@ -22,7 +22,9 @@ from pathlib import Path
 
 import pytest
 
-import support
+import clients
+import ports
+import processes
 from direct_route_cases import APP, ATTRIBUTE_FORMS, ATTRIBUTES, BODIES, DEFAULT, MODEL_SERVER, TFS
 from sagemaker_tfs.config import Settings
 from sagemaker_tfs.stack import direct_route, nginx
@@ -70,8 +72,8 @@ class Route:
     """A bare nginx with serve's config and the stand-ins; `send` gives (status, what the stand-in said)."""
 
     def __init__(self, runtime: Path):
-        low, high = support.free_port_range(2)
-        self.port = support.free_port()
+        low, high = ports.free_port_range(2)
+        self.port = ports.free_port()
         settings = Settings.from_env({"SAGEMAKER_RUNTIME_DIR": str(runtime), "SAGEMAKER_BIND_TO_PORT": str(self.port),
                                       "SAGEMAKER_SAFE_PORT_RANGE": f"{low}-{high}"})
         settings = settings.resolved(str(runtime), "half_plus_three")
@@ -81,13 +83,13 @@ class Route:
         os.chmod(runtime / "gunicorn.sock", 0o777)  # nginx's workers run as another user when the tests are root
         for server in self.servers:
             threading.Thread(target=server.serve_forever, daemon=True).start()
-        self.nginx = support.Background(nginx.command(self.config, NGINX_VERSION), stop_timeout=10).start()
-        self.nginx.wait_until(lambda: support.port_is_open(self.port), timeout=30, what="listening")
+        self.nginx = processes.Background(nginx.command(self.config, NGINX_VERSION), stop_timeout=10).start()
+        self.nginx.wait_until(lambda: ports.port_is_open(self.port), timeout=30, what="listening")
 
     def send(self, body: bytes | str = TFS, headers: list[tuple[str, str]] | None = None) -> tuple[int, dict]:
         """POST /invocations with these header lines (in order, repeats kept), Content-Type JSON unless given."""
         headers = headers if headers is not None else [("Content-Type", JSON)]
-        answer = support.http_call(self.port, "POST", "/invocations", body, headers, timeout=60)
+        answer = clients.http_call(self.port, "POST", "/invocations", body, headers, timeout=60)
         return answer.status, answer.json()
 
     def log(self) -> str:

@@ -10,10 +10,10 @@ from urllib.parse import unquote
 
 import pytest
 
-import support
+import paths
 
-PAGES = sorted([support.REPO / "README.md", support.REPO / "CONTRIBUTING.md",
-                *(support.REPO / "docs").glob("*.md")])
+PAGES = sorted([paths.REPO / "README.md", paths.REPO / "CONTRIBUTING.md",
+                *(paths.REPO / "docs").glob("*.md")])
 FENCE = re.compile(r"^\s*(```|~~~)")
 INLINE_CODE = re.compile(r"`+[^`]*`+")
 LINK = re.compile(r"!?\[(?:[^\]\[]|\[[^\]]*\])*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
@@ -72,17 +72,17 @@ def broken(page: Path, target: str) -> str | None:
     destination = (page.parent / unquote(path_part)).resolve() if path_part else page
     if not destination.exists():
         return f"{target}: no such file"
-    if support.REPO.resolve() not in destination.parents and destination != support.REPO.resolve():
+    if paths.REPO.resolve() not in destination.parents and destination != paths.REPO.resolve():
         return f"{target}: outside the repository"
     if anchor:
         if destination.suffix != ".md" or destination.is_dir():
             return f"{target}: an anchor into a page that is not markdown"
         if unquote(anchor) not in anchors(destination):
-            return f"{target}: no heading with the anchor #{anchor} in {destination.relative_to(support.REPO)}"
+            return f"{target}: no heading with the anchor #{anchor} in {destination.relative_to(paths.REPO)}"
     return None
 
 
-@pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(support.REPO)) for p in PAGES])
+@pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(paths.REPO)) for p in PAGES])
 def test_every_relative_link_resolves(page):
     links = relative_links(page)
     problems = [problem for problem in (broken(page, link) for link in links) if problem]
@@ -90,7 +90,7 @@ def test_every_relative_link_resolves(page):
 
 
 def test_the_checker_sees_links_and_anchors():
-    readme = support.REPO / "README.md"
+    readme = paths.REPO / "README.md"
     links = relative_links(readme)
     assert "docs/ARCHITECTURE.md#the-direct-route" in links  # the README's link to the direct route's full account
     assert any(link.startswith("#") for link in links)
@@ -102,5 +102,5 @@ def test_the_checker_sees_links_and_anchors():
 
 
 def test_the_readme_is_a_guide_of_at_most_650_lines():
-    lines = (support.REPO / "README.md").read_text(encoding="utf-8").count("\n")
+    lines = (paths.REPO / "README.md").read_text(encoding="utf-8").count("\n")
     assert lines <= 650, f"README.md has {lines} lines: move reference material to docs/"

@@ -7,7 +7,7 @@ import pytest
 from google.protobuf import text_format
 from tensorflow_serving.config import model_server_config_pb2
 
-import support
+import paths
 from sagemaker_tfs.config import Settings
 from sagemaker_tfs.shared.model_tree import ModelTreeError, find_models, model_config_text
 from sagemaker_tfs.stack.commands import batching_parameters_text
@@ -15,7 +15,7 @@ from sagemaker_tfs.stack.commands import batching_parameters_text
 
 def saved_model(path: Path) -> Path:
     """A version folder holding a (reference) SavedModel."""
-    shutil.copytree(support.HALF_PLUS_TWO / "00000123", path)
+    shutil.copytree(paths.HALF_PLUS_TWO / "00000123", path)
     return path
 
 
@@ -78,7 +78,7 @@ def test_non_numeric_version_next_to_a_good_model_is_refused(tmp_path):
 
 
 def test_version_folder_without_saved_model_is_refused(tmp_path):
-    shutil.copytree(support.BAD_HALF_PLUS_TWO, tmp_path / "bad")
+    shutil.copytree(paths.BAD_HALF_PLUS_TWO, tmp_path / "bad")
     with pytest.raises(ModelTreeError) as err:
         find_models(tmp_path)
     assert str(err.value) == (f"version folder {tmp_path}/bad/00000123 has no saved_model.pb (it holds checkpoint, "

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-import support
+import paths
 from sagemaker_tfs.packaging import PackagingError, build, check
 
 PAIR_SCRIPT = "def input_handler(data, context):\n    return data.read()\n\n" \
@@ -16,7 +16,7 @@ PAIR_SCRIPT = "def input_handler(data, context):\n    return data.read()\n\n" \
 
 def export(tmp_path: Path, version: str = "1") -> Path:
     folder = tmp_path / "export"
-    shutil.copytree(support.HALF_PLUS_THREE / "00000123", folder / version)
+    shutil.copytree(paths.HALF_PLUS_THREE / "00000123", folder / version)
     return folder
 
 
@@ -50,7 +50,7 @@ def test_build_puts_versions_and_code_at_the_root(tmp_path):
 
 def test_cli_build_and_check(tmp_path):
     out = tmp_path / "m.tar.gz"
-    cmd = [support.VENV_BIN / "sagemaker-tfs", "package-model"]
+    cmd = [paths.VENV_BIN / "sagemaker-tfs", "package-model"]
     done = subprocess.run(cmd + ["build", str(export(tmp_path)), "--code", str(code(tmp_path)), "-o", str(out)],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
@@ -61,7 +61,7 @@ def test_cli_build_and_check(tmp_path):
 
 def test_no_version_folder_is_refused(tmp_path):
     folder = tmp_path / "export"
-    shutil.copytree(support.HALF_PLUS_THREE / "00000123", folder)  # saved_model.pb directly in the export folder
+    shutil.copytree(paths.HALF_PLUS_THREE / "00000123", folder)  # saved_model.pb directly in the export folder
     out = tmp_path / "model.tar.gz"
     with pytest.raises(PackagingError, match=r"no SavedModel found in a version folder; found outside a version "
                                              r"folder in .*/model: .*/model/saved_model.pb; expected <model_dir>/<version>/"):
@@ -81,7 +81,7 @@ def test_script_outside_code_is_refused_in_an_archive(tmp_path):
     archive = tmp_path / "bad.tar.gz"
     with tarfile.open(archive, "w:gz") as tar:
         tar.add(folder / "1", arcname="1")
-    cli = subprocess.run([support.VENV_BIN / "sagemaker-tfs", "package-model", "check", str(archive)],
+    cli = subprocess.run([paths.VENV_BIN / "sagemaker-tfs", "package-model", "check", str(archive)],
                          capture_output=True, text=True)
     assert cli.returncode == 1
     assert cli.stderr.startswith("sagemaker-tfs package-model: error: found ")

@@ -14,7 +14,7 @@ import falcon
 import falcon.testing
 import pytest
 
-import support
+import processes
 from sagemaker_tfs.config import Settings
 from sagemaker_tfs.runtime_api.asynchronous import AsyncInvocations, Invocation
 from sagemaker_tfs.runtime_api.container import Answer
@@ -85,7 +85,7 @@ def names(result: falcon.testing.Result) -> tuple[str, str]:
 
 def written(folder: Path, *names: str) -> None:
     """Waits until the worker has written every one of `names` under `folder` (stop() would drop what is queued)."""
-    support.wait_for(lambda: all((folder / name).exists() for name in names), 10, f"{names} written")
+    processes.wait_for(lambda: all((folder / name).exists() for name in names), 10, f"{names} written")
 
 
 def test_a_local_input_is_answered_at_once_and_its_output_written_whole(tmp_path, output):

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-import support
+import paths
 from sagemaker_tfs.config import VARIABLES, ConfigError, Settings
 from sagemaker_tfs.shared.cpus import cpu_count
 
@@ -108,7 +108,7 @@ def test_every_variable_has_help_and_one_declaration():
 
 
 def test_the_settings_page_table_is_generated_from_the_declarations():
-    result = subprocess.run([sys.executable, str(support.REPO / "scripts" / "settings_table.py"), "--check"],
+    result = subprocess.run([sys.executable, str(paths.REPO / "scripts" / "settings_table.py"), "--check"],
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
 

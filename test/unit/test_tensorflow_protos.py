@@ -6,7 +6,7 @@ import importlib.metadata
 import importlib.util
 import re
 
-from support import REPO
+from paths import REPO
 
 spec = importlib.util.spec_from_file_location("vendor_tensorflow_protos",
                                               REPO / "scripts" / "vendor_tensorflow_protos.py")

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-import support
+import paths
+import ports
 from sagemaker_tfs.model_server.model_config import list_versions
 from sagemaker_tfs.shared.model_tree import ModelTreeError, find_models
 from sagemaker_tfs.packaging import PackagingError, build, check
@@ -32,7 +33,7 @@ def test_the_rule(name, version):
 
 
 def saved_model(folder: Path) -> Path:
-    shutil.copytree(support.HALF_PLUS_TWO / "00000123", folder)
+    shutil.copytree(paths.HALF_PLUS_TWO / "00000123", folder)
     return folder
 
 
@@ -83,9 +84,9 @@ def test_package_model_check_and_build(non_ascii_only, tmp_path):
 
 
 def test_serve_refuses_it_at_once(non_ascii_only, tmp_path):
-    env = {"SAGEMAKER_MODEL_DIR": str(non_ascii_only), "SAGEMAKER_BIND_TO_PORT": str(support.free_port()),
+    env = {"SAGEMAKER_MODEL_DIR": str(non_ascii_only), "SAGEMAKER_BIND_TO_PORT": str(ports.free_port()),
            "SAGEMAKER_RUNTIME_DIR": str(tmp_path / "runtime")}
-    result = subprocess.run(["env", *(f"{k}={v}" for k, v in env.items()), str(support.VENV_BIN / "serve")],
+    result = subprocess.run(["env", *(f"{k}={v}" for k, v in env.items()), str(paths.VENV_BIN / "serve")],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 1
     assert refusal(non_ascii_only) in result.stdout + result.stderr

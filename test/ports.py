@@ -1,0 +1,73 @@
+"""Loopback ports: free ones chosen at run time below the kernel's ephemeral range, and who listens where."""
+
+from __future__ import annotations
+
+import random
+import re
+import socket
+import subprocess
+from pathlib import Path
+
+from sagemaker_tfs.stack import readiness
+
+
+LOWEST_PORT = 1024  # below are the privileged ports
+
+
+def ephemeral_port_range() -> tuple[int, int]:
+    """The kernel's range for ports of outgoing connections and of binds to port 0."""
+    low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+    return int(low), int(high)
+
+
+def _bindable(port: int) -> bool:
+    """Whether port is free on every IPv4 address (nginx listens on all of them)."""
+    with socket.socket() as sock:
+        try:
+            sock.bind(("0.0.0.0", port))
+        except OSError:
+            return False
+        return True
+
+
+_handed_out: set[int] = set()  # ports this process gave before: free until their server binds them, not after
+
+
+def free_port_range(size: int) -> tuple[int, int]:
+    """`size` consecutive loopback ports free right now, as (low, high) inclusive, chosen at random below the
+    kernel's ephemeral range: a server there can find its port taken by an outgoing connection (even one that
+    connected to itself), which a port below it never is. Never one handed out before in this process (a test that
+    picks a port for a setting and then starts a stack, which picks its own, must not get the same twice)."""
+    ceiling = ephemeral_port_range()[0] - size
+    for _ in range(500):
+        low = random.randint(LOWEST_PORT, ceiling)
+        ports = range(low, low + size)
+        if _handed_out.isdisjoint(ports) and all(_bindable(port) for port in ports):
+            _handed_out.update(ports)
+            return low, low + size - 1
+    raise RuntimeError(f"no {size} consecutive free ports found below {ceiling + size}")
+
+
+def free_port() -> int:
+    """A TCP port free on the loopback interface right now, below the kernel's ephemeral range."""
+    return free_port_range(1)[0]
+
+
+def port_is_open(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex((host, port)) == 0
+
+
+def listening_pids(port: int) -> set[int] | None:
+    """The pids holding a TCP socket listening on `port` (any address), per `ss`; None when nothing listens."""
+    out = subprocess.run(["ss", "-ltnpH", f"sport = :{port}"], capture_output=True, text=True, check=True).stdout
+    if not out.strip():
+        return None
+    return {int(pid) for pid in re.findall(r"pid=(\d+)", out)}
+
+
+def listening_addresses(port: int) -> set[str]:
+    """The local addresses with a TCP socket listening on `port`, e.g. {"127.0.0.1"} or {"0.0.0.0"} (IPv4-mapped
+    IPv6 addresses as IPv4); empty when nothing listens."""
+    return {address for address, _ in readiness.listening_sockets(port)}
