@@ -7,7 +7,15 @@ import os
 import shutil
 import signal
 
+import falcon
+import falcon.testing
 import pytest
+
+from sagemaker_tfs.config import Settings
+from sagemaker_tfs.runtime_api import members, realtime
+from sagemaker_tfs.runtime_api.container import Answer
+from sagemaker_tfs.runtime_api.errors import RuntimeApiError, answer as error_answer
+from sagemaker_tfs.web.middleware import RequestId
 
 import clients
 import processes
@@ -82,9 +90,16 @@ def test_a_client_error_of_the_container_is_a_model_error_with_its_status_and_bo
                                          f"See {stream} for more information.")
 
 
-def test_the_request_id_endpoint_name_and_inference_id_are_logged_and_the_id_answered(stack):
+@pytest.mark.parametrize("which, body, content_type", [
+    ("stack", BODY, "application/json"),  # the direct route
+    ("stack", b"1.0\n2.0\n", "text/csv"),  # the app's workers
+    ("scripted", b"1,2", "text/csv"),  # the app's workers, with a script
+])
+def test_the_request_id_endpoint_name_and_inference_id_are_logged_and_the_id_answered(request, which, body,
+                                                                                      content_type):
+    stack = request.getfixturevalue(which)
     answer = clients.runtime_client(stack.port).invoke_endpoint(
-        EndpointName="logged-endpoint", Body=BODY, ContentType="application/json", InferenceId="inference-7")
+        EndpointName="logged-endpoint", Body=body, ContentType=content_type, InferenceId="inference-7")
     rid = answer["ResponseMetadata"]["RequestId"]
     assert len(rid) == 36
     processes.wait_for_log(stack, f"request {rid}: InvokeEndpoint logged-endpoint, inference id inference-7")
@@ -151,6 +166,56 @@ def test_members_that_break_the_service_model_are_validation_errors_in_sagemaker
         "'inferenceId' failed to satisfy constraint: Member must have length less than or equal to 64")
 
 
+def member_cases() -> list[tuple[str, str, str]]:
+    """(member, header, value) for every header member of InvokeEndpoint: values at and past its length limits, and
+    values its pattern refuses (a non-ASCII byte, a tab, an underscore), generated from the service model's table
+    (an empty value: as if the header were not sent, on both routes);
+    sorted, so that every run (and each worker of a parallel one) lists the same cases."""
+    cases = []
+    for member in members.OPERATIONS["InvokeEndpoint"]:
+        if member.location != "header":
+            continue
+        longest = member.max or 64
+        for value in {"", "a", "a" * longest, "a" * (longest + 1), "a\xe9", "a\tb", "a_b", "AllTraffic"}:
+            cases.append((member.name, member.location_name, value))
+    return sorted(cases)
+
+
+def operation_s_own_answer(header: str, value: str) -> tuple[int, bytes]:
+    """The status and error body InvokeEndpoint gives for one header value, computed in this process (its checks
+    run before it calls the container, which here answers 200 to anything; a 200 says they passed)."""
+    app = falcon.App(middleware=[RequestId()])
+    app.add_error_handler(RuntimeApiError, error_answer)
+    app.add_route(realtime.ROUTE, realtime.InvokeEndpoint(Settings.from_env({}), Always200(), None))
+    result = falcon.testing.TestClient(app).simulate_post(
+        "/endpoints/e/invocations", body=BODY, headers={"Content-Type": "application/json", header: value})
+    return result.status_code, result.content if result.status_code != 200 else b""
+
+
+class Always200:
+    def call(self, method, path, body, headers, timeout) -> Answer:
+        return Answer(200, "application/json", None, b"{}")
+
+
+@pytest.mark.parametrize("member, header, value", member_cases())
+def test_nginx_vouches_for_no_request_the_operation_refuses(stack, member, header, value):
+    """On a stack without a script, nginx sends InvokeEndpoint down the direct route when it can vouch for every
+    member (stack/runtime_route.py): each member's values, past its limits and its pattern included, get what the
+    operation itself answers."""
+    status, error = operation_s_own_answer(header, value)
+    headers = {"Content-Type": "application/json", header: value}
+    answer = clients.http_call(stack.port, "POST", "/endpoints/e/invocations", BODY, headers)
+    if status != 200:
+        assert (answer.status, answer.body) == (status, error)
+        return
+    container = clients.http_call(stack.port, "POST", "/invocations", BODY, headers)  # what the operation passes on
+    if container.status == 200:
+        assert (answer.status, answer.body, answer.headers["x-amzn-invoked-production-variant"]) == (
+            200, container.body, "AllTraffic")
+    else:
+        assert (answer.status, answer.json()["OriginalStatusCode"]) == (424, container.status)
+
+
 def test_a_server_error_of_a_handler_is_a_model_error(scripted):
     container = invoke(scripted, BODY, attributes="fail")
     assert container.status == 500
@@ -176,6 +241,21 @@ def test_an_answer_later_than_the_timeout_is_a_model_error_as_sagemaker_gives_it
     assert error["OriginalMessage"] == ("Your invocation timed out while waiting for a response from container "
                                         "primary. Review the latency metrics for each container, resolve the issue, "
                                         "and try again.")
+
+
+@pytest.mark.parametrize("worker_class", ["loop", "connections"])
+def test_a_timed_out_call_holds_up_no_other_call_of_its_worker(tmp_path, worker_class):
+    """InvokeEndpoint runs in the app's workers, beside the call it makes to its own app: when that call outlasts the
+    timeout, the client gets its ModelError and the worker (one here) goes on answering while the handler ends."""
+    env = {**ON, "SAGEMAKER_LOCAL_RUNTIME_TIMEOUT_SECONDS": "1", "SAGEMAKER_GUNICORN_WORKERS": "1",
+           "SAGEMAKER_GUNICORN_WORKER_CLASS": worker_class}
+    with serve_stack.Stack(model_dir(tmp_path, SLOW_SCRIPT), env=env) as stack:
+        client = clients.runtime_client(stack.port)
+        error = clients.client_error(lambda: client.invoke_endpoint(
+            EndpointName="e", Body=BODY, ContentType="application/json", CustomAttributes="sleep"))
+        assert (error["Error"]["Code"], error["OriginalStatusCode"]) == ("ModelError", 0)
+        answer = client.invoke_endpoint(EndpointName="e", Body=b"1,2", ContentType="text/csv", Accept="text/csv")
+        assert (answer["Body"].read(), answer["InvokedProductionVariant"]) == (b"1,2", "AllTraffic")
 
 
 def test_a_container_that_is_not_ready_is_service_unavailable(tmp_path):

@@ -188,3 +188,38 @@ def test_a_future_completed_in_another_thread_resumes_its_greenlet():
             return f"raised {exc}"
 
     assert run_tasks(hub, outcome) == ["raised no"]
+
+
+def test_a_timed_wait_for_a_future_ends_at_its_timeout_and_a_late_result_wakes_nobody():
+    hub = cooperative.Hub(4)
+    late: Future = Future()
+    woken = []
+
+    def waits_then_goes_on():
+        try:
+            hub.wait_future(late, timeout=0.05)
+        except TimeoutError as exc:
+            outcome = f"timed out: {exc}"
+        late.set_result("late")  # the future's wake-up comes after the wait ended: it must resume nothing
+        hub.wait(*pair_wait)  # suspended again on a socket: a stray wake-up would end this wait before it is ready
+        woken.append(left.recv(1))
+        return outcome
+
+    left, right = socket.socketpair()
+    with left, right:
+        left.setblocking(False)
+        pair_wait = (left, hub.watch(left, lambda: None), cooperative.READ, 5)
+        threading.Timer(0.3, right.send, (b"x",)).start()
+        assert run_tasks(hub, waits_then_goes_on) == ["timed out: no result in 0.05 s"]
+    assert woken == [b"x"]
+
+
+def test_a_timed_wait_for_a_future_completed_by_another_greenlet_gets_its_result():
+    hub = cooperative.Hub(4)
+    answer: Future = Future()
+
+    def waits():
+        hub.spawn(lambda: answer.set_result("computed beside"))
+        return hub.wait_future(answer, timeout=5)
+
+    assert run_tasks(hub, waits) == ["computed beside"]

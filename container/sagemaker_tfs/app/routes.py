@@ -10,6 +10,10 @@ Routes:
   POST /invocations            the handler chain (invocations.py), or the inference toolkit's functions
                                (toolkit/invocations.py); multi-model: 400, the model must be in the path.
   POST /models/{name}/invoke   multi-model: the model's handler chain (multi_model.py).
+  POST /endpoints/{name}/invocations
+                               with SAGEMAKER_LOCAL_RUNTIME_API=true: SageMaker Runtime's InvokeEndpoint, calling
+                               this app in-process (runtime_api/realtime.py); multi-model: a TargetModel this worker
+                               does not route goes to `serve`, which loads it.
   GET  /execution-parameters   those of "MaxConcurrentTransforms", "BatchStrategy", "MaxPayloadInMB" that are set
                                (Settings.execution_parameters), for Batch Transform.
   anything else                404 {"error": "Not Found"} (405 for another method on a known path).
@@ -37,6 +41,7 @@ from ..config import MAX_TRANSFORM_MB, PING_TIMEOUT_SECONDS, Settings
 from ..model_client.model_servers import (ANY_MODEL, ModelServer, ModelServerClient, ModelServerError,
                                           model_servers, model_status)
 from ..registry.publication import Subscriber
+from ..runtime_api import realtime
 from ..shared import gpus, json_bodies, logs, runtime_dir
 from ..shared.handler_contract import Contract
 from ..shared.metrics_files import folder as metrics_folder
@@ -164,6 +169,8 @@ def _single_model_routes(app: App, settings: Settings, servers: list[ModelServer
         invocations = Invocations(handlers, servers, client, settings.default_model, timeout)
     app.add_route("/ping", Ping(servers, settings.default_model))
     app.add_route("/invocations", invocations)
+    if settings.local_runtime_api:  # its InvokeEndpoint (runtime_api/)
+        realtime.serve_in(app, settings)
     return f"default model {settings.default_model or 'none'}"
 
 
@@ -180,4 +187,6 @@ def _multi_model_routes(app: App, settings: Settings, servers: list[ModelServer]
     app.add_route("/ping", Ping(servers, None))
     app.add_route("/invocations", NoModelInvocations())
     app.add_route("/models/{name}/invoke", Invoke(models))
+    if settings.local_runtime_api:  # its InvokeEndpoint, for the targets this worker routes (runtime_api/)
+        realtime.serve_in(app, settings, lambda name: name in models.routes)
     return f"{len(models.routes)} model(s) routed, universal code: {universal.contract.name.lower()}"

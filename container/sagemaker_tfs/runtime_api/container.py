@@ -1,14 +1,21 @@
-"""Calling the container as SageMaker's front end does: over HTTP on nginx's own port, so that an operation gets
-exactly what `/invocations` (or a multi-model `/models/{name}/invoke`) answers, the direct route included."""
+"""Calling the container as SageMaker's front end does, so that an operation gets exactly what `/invocations` (or a
+multi-model `/models/{name}/invoke`) answers: over HTTP on nginx's own port (the direct route included), from
+`serve`; or, in an app worker, the worker's own app called in-process (`InProcess`), without the hops."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import http.client
+import io
+import sys
+import threading
 from dataclasses import dataclass
+from typing import Any, Callable
 
 from ..config import PING_TIMEOUT_SECONDS
+from ..shared import cooperative
 from ..shared.headers import (CUSTOM_ATTRIBUTES_HEADER, INFERENCE_ID_HEADER, REQUEST_ID_HEADER,
-                              TARGET_MODEL_HEADER)
+                              TARGET_MODEL_HEADER, environ_key)
 from ..shared.sockets import HOST
 
 # The request headers SageMaker passes on to the container (it strips the others).
@@ -55,6 +62,65 @@ class Container:
             return False
 
 
-def passed_on(headers: dict[str, str]) -> dict[str, str]:
-    """The request headers (from falcon's req.headers, upper-case names) that SageMaker passes on."""
-    return {name: headers[name.upper()] for name in PASSED_ON if name.upper() in headers}
+class InProcess(Container):
+    """The container as an app worker's own WSGI app, called in its process: the answer nginx would pass back, less
+    the two hops. The call runs beside the caller (a request greenlet of the loop worker, else a thread), so that
+    the caller's wait ends at `timeout` while a late answer is still computed and dropped, as SageMaker drops it."""
+
+    def __init__(self, app: Callable[[dict, Callable], Any]):
+        self.app = app
+
+    def call(self, method: str, path: str, body: bytes | None, headers: dict[str, str],
+             timeout: float) -> Answer:
+        body = body or b""
+        environ = {**_ENVIRON, "REQUEST_METHOD": method, "PATH_INFO": path, "wsgi.input": io.BytesIO(body),
+                   "CONTENT_LENGTH": str(len(body)), **{environ_key(name): value for name, value in headers.items()}}
+        answer: concurrent.futures.Future = concurrent.futures.Future()
+
+        def run() -> None:
+            try:
+                answer.set_result(self._answer(environ))
+            except BaseException as exc:  # a bug of the app: the caller's to raise
+                answer.set_exception(exc)
+
+        hub = cooperative.hub()
+        if hub is not None:
+            hub.spawn(run)
+            return hub.wait_future(answer, timeout)
+        threading.Thread(target=run, name="invoke-endpoint", daemon=True).start()
+        try:
+            return answer.result(timeout)
+        except concurrent.futures.TimeoutError:  # TimeoutError itself from Python 3.11 on
+            raise TimeoutError(f"no answer in {timeout} s") from None
+
+    def _answer(self, environ: dict) -> Answer:
+        started: list = []
+
+        def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> None:
+            started[:] = [status, headers]
+
+        result = self.app(environ, start_response)
+        try:
+            body = b"".join(result)
+        finally:
+            close = getattr(result, "close", None)
+            if close is not None:
+                close()
+        status, headers = started
+        names = {name.lower(): value for name, value in headers}
+        return Answer(int(status[:3]), names.get("content-type"), names.get(CUSTOM_ATTRIBUTES_HEADER.lower()), body)
+
+
+# What every in-process request's environ holds (PEP 3333)
+_ENVIRON = {"SCRIPT_NAME": "", "QUERY_STRING": "", "SERVER_NAME": "localhost", "SERVER_PORT": "80",
+            "SERVER_PROTOCOL": "HTTP/1.1", "REMOTE_ADDR": "127.0.0.1", "wsgi.version": (1, 0),
+            "wsgi.url_scheme": "http", "wsgi.errors": sys.stderr, "wsgi.multithread": True,
+            "wsgi.multiprocess": True, "wsgi.run_once": False, "wsgi.input_terminated": True}
+
+
+def passed_on(environ: dict) -> dict[str, str]:
+    """The request headers (from its WSGI environ) that SageMaker passes on."""
+    return {name: environ[key] for name, key in _PASSED_ON_KEYS if key in environ}
+
+
+_PASSED_ON_KEYS = tuple((name, environ_key(name)) for name in PASSED_ON)

@@ -45,10 +45,15 @@ class Member:
 def python_regex(java: str) -> re.Pattern:
     """A service model pattern (Java's syntax) as a Python regex with the same meaning for the constructs the model
     uses: \\p{ASCII} and \\p{Print} (inside a class or alone) and \\z."""
-    text = java.replace(r"\z", r"\Z")
+    return re.compile(pcre_pattern(java).replace(r"\z", r"\Z"))
+
+
+def pcre_pattern(java: str) -> str:
+    """A service model pattern as PCRE's (nginx's regexes, stack/runtime_route.py): Java's classes as ranges, the
+    rest as it is (PCRE has \\A and \\z)."""
     for name, ranges in _JAVA_CLASSES.items():
-        text = text.replace(f"[{name}]", f"[{ranges}]").replace(name, f"[{ranges}]")
-    return re.compile(text)
+        java = java.replace(f"[{name}]", f"[{ranges}]").replace(name, f"[{ranges}]")
+    return java
 
 
 def _members(operation: str) -> tuple[Member, ...]:

@@ -1,26 +1,34 @@
 """InvokeEndpoint: `POST /endpoints/{EndpointName}/invocations`, as SageMaker's front end runs it. Its own checks first
 (the body, the target model), then the container's `/invocations` (a multi-model target's `/models/{name}/invoke`)
-on nginx's port with the headers SageMaker passes on; a 2xx answer is passed back with the production variant, any
-other is SageMaker's ModelError (424) quoting the container's status and body."""
+with the headers SageMaker passes on; a 2xx answer is passed back with the production variant, any other is
+SageMaker's ModelError (424) quoting the container's status and body.
+
+Where it runs: on a single-model endpoint, in the app's workers (`serve_in`: nginx sends the route to gunicorn, and
+the worker calls its own app in-process, container.InProcess); on a multi-model endpoint, in `serve` (server.py),
+which owns the registry that loads a TargetModel, calling the container over HTTP through nginx."""
 
 from __future__ import annotations
 
 import logging
 import os
+from typing import Callable
 
 import falcon
 
+from pathlib import Path
+
 from ..config import Settings
-from ..shared.headers import (CUSTOM_ATTRIBUTES_HEADER, INFERENCE_ID_HEADER, REQUEST_ID_HEADER,
-                              TARGET_MODEL_HEADER)
-from .container import Answer, Container, passed_on
+from ..shared import runtime_dir
+from ..shared.headers import CUSTOM_ATTRIBUTES_HEADER, REQUEST_ID_HEADER, TARGET_MODEL_HEADER, environ_key
+from .container import Answer, Container, InProcess, passed_on
 from . import members
-from .errors import model_error, service_unavailable, validation
-from .target_models import LoadFailed, TargetModels
+from .errors import RuntimeApiError, answer, model_error, service_unavailable, validation
+from .target_models import LoadedTargets, LoadFailed, NotLoadedHere, TargetModels
 
 log = logging.getLogger("sagemaker_tfs.runtime_api")
 
 OPERATION = "InvokeEndpoint"
+ROUTE = "/endpoints/{endpoint}/invocations"
 TARGET_VARIANT_HEADER = members.member(OPERATION, "TargetVariant").location_name
 # member -> why: what the service model offers and one container cannot do (headers from the service model's table)
 UNSUPPORTED = {
@@ -31,6 +39,15 @@ UNSUPPORTED = {
     "PrefixAwareId": "it has no prefix-aware routing",
 }
 
+# (member, its header's key in a WSGI environ, why)
+_UNSUPPORTED_KEYS = tuple((name, environ_key(members.member(OPERATION, name).location_name), what)
+                          for name, what in UNSUPPORTED.items())
+
+# A worker hands a request to serve's InvokeEndpoint with nginx's internal redirect to a named location, which keeps
+# the method and the body (stack/nginx.py defines the location).
+HAND_OVER_HEADER = "X-Accel-Redirect"
+SERVE_HAND_OVER = "@runtime_api"
+
 MIB = 1024 * 1024
 VARIANT_HEADER = "x-Amzn-Invoked-Production-Variant"
 TIMED_OUT = ("Your invocation timed out while waiting for a response from container primary. Review the latency "
@@ -38,10 +55,25 @@ TIMED_OUT = ("Your invocation timed out while waiting for a response from contai
 
 
 def log_stream(settings: Settings, endpoint: str) -> str:
-    """ModelError's LogStreamArn: in SageMaker, the endpoint's CloudWatch stream; here serve's standard error, which
-    the ARN names by serve's process id."""
+    """ModelError's LogStreamArn: in SageMaker, the endpoint's CloudWatch stream; here serve's standard error (where
+    the workers' lines go too), which the ARN names by serve's process id."""
+    pid = runtime_dir.serve_pid(Path(settings.runtime_dir)) or os.getpid()  # os.getpid(): an app without serve
     return (f"arn:aws:logs:local:000000000000:log-group:/aws/sagemaker/Endpoints/{endpoint}:log-stream:"
-            f"{settings.local_runtime_variant}/serve-{os.getpid()}")
+            f"{settings.local_runtime_variant}/serve-{pid}")
+
+
+def serve_in(app: falcon.App, settings: Settings, is_ready: Callable[[str], bool] | None = None) -> None:
+    """InvokeEndpoint on an app worker's own app, which it calls in-process; on a multi-model endpoint, for targets
+    its registry view routes (`is_ready`), the others handed to `serve`, which loads them (SERVE_HAND_OVER)."""
+    app.add_error_handler(RuntimeApiError, answer)
+    models = LoadedTargets(is_ready) if is_ready is not None else None
+    app.add_route(ROUTE, InvokeEndpoint(settings, InProcess(app), models))
+
+
+def _sent(req: falcon.Request) -> Callable[[str], str | None]:
+    """The request's headers by name, one sent empty as one not sent: nginx's variables cannot tell them apart, and
+    both routes of the operation must answer alike (stack/runtime_route.py)."""
+    return lambda name: req.get_header(name) or None
 
 
 class InvokeEndpoint:
@@ -53,14 +85,16 @@ class InvokeEndpoint:
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, endpoint: str) -> None:
         rid = req.context.request_id
-        members.check(OPERATION, endpoint, req.get_header)
-        self._check_supported(req, endpoint)
-        target = req.get_header(TARGET_MODEL_HEADER)
-        log.info("request %s: InvokeEndpoint %s, inference id %s%s", rid, endpoint,
-                 req.get_header(INFERENCE_ID_HEADER), f", target model {target}" if target is not None else "")
+        members.check(OPERATION, endpoint, header := _sent(req))
+        self._check_supported(req, header, endpoint)
+        target = header(TARGET_MODEL_HEADER)  # (nginx logs the operation: stack/runtime_route.py)
         body = self._body(req, rid)
-        path = self._path(target, endpoint)
-        headers = passed_on(req.headers)
+        try:
+            path = self._path(target, endpoint)
+        except NotLoadedHere:  # nginx sends the request, its body kept, to serve's InvokeEndpoint
+            resp.set_header(HAND_OVER_HEADER, SERVE_HAND_OVER)
+            return
+        headers = passed_on(req.env)
         headers[REQUEST_ID_HEADER] = rid  # one id in the client's answer and in every log line of the stack
         answer = self._call(path, body, headers, endpoint)
         if not 200 <= answer.status < 300:
@@ -77,15 +111,16 @@ class InvokeEndpoint:
         if answer.custom_attributes is not None:
             resp.set_header(CUSTOM_ATTRIBUTES_HEADER, answer.custom_attributes)
 
-    def _check_supported(self, req: falcon.Request, endpoint: str) -> None:
+    def _check_supported(self, req: falcon.Request, header: Callable[[str], str | None], endpoint: str) -> None:
         """Members that ask for what one local container with one variant does not have are refused, not ignored:
         code that relies on them must not pass here and fail in production."""
-        variant = req.get_header(TARGET_VARIANT_HEADER)
+        variant = header(TARGET_VARIANT_HEADER)
         if variant is not None and variant != self.settings.local_runtime_variant:
             raise validation(f"TargetVariant '{variant}' is not a production variant of endpoint {endpoint}: its "
                              f"one variant is {self.settings.local_runtime_variant} (SAGEMAKER_LOCAL_RUNTIME_VARIANT)")
-        for name, what in UNSUPPORTED.items():
-            if req.get_header(members.member(OPERATION, name).location_name) is not None:
+        env = req.env
+        for name, key, what in _UNSUPPORTED_KEYS:
+            if env.get(key):
                 raise validation(f"{name} is not supported by the local endpoint {endpoint}: {what}")
 
     def _body(self, req: falcon.Request, rid: str) -> bytes:

@@ -1,5 +1,6 @@
 """The runtime API's app on its UNIX socket (runtime.sock in the runtime folder), served by threads of `serve`; nginx
-sends `/endpoints/` there when SAGEMAKER_LOCAL_RUNTIME_API=true (stack/nginx.py)."""
+sends `/endpoints/` there when SAGEMAKER_LOCAL_RUNTIME_API=true (stack/nginx.py), but for a single-model endpoint's
+InvokeEndpoint, which the app's workers answer (realtime.serve_in)."""
 
 from __future__ import annotations
 
@@ -17,11 +18,10 @@ from ..web.unix_server import UnixAppServer
 from .asynchronous import AsyncInvocations
 from .container import Container
 from .errors import RuntimeApiError, answer, validation
-from .realtime import InvokeEndpoint
+from .realtime import ROUTE, InvokeEndpoint
 from .target_models import TargetModels
 
 log = logging.getLogger("sagemaker_tfs.runtime_api")
-
 
 
 class NotServed:
@@ -46,7 +46,8 @@ class RuntimeApi:
         app = falcon.App(media_type=JSON)
         middleware.install(app)  # the request id nginx hands over, in every answer
         app.add_error_handler(RuntimeApiError, answer)
-        app.add_route("/endpoints/{endpoint}/invocations", InvokeEndpoint(settings, container, models))
+        if models is not None:  # a multi-model endpoint's: its TargetModel loads through the registry, here
+            app.add_route(ROUTE, InvokeEndpoint(settings, container, models))
         app.add_route("/endpoints/{endpoint}/async-invocations", self.asynchronous)
         app.add_route("/endpoints/{endpoint}/invocations-response-stream",
                       NotServed("InvokeEndpointWithResponseStream"))

@@ -17,6 +17,7 @@ import tarfile
 import tempfile
 import threading
 from pathlib import Path
+from typing import Callable
 
 from ..config import Settings
 from ..registry.owner import Owner
@@ -37,7 +38,32 @@ class LoadFailed(Exception):
         self.status, self.message = status, message
 
 
+class NotLoadedHere(Exception):
+    """The target is not loaded as far as this process knows: `serve`, which loads targets, is to take the request."""
+
+
+def registry_name(target: str) -> str:
+    """The registry's name of a target: its digest, an opaque id as SageMaker's own."""
+    return "target-" + digest(target)
+
+
+class LoadedTargets:
+    """An app worker's targets (realtime.serve_in): those its registry view (`is_ready`) routes; for any other,
+    NotLoadedHere, and the request goes to `serve`'s TargetModels, which loads it."""
+
+    def __init__(self, is_ready: Callable[[str], bool]):
+        self.is_ready = is_ready
+
+    def model_for(self, target: str) -> str:
+        name = registry_name(target)
+        if not self.is_ready(name):
+            raise NotLoadedHere(target)
+        return name
+
+
 class TargetModels:
+    """`serve`'s targets: loaded through the registry's owner on first use."""
+
     def __init__(self, owner: Owner, settings: Settings):
         self.owner = owner
         self.root = Path(owner.root)
@@ -48,7 +74,7 @@ class TargetModels:
     def model_for(self, target: str) -> str:
         """The registry name of `target` (checked by the service model's constraints: members.py), loaded first if
         it is not; RuntimeApiError when it cannot be."""
-        name = "target-" + digest(target)
+        name = registry_name(target)
         if self.owner.is_ready(name):
             return name
         with self._lock:

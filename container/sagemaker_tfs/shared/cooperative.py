@@ -29,6 +29,7 @@ import logging
 import os
 import resource
 import select
+import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from time import perf_counter
 from typing import Any, Callable
@@ -118,13 +119,14 @@ class Hub:
         self._epoll = select.epoll()
         self._handlers: dict[int, Any] = {}  # fd -> its handler
         self.loop = getcurrent()
+        self._thread = threading.get_ident()  # the loop's
         self._timers: list[tuple[float, int, Watch, greenlet]] = []  # (deadline, seq, watch, waiter), a heap
         self._stale = 0  # timers in the heap whose wait ended otherwise
         self._seq = itertools.count(1)
         self._starts: collections.deque[tuple[RequestGreenlet, Callable[[], None]]] = collections.deque()
         self.idle: list[RequestGreenlet] = []  # parked request greenlets
         self.pools: dict[Any, list] = {}  # idle things of the loop's users (the HTTP client's connections by port)
-        self._woken: collections.deque[tuple[greenlet, Any]] = collections.deque()
+        self._woken: collections.deque[tuple[greenlet | _Done, Any]] = collections.deque()
         self._wake_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         self.register(self._wake_fd, self)
         self._thread_limit = thread_limit
@@ -138,7 +140,7 @@ class Hub:
     def poll(self, timeout: float) -> None:
         """Wait up to `timeout` seconds for events, run what they woke, then start the tasks they spawned."""
         timers = self._timers
-        if self._starts:
+        if self._starts or self._woken:
             timeout = 0
         elif timers:
             timeout = max(0.0, min(timeout, timers[0][0] - perf_counter()))
@@ -155,6 +157,8 @@ class Hub:
         while starts:
             runner, task = starts.popleft()
             runner.switch(task)
+        if self._woken:
+            self._resume_woken()
         if timers:
             now = perf_counter()
             while timers and timers[0][0] <= now:
@@ -178,15 +182,20 @@ class Hub:
             os.eventfd_read(self._wake_fd)
         except BlockingIOError:
             pass
+        self._resume_woken()
+
+    def _resume_woken(self) -> None:
         woken = self._woken
         while woken:
             waiter, value = woken.popleft()
             waiter.switch(value)
 
-    def wake(self, waiter: greenlet, value: Any = None) -> None:
-        """Resume `waiter` with `value` in the loop; callable from any thread."""
+    def wake(self, waiter: greenlet | _Done, value: Any = None) -> None:
+        """Resume `waiter` with `value` in the loop; callable from any thread (from the loop's own, no system call:
+        the loop resumes it after the current events)."""
         self._woken.append((waiter, value))
-        os.eventfd_write(self._wake_fd, 1)
+        if threading.get_ident() != self._thread:
+            os.eventfd_write(self._wake_fd, 1)
 
     # --- files and their handlers ---
     def register(self, file: Any, handler: Any, events: int = READ) -> None:
@@ -247,13 +256,25 @@ class Hub:
                 except OSError:  # closed meanwhile
                     pass
 
-    def wait_future(self, future: Future) -> Any:
-        """The result of a future completed in another thread (a gRPC call, a script in a thread), the calling
-        request greenlet suspended meanwhile."""
+    def wait_future(self, future: Future, timeout: float | None = None) -> Any:
+        """The result of a future completed in another thread or greenlet (a gRPC call, a script in a thread), the
+        calling request greenlet suspended meanwhile; TimeoutError when `timeout` seconds pass first (the work goes
+        on, its result unread)."""
         if not future.done():
             current = getcurrent()
-            future.add_done_callback(lambda _: self.wake(current))
-            self._suspend(current)
+            if timeout is None:
+                future.add_done_callback(lambda _: self.wake(current))
+                self._suspend(current)
+            else:
+                # a Watch of no file: its waiter is this wait's, woken by the future or by the timer, whichever
+                # comes first (each checks that the wait is still this one)
+                watch, seq = Watch(_nothing), next(self._seq)
+                watch.waiter, watch.seq = current, seq
+                heapq.heappush(self._timers, (perf_counter() + timeout, seq, watch, current))
+                future.add_done_callback(lambda _: self.wake(_Done(watch, seq), True))
+                if not self._suspend(current):
+                    raise TimeoutError(f"no result in {timeout} s")
+                self._stale += 1  # its timer
         return future.result()
 
     def _suspend(self, current: RequestGreenlet) -> Any:
@@ -341,6 +362,25 @@ class Hub:
         if self._pool is None:
             self._pool = ThreadPoolExecutor(self._thread_limit, thread_name_prefix="script")
         return self._pool
+
+
+class _Done:
+    """Wakes a timed wait for a future (Hub.wait_future) unless its timer did first."""
+
+    __slots__ = ("watch", "seq")
+
+    def __init__(self, watch: Watch, seq: int):
+        self.watch, self.seq = watch, seq
+
+    def switch(self, value: Any) -> None:
+        waiter = self.watch.waiter
+        if waiter is not None and self.watch.seq == self.seq:
+            self.watch.waiter = None
+            waiter.switch(value)
+
+
+def _nothing() -> None:
+    pass
 
 
 def _name(fn: Callable) -> str:

@@ -70,6 +70,14 @@ def claim(path: Path) -> IO[str]:
     return lock
 
 
+def serve_pid(path: Path) -> int | None:
+    """The pid of the serve that holds the folder (its lock file says), None when it cannot be read."""
+    try:
+        return int((path / LOCK_FILE).read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def _make_private(path: Path) -> None:
     try:
         path.mkdir(mode=0o700, parents=True)

@@ -9,10 +9,11 @@ import pwd
 import re
 import stat
 import subprocess
+import textwrap
 from pathlib import Path
 from string import Template
 
-from . import direct_metrics, direct_route
+from . import direct_metrics, direct_route, runtime_route
 from ..config import Settings
 from ..errors import StartupError
 from ..shared import runtime_dir
@@ -68,17 +69,31 @@ def render(settings: Settings, direct_model: str | None, nginx_version: tuple[in
         if settings.multi_model else "",
         multi_model_locations=snippet("multi-model-locations", management_timeout=management_timeout(settings))
         if settings.multi_model else "",
-        # its read timeout covers a multi-model target's load and the invocation, each bounded by
-        # SAGEMAKER_LOCAL_RUNTIME_TIMEOUT_SECONDS
-        runtime_api_location=snippet("runtime-api-location",
-                                     runtime_api_socket=runtime / runtime_dir.RUNTIME_API_SOCKET,
-                                     timeout=2 * settings.local_runtime_timeout_seconds + 30)
-        if settings.local_runtime_api else "",
+        runtime_api_http=runtime_route.log_maps(settings) if settings.local_runtime_api else "",
+        runtime_api_location=_runtime_api_location(settings, direct) if settings.local_runtime_api else "",
         direct_http=_direct_http(settings, direct_model) if direct else "",
         invocations=_invocations(app_headers, direct),
         direct_entry=DIRECT_ENTRY if direct else "",
         direct_locations=_direct_locations(settings, app_headers) if direct else "",
     )
+
+
+def _runtime_api_location(settings: Settings, direct: bool) -> str:
+    """The runtime API's routes, on serve's socket; InvokeEndpoint in a location of its own, which logs it
+    (runtime_route.py) and sends it to the app's workers, or down the direct route where /invocations would take it;
+    a multi-model worker hands a target it does not route to serve (@runtime_api), which loads it. The read timeout
+    covers a target's load and the invocation, each bounded by SAGEMAKER_LOCAL_RUNTIME_TIMEOUT_SECONDS."""
+    timeout = 2 * settings.local_runtime_timeout_seconds + 30
+    serve = f"http://unix:{Path(settings.runtime_dir) / runtime_dir.RUNTIME_API_SOCKET}"
+    switch = textwrap.indent(_switch("sagemaker_runtime_direct"), "    ") if direct else ""
+    realtime = snippet("runtime-api-realtime", timeout=timeout, direct_switch=switch, upstream="http://app")
+    hand_over = snippet("runtime-api-serve", upstream=serve, timeout=timeout) if settings.multi_model else ""
+    return snippet("runtime-api-location", upstream=serve, timeout=timeout, realtime_location=realtime) + hand_over
+
+
+def _switch(variable: str) -> str:
+    """The hand-over of a location's request to the direct route (@direct) when `variable` is 1."""
+    return snippet("direct-switch", switch=variable)
 
 
 def snippet(name: str, **values: object) -> str:
@@ -114,11 +129,12 @@ def _direct_http(settings: Settings, model: str) -> str:
             + snippet(REQUEST_ID_MAPS, client_request_id=direct_route.http_variable(REQUEST_ID_HEADER))
             + f"    upstream model_servers {{\n{upstream}        keepalive 64;\n    }}\n"
             + (DIRECT_METRICS_FORMAT if settings.metrics else "")
-            + (direct_route.SERVER_TIMING_MAPS if settings.server_timing else ""))
+            + (direct_route.SERVER_TIMING_MAPS if settings.server_timing else "")
+            + (runtime_route.maps(settings) if settings.local_runtime_api else ""))
 
 
 def _invocations(app_headers: str, direct: bool) -> str:
-    return snippet("invocations", direct_switch=snippet("direct-switch") if direct else "", app_headers=app_headers)
+    return snippet("invocations", direct_switch=_switch("sagemaker_direct") if direct else "", app_headers=app_headers)
 
 
 DIRECT_ENTRY = "        error_page 418 = @direct;\n"
@@ -127,17 +143,23 @@ REQUEST_ID_MAPS = "request-id-maps"
 
 
 def _direct_locations(settings: Settings, app_headers: str) -> str:
-    metrics_log = (f"            access_log /dev/stdout timed;\n            access_log syslog:server=unix:"
+    metrics_log = (f"{TIMED_LOG}            access_log syslog:server=unix:"
                    f"{Path(settings.runtime_dir) / direct_metrics.SOCKET},nohostname,tag=direct direct_metrics;\n"
                    if settings.metrics else "")
     server_timing = direct_route.SERVER_TIMING if settings.server_timing else ""
+    runtime = settings.local_runtime_api  # the locations carry InvokeEndpoint too (runtime_route.py)
     return snippet("direct-locations", sniff_buffer=direct_route.SNIFF_BUFFER,
                    single_tfs_object=direct_route.quoted(direct_route.SINGLE_TFS_OBJECT),
                    model_server_path=direct_route.MODEL_SERVER_PATH, request_id_header=REQUEST_ID_HEADER,
                    server_timing=server_timing, metrics_log=metrics_log, app_headers=app_headers,
-                   model_server_errors=" ".join(str(status) for status in direct_route.MODEL_SERVER_ERRORS))
+                   model_server_errors=" ".join(str(status) for status in direct_route.MODEL_SERVER_ERRORS),
+                   runtime_variant_header=runtime_route.VARIANT_HEADER_LINE if runtime else "",
+                   runtime_log=("" if settings.metrics else TIMED_LOG) + runtime_route.LOG_LINE if runtime else "",
+                   app_log=TIMED_LOG + runtime_route.LOG_LINE if runtime else "",
+                   app_uri=runtime_route.APP_URI if runtime else "/invocations")
 
 
+TIMED_LOG = "            access_log /dev/stdout timed;\n"  # the server's access log, where a location has its own
 # SAGEMAKER_METRICS: a datagram per request of the direct route to serve's counter (direct_metrics.py); a fallback is
 # logged by @app, whose access_log is the server's, and counted by the app.
 DIRECT_METRICS_FORMAT = f"    log_format direct_metrics '{direct_metrics.LOG_FORMAT}';\n"
