@@ -10,13 +10,14 @@ import io
 import sys
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from ..config import PING_TIMEOUT_SECONDS
 from ..shared import cooperative
 from ..shared.headers import (CUSTOM_ATTRIBUTES_HEADER, INFERENCE_ID_HEADER, REQUEST_ID_HEADER,
                               TARGET_MODEL_HEADER, environ_key)
 from ..shared.sockets import HOST
+from ..shared.wsgi_call import WsgiApp, whole_answer
 
 # The request headers SageMaker passes on to the container (it strips the others).
 PASSED_ON = ("Content-Type", "Accept", CUSTOM_ATTRIBUTES_HEADER, TARGET_MODEL_HEADER, INFERENCE_ID_HEADER,
@@ -67,7 +68,7 @@ class InProcess(Container):
     the two hops. The call runs beside the caller (a request greenlet of the loop worker, else a thread), so that
     the caller's wait ends at `timeout` while a late answer is still computed and dropped, as SageMaker drops it."""
 
-    def __init__(self, app: Callable[[dict, Callable], Any]):
+    def __init__(self, app: WsgiApp):
         self.app = app
 
     def call(self, method: str, path: str, body: bytes | None, headers: dict[str, str],
@@ -94,19 +95,7 @@ class InProcess(Container):
             raise TimeoutError(f"no answer in {timeout} s") from None
 
     def _answer(self, environ: dict) -> Answer:
-        started: list = []
-
-        def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> None:
-            started[:] = [status, headers]
-
-        result = self.app(environ, start_response)
-        try:
-            body = b"".join(result)
-        finally:
-            close = getattr(result, "close", None)
-            if close is not None:
-                close()
-        status, headers = started
+        status, headers, body = whole_answer(self.app, environ)
         names = {name.lower(): value for name, value in headers}
         return Answer(int(status[:3]), names.get("content-type"), names.get(CUSTOM_ATTRIBUTES_HEADER.lower()), body)
 

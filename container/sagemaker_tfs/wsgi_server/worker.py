@@ -35,6 +35,7 @@ from gunicorn.workers import base
 from .refusals import closing_error
 from ..shared.headers import environ_key
 from ..shared.sockets import send, timeval
+from ..shared.wsgi_call import whole_answer
 
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 _READ_SIZE = 65536  # larger reads allocate (and fault in) a large buffer per call
@@ -333,26 +334,11 @@ class ConnectionsWorker(base.Worker):
 def call_app(worker: base.Worker, environ: dict, keep_alive: bool) -> tuple[bytes, bytes, bool] | None:
     """The worker's app called for one request: the answer's head and body, and whether the connection stays open
     (the client's choice, unless the worker is stopping); None when the app failed (logged)."""
-    started: list = []
-
-    def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Callable:
-        if exc_info is not None and started:
-            raise exc_info[1].with_traceback(exc_info[2])
-        started[:] = [status, headers]
-        return _no_write
-
     try:
-        result = worker.wsgi(environ, start_response)
-        try:
-            body = b"".join(result)
-        finally:
-            close = getattr(result, "close", None)
-            if close is not None:
-                close()
+        status, headers, body = whole_answer(worker.wsgi, environ)
     except Exception:
         worker.log.exception("Error handling request %s", environ.get("PATH_INFO"))
         return None
-    status, headers = started
     lines = [f"HTTP/1.1 {status}\r\n"]
     has_length = False
     for name, value in headers:
@@ -366,10 +352,6 @@ def call_app(worker: base.Worker, environ: dict, keep_alive: bool) -> tuple[byte
     if environ["REQUEST_METHOD"] == "HEAD":
         body = b""
     return "".join(lines).encode("latin-1"), body, keep_alive
-
-
-def _no_write(data: bytes) -> None:
-    raise NotImplementedError("this worker does not support the WSGI write() callable")
 
 
 def _refuse(sock: socket.socket, status: int, reason: str, message: str) -> None:

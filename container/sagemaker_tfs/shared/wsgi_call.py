@@ -1,0 +1,33 @@
+"""Calling a WSGI app for one request and taking its whole answer: the app workers' servers do it for every request
+(wsgi_server/worker.py), and InvokeEndpoint for the worker's own app in-process (runtime_api/container.py)."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+WsgiApp = Callable[[dict, Callable], Any]
+
+
+def whole_answer(app: WsgiApp, environ: dict) -> tuple[str, list[tuple[str, str]], bytes]:
+    """The app's status line, headers and body (its iterable joined, then closed); what the app raises, raised."""
+    started: list = []
+
+    def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Callable:
+        if exc_info is not None and started:
+            raise exc_info[1].with_traceback(exc_info[2])
+        started[:] = [status, headers]
+        return _no_write
+
+    result = app(environ, start_response)
+    try:
+        body = b"".join(result)
+    finally:
+        close = getattr(result, "close", None)
+        if close is not None:
+            close()
+    status, headers = started
+    return status, headers, body
+
+
+def _no_write(data: bytes) -> None:
+    raise NotImplementedError("this server does not support the WSGI write() callable")
