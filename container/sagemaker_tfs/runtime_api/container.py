@@ -10,7 +10,6 @@ import io
 import sys
 import threading
 from dataclasses import dataclass
-from typing import Any
 
 from ..config import PING_TIMEOUT_SECONDS
 from ..shared import cooperative

@@ -86,5 +86,5 @@ def maps(settings: Settings) -> str:
     lines.append(f'    map "{every}$sagemaker_direct" $sagemaker_runtime_direct {{\n        default 0;\n'
                  f'        "{"1" * (len(variables) + 1)}" 1;\n    }}\n')
     lines.append('    map $request_uri $sagemaker_app_uri {\n        default /invocations;\n'
-                 f'        "~^/endpoints/" $request_uri;\n    }}\n')
+                 '        "~^/endpoints/" $request_uri;\n    }\n')
     return "".join(lines)

@@ -26,7 +26,7 @@ import socket
 import sys
 import threading
 import time
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import unquote_to_bytes
 
 import httptools
