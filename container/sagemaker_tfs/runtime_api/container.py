@@ -107,8 +107,8 @@ _ENVIRON = {"SCRIPT_NAME": "", "QUERY_STRING": "", "SERVER_NAME": "localhost", "
 
 
 def passed_on(environ: dict) -> dict[str, str]:
-    """The request headers (from its WSGI environ) that SageMaker passes on."""
-    return {name: environ[key] for name, key in _PASSED_ON_KEYS if key in environ}
+    """The request headers (from its WSGI environ) that SageMaker passes on; one sent empty, as not sent."""
+    return {name: environ[key] for name, key in _PASSED_ON_KEYS if environ.get(key)}
 
 
 _PASSED_ON_KEYS = tuple((name, environ_key(name)) for name in PASSED_ON)

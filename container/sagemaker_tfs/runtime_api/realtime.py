@@ -3,19 +3,19 @@
 with the headers SageMaker passes on; a 2xx answer is passed back with the production variant, any other is
 SageMaker's ModelError (424) quoting the container's status and body.
 
-Where it runs: on a single-model endpoint, in the app's workers (`serve_in`: nginx sends the route to gunicorn, and
-the worker calls its own app in-process, container.InProcess); on a multi-model endpoint, in `serve` (server.py),
-which owns the registry that loads a TargetModel, calling the container over HTTP through nginx."""
+Where it runs: in the app's workers (`serve_in`: nginx sends the route to gunicorn, and the worker calls its own app
+in-process, container.InProcess), or down the direct route (stack/runtime_route.py); a multi-model target that the
+worker's registry view does not route yet is handed to `serve` (server.py), which owns the registry that loads it,
+and calls the container over HTTP through nginx."""
 
 from __future__ import annotations
 
 import logging
 import os
+from pathlib import Path
 from typing import Callable
 
 import falcon
-
-from pathlib import Path
 
 from ..config import Settings
 from ..shared import runtime_dir
