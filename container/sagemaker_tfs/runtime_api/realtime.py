@@ -54,12 +54,12 @@ TIMED_OUT = ("Your invocation timed out while waiting for a response from contai
              "metrics for each container, resolve the issue, and try again.")
 
 
-def log_stream(settings: Settings, endpoint: str) -> str:
-    """ModelError's LogStreamArn: in SageMaker, the endpoint's CloudWatch stream; here serve's standard error (where
-    the workers' lines go too), which the ARN names by serve's process id."""
+def log_stream_of(settings: Settings) -> Callable[[str], str]:
+    """ModelError's LogStreamArn of an endpoint: in SageMaker, its CloudWatch stream; here serve's standard error
+    (where the workers' lines go too), which the ARN names by serve's process id, read once."""
     pid = runtime_dir.serve_pid(Path(settings.runtime_dir)) or os.getpid()  # os.getpid(): an app without serve
-    return (f"arn:aws:logs:local:000000000000:log-group:/aws/sagemaker/Endpoints/{endpoint}:log-stream:"
-            f"{settings.local_runtime_variant}/serve-{pid}")
+    prefix = "arn:aws:logs:local:000000000000:log-group:/aws/sagemaker/Endpoints/"
+    return lambda endpoint: f"{prefix}{endpoint}:log-stream:{settings.local_runtime_variant}/serve-{pid}"
 
 
 def serve_in(app: falcon.App, settings: Settings, is_ready: Callable[[str], bool] | None = None) -> None:
@@ -82,6 +82,7 @@ class InvokeEndpoint:
         self.container = container
         self.models = models
         self.limit = settings.local_runtime_max_payload_mb * MIB
+        self.log_stream = log_stream_of(settings)
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, endpoint: str) -> None:
         rid = req.context.request_id
@@ -103,7 +104,7 @@ class InvokeEndpoint:
             if not self.container.ready():
                 raise service_unavailable(f"The endpoint {endpoint} is not ready: its container does not answer "
                                           "GET /ping with 200")
-            raise model_error(answer.status, answer.body, log_stream(self.settings, endpoint))
+            raise model_error(answer.status, answer.body, self.log_stream(endpoint))
         resp.data = answer.body
         if answer.content_type is not None:
             resp.content_type = answer.content_type
@@ -147,14 +148,14 @@ class InvokeEndpoint:
         try:
             return f"/models/{self.models.model_for(target)}/invoke"
         except LoadFailed as exc:  # the registry's refusal, as the container's answer
-            raise model_error(exc.status, exc.message.encode(), log_stream(self.settings, endpoint)) from None
+            raise model_error(exc.status, exc.message.encode(), self.log_stream(endpoint)) from None
 
     def _call(self, path: str, body: bytes, headers: dict[str, str], endpoint: str) -> Answer:
         timeout = self.settings.local_runtime_timeout_seconds
         try:
             return self.container.call("POST", path, body, headers, timeout)
         except TimeoutError:
-            raise model_error(0, TIMED_OUT.encode(), log_stream(self.settings, endpoint)) from None
+            raise model_error(0, TIMED_OUT.encode(), self.log_stream(endpoint)) from None
         except OSError as exc:
             log.warning("InvokeEndpoint %s: the container cannot be reached: %s", endpoint, exc)
             raise service_unavailable(f"The endpoint {endpoint} is not ready: its container cannot be reached") \

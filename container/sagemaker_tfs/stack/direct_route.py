@@ -69,13 +69,15 @@ def _rule_variable(rule: HeaderRule) -> str:
     return "$sagemaker_direct_" + name.removeprefix("x_amzn_sagemaker_")
 
 
+def flag_map(source: str, variable: str, keys: list[str] | tuple[str, ...]) -> str:
+    """A map setting `variable` to 1 when `source` is one of `keys` (a string, or a regex after `~`), else 0."""
+    return (f"    map {source} {variable} {{\n        default 0;\n"
+            + "".join(f"        {quoted(key)} 1;\n" for key in keys) + "    }\n")
+
+
 def header_maps() -> str:
     """A map per rule (1 when its header is taken), and $sagemaker_direct: 1 for a POST all of whose rules hold."""
-    maps = []
-    for rule in HEADER_RULES:
-        keys = "".join(f"        {quoted(key)} 1;\n" for key in rule.takes)
-        maps.append(f"    map {http_variable(rule.header)} {_rule_variable(rule)} {{\n"
-                    f"        default 0;\n{keys}    }}\n")
+    maps = [flag_map(http_variable(rule.header), _rule_variable(rule), rule.takes) for rule in HEADER_RULES]
     every = "".join(_rule_variable(rule) for rule in HEADER_RULES)
     maps.append(f'    map "$request_method:{every}" $sagemaker_direct {{\n        default 0;\n'
                 f'        "POST:{"1" * len(HEADER_RULES)}" 1;\n    }}\n')

@@ -14,7 +14,7 @@ from __future__ import annotations
 from ..config import Settings
 from ..runtime_api import members, realtime
 from ..shared.headers import INFERENCE_ID_HEADER, TARGET_MODEL_HEADER
-from .direct_route import http_variable, quoted
+from .direct_route import flag_map, http_variable, quoted
 
 OPERATION = realtime.OPERATION
 REFUSED = (*realtime.UNSUPPORTED, "TargetModel")  # refused when present (a single-model endpoint has no targets)
@@ -79,8 +79,7 @@ def maps(settings: Settings) -> str:
         else:
             source = http_variable(member.location_name)
             keys = _taken(member, settings.local_runtime_variant)
-        lines.append(f"    map {source} {variable} {{\n        default 0;\n"
-                     + "".join(f"        {quoted(key)} 1;\n" for key in keys) + "    }\n")
+        lines.append(flag_map(source, variable, keys))
         variables.append(variable)
     every = "".join(variables)
     lines.append(f'    map "{every}$sagemaker_direct" $sagemaker_runtime_direct {{\n        default 0;\n'
