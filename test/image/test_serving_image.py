@@ -143,8 +143,8 @@ def test_serve_without_a_model_server_stops_at_once(image_bin, tmp_path):
     errors = [line.split(" serve: ", 1)[1] for line in result.stderr.splitlines() if " ERROR serve: " in line]
     assert errors == [
         "cannot start: no model server: tensorflow_model_server is not on PATH and the embedded model server is not "
-        "installed (missing tensorflow, uvloop, ai-edge-litert); install TensorFlow Serving, or the model-server "
-        "extra (pip install '.[model-server]', as scripts/install.sh does)"]
+        "installed (missing tensorflow, uvloop, pysimdjson, ai-edge-litert); install TensorFlow Serving, or the "
+        "model-server extra (pip install '.[model-server]', as scripts/install.sh does)"]
 
 
 def test_the_stack_serves_from_the_image_environment(image_bin, model_server_on_path, tmp_path):

@@ -8,9 +8,9 @@ be `{"b64": "..."}`. Well-formed bulk input converts in one numpy call; only a b
 element-by-element path that finds the offending value and names it.
 
 A big predict body that is one array of plain numbers (`{"instances": [[0.5, ...], ...]}`) for a signature whose
-one input is a float is not parsed into Python objects at all: predict_request checks and converts its text with
-numpy (NumericArray). Any other body, or an array that is not plainly well-formed, takes the path above, which
-alone decides errors, so that every answer stays the same.
+one input is a float is not parsed into Python objects at all: predict_request checks its brackets and reads its
+numbers with simdjson (NumericArray). Any other body, or an array that is not plainly well-formed, takes the path
+above, which alone decides errors, so that every answer stays the same.
 """
 
 from __future__ import annotations
@@ -19,10 +19,13 @@ import base64
 import binascii
 import functools
 import json
+import math
 import re
+import threading
 from typing import Callable, Mapping, TypeVar
 
 import numpy as np
+import simdjson
 
 from ..shared import dtypes
 from ..shared.tfs_json_text import debug, type_name
@@ -157,16 +160,15 @@ def signature_name(doc: dict) -> str:
 
 
 # ---------------------------------------------------------------------------------------------- big numeric arrays
-# A JSON parse makes a Python float per number (~0.5 us each, mostly decimal conversion), and numpy then reads the
-# nested lists back: for a 3 MB image that is most of a REST predict's time. A predict body that is one big array
-# of plain numbers is instead checked and converted by numpy over its bytes. It is taken only when it is plainly
-# well-formed: anything else (other members, NaN, true, strings, ragged lists...) is parsed as before, so that
-# every error, and every value, is the same as the element-by-element path gives. The work is done in blocks, whose
-# temporaries stay in cache.
+# A JSON parse makes a Python float per number (~0.5 us each), and numpy then reads the nested lists back: for a
+# 3 MB image that is most of a REST predict's time. A predict body that is one big array of plain numbers is
+# instead read by simdjson (C++, correctly rounded like Python's float()) straight into a buffer of doubles. It is
+# taken only when it is plainly well-formed: anything else (other members, NaN, true, strings, ragged lists, a
+# number past the double range...) is parsed as before, so that every error, and every value, is the same as the
+# element-by-element path gives.
 
-FAST_MIN_BYTES = 1 << 14  # below this the fixed cost of the numpy calls outweighs what they save
+FAST_MIN_BYTES = 1 << 14  # below this the fixed cost of the calls outweighs what they save
 _MAX_FAST_RANK = 32  # deeper arrays take the usual path (and its rank error past 64)
-_TEXT_BLOCK = 1 << 19  # bytes of text converted at a time (~26K numbers): its temporaries stay in cache
 _WS_CLASS = rb"[ \t\n\r]*"
 _NAME = rb'"signature_name"' + _WS_CLASS + rb":" + _WS_CLASS + rb'"([ !#-Z^-~]*)"'  # printable ASCII, no \ [ ]
 _HEAD = re.compile(_WS_CLASS + rb"\{" + _WS_CLASS + rb"(?:" + _NAME + _WS_CLASS + rb"," + _WS_CLASS + rb")?"
@@ -175,19 +177,11 @@ _TAIL = re.compile(_WS_CLASS + rb"(?:," + _WS_CLASS + _NAME + _WS_CLASS + rb")?\
 # bytes.translate: keep the brackets and commas, drop number characters and whitespace, anything else -> X
 _STRUCTURE = bytes(c if c in b"[]," else ord("X") for c in range(256))
 _NOT_STRUCTURE = b"0123456789.eE+- \t\n\r"
-
-# SWAR: 8 ASCII digits in a little-endian uint64 (the first character in the low byte) read at once
-_U64 = np.uint64
-_DIGIT_BITS = 0x0F0F0F0F0F0F0F0F  # an ASCII digit's value
-_HIGH_DIGITS = np.array([(~((1 << 8 * (8 - n)) - 1)) & _DIGIT_BITS for n in range(9)], np.uint64)  # the last n
-_PAD = 24  # bytes of '0' around a block's text: every word read lies inside
-_PADDING = b"0" * _PAD
-_POWERS = np.array([float(f"1e{k}") for k in range(-300, 301)])  # 10^k, correctly rounded; [k + 300]
-_EXACT_POWERS = np.array([float(10 ** k) for k in range(23)])  # exact in a double
-_INT_POWERS = np.array([10 ** k for k in range(19)], np.uint64)
-# the two words from a token's '.': the digits kept for each count of fraction digits (up to 15; not the '.')
-_FRACTION_KEEP = np.array([[((1 << 8 * min(n + 1, 8)) - 256) & _DIGIT_BITS for n in range(16)],
-                           [((1 << 8 * min(max(n - 7, 0), 8)) - 1) & _DIGIT_BITS for n in range(16)]], np.uint64)
+_KEPT_PARSER_BYTES = 1 << 24  # a thread keeps its parser (~1.6x the text it read) for bodies up to this size
+_parsers = threading.local()
+# An integer token and a double round differently to float32 only past 2^53, where int64 -> double is inexact
+# (the usual path casts an all-integer array from int64; simdjson reads integers up to 2^64, refuses larger ones).
+_INEXACT_INTEGERS = (2.0 ** 53, 2.0 ** 64)
 
 
 def _numeric_shape(structure: bytes) -> tuple[int, ...] | None:
@@ -226,205 +220,46 @@ class NumericArray:
         return parse_json(self.body[self.start:self.stop])
 
 
-def _numeric_array(body: bytes, start: int, stop: int, single: bool) -> np.ndarray | None:
-    """The array body[start:stop] (from '[' to its ']') as float32 (single) or float64 values, if it is valid JSON:
-    nested lists of a dense shape with a JSON number in every innermost slot and nothing but whitespace between;
-    None if it is not, or holds what the usual path converts otherwise (integers past 15 digits).
+def _doubles(body: bytes, member: str) -> np.ndarray | None:
+    """The numbers of the body's array `member` (nested lists, read in order) as doubles, or None if the body is not
+    JSON or the array holds anything but numbers. (Given bytes, simdjson reads them in place.)"""
+    kept = len(body) <= _KEPT_PARSER_BYTES
+    parser = getattr(_parsers, "parser", None) if kept else None
+    if parser is None:
+        parser = simdjson.Parser()
+        if kept:
+            _parsers.parser = parser
+    try:
+        doc = parser.parse(body)
+        buffer = doc[member].as_buffer(of_type="d")
+    except (ValueError, TypeError, RuntimeError):  # not JSON, not all numbers, or an integer past 64 bits
+        return None
+    finally:
+        doc = None  # the parser reads the next text only once nothing of this one is held
+    return np.frombuffer(buffer, np.float64)
 
-    The brackets and commas (bytes.translate) must be exactly those of nested lists of a shape; then in blocks of
-    text that end after a ',' or ']': the slots between them must each hold one token, and all the block's number
-    characters (whose grammar is then checked as they convert, _block_numbers)."""
+
+def _numeric_array(body: bytes, member: str, start: int, stop: int, single: bool) -> np.ndarray | None:
+    """The array body[start:stop] (from '[' to its ']', the body's `member`) as float32 (single) or float64 values,
+    if the body is valid JSON and the array nested lists of a dense shape (the brackets and commas alone, from
+    bytes.translate) holding only numbers; None if not, or if it holds what the usual path converts otherwise (an
+    integer token beyond 2^53 for float32)."""
     structure = body.translate(_STRUCTURE, _NOT_STRUCTURE)  # the whole body's, then the array's part of it
     head, tail = (len(part.translate(_STRUCTURE, _NOT_STRUCTURE)) for part in (body[:start], body[stop:]))
-    structure = structure[head:len(structure) - tail]
-    shape = _numeric_shape(structure)
+    shape = _numeric_shape(structure[head:len(structure) - tail])
     if shape is None:
         return None
-    marks = np.frombuffer(structure, np.uint8)
-    view = memoryview(body)
-    parts, block_start, mark = [], start + 1, 0  # mark: the structure index of the ',' or '[' before the block
-    while block_start < stop:
-        block_stop = stop
-        if stop - block_start > _TEXT_BLOCK:  # after the next ',' or ']'
-            found = [body.find(mark_char, block_start + _TEXT_BLOCK, stop) for mark_char in (b",", b"]")]
-            block_stop = min(at for at in (*found, stop - 1) if at >= 0) + 1
-        text = b"".join((_PADDING, view[block_start - 1:block_stop], _PADDING))  # from the mark before it
-        chars = np.frombuffer(text, np.uint8)
-        # the ',' '[' and ']' from the mark before the block; '[' 0x5B and ']' 0x5D are the only characters here
-        # (X aside) whose bits 0x59 are set under 0xF9
-        inner = chars[_PAD:len(text) - _PAD]
-        brackets = np.flatnonzero((inner == 44) | ((inner & 0xF9) == 0x59)) + _PAD
-        block_marks = marks[mark:mark + brackets.size]
-        # innermost slots: after '[' or ',', before ',' or ']' (the structure is that of `shape`)
-        slots = (block_marks[:-1] != 93) & (block_marks[1:] != 91)
-        starts, ends = brackets[:-1][slots] + 1, brackets[1:][slots]
-        while (space := chars[starts] <= 32).any():  # whitespace around the tokens (nothing else is <= 32)
-            starts = starts + space
-        while (space := chars[ends - 1] <= 32).any():
-            ends = ends - space
-        lengths = ends - starts
-        # each slot holds one token, and all the number characters are in one
-        numbers = inner.size - brackets.size - np.count_nonzero(inner <= 32)
-        if (lengths.size and lengths.min() < 1) or int(lengths.sum()) != numbers:
-            return None
-        if lengths.size:
-            with np.errstate(over="ignore", invalid="ignore"):  # past float32's range: inf, as in TFS
-                values = _block_numbers(text, chars, starts, ends, single)
-            if values is None:
-                return None
-            parts.append(values)
-        block_start, mark = block_stop, mark + brackets.size - 1
-    return np.concatenate(parts).reshape(shape)
-
-
-def _block_numbers(text: bytes, chars: np.ndarray, starts: np.ndarray, ends: np.ndarray,
-                   single: bool) -> np.ndarray | None:
-    """The values of the tokens text[starts[i]:ends[i]] (each made of number characters) as float32 (single) or
-    float64, or None if one is not a JSON number or is an integer past 15 digits. `text` has _PAD '0's each side."""
-    count = starts.size
-    # A token's grammar, -?int(.fraction)?([eE][+-]?exponent)?, is checked by where its '-', '.', 'e' and '+' are:
-    # every other character is then a digit.
-    negative = chars[starts] == 45
-    begin = starts + negative  # the first digit
-    mantissa_end, owners = ends, None  # the mantissa ends at the token's 'e' or 'E', if any
-    lower, upper = b"e" in text, b"E" in text  # (bytes' search is ~50x numpy's any() over an array without one)
-    if lower or upper:
-        marks = np.flatnonzero((chars | 0x20) == 0x65 if upper else chars == 101)
-        owners = np.searchsorted(starts, marks, "right") - 1
-        if (np.diff(owners) <= 0).any() or (marks <= begin[owners]).any():
-            return None  # two in a token, or one without a mantissa before it
-        mantissa_end = ends.copy()
-        mantissa_end[owners] = marks
-    fraction = None  # which tokens have a '.' (None: all)
-    point = begin + 1  # where the '.' of a number like 0.25 is: the usual array, which needs no search
-    if not ((chars[point] == 46).all() and (point < mantissa_end).all() and np.count_nonzero(chars == 46) == count):
-        points = np.flatnonzero(chars == 46)
-        dotted = np.searchsorted(starts, points, "right") - 1
-        if (np.diff(dotted) <= 0).any() or (points >= mantissa_end[dotted]).any():
-            return None  # two in a token, or one in an exponent
-        point, fraction = mantissa_end.copy(), np.zeros(count, bool)
-        point[dotted], fraction[dotted] = points, True
-    integer_digits = point - begin
-    fraction_digits = mantissa_end - point - 1  # -1: no '.'
-    if (integer_digits < 1).any() or (fraction_digits == 0).any():
-        return None  # '-' alone, '.5', '1.', '1e'
-    if ((integer_digits > 1) & (chars[begin] == 48)).any():
-        return None  # a leading zero
-    integers = None  # tokens with neither '.' nor exponent (None: none)
-    if fraction is not None:
-        integers = ~fraction
-        if owners is not None:
-            integers[owners] = False
-        if (integers & (integer_digits > 15)).any():
-            return None  # numpy's conversion of big integers (int64, uint64, object) is the usual path's
-    power, signs = None, (0, 0)
-    long = integer_digits > 8  # tokens longer than the words below: converted one by one
-    if owners is not None:
-        sign = chars[mantissa_end[owners] + 1]
-        plus, minus = sign == 43, sign == 45
-        exponent_digits = ends[owners] - mantissa_end[owners] - 1 - (plus | minus)
-        if (exponent_digits < 1).any():
-            return None  # '1e', '1e+'
-        signs = (np.count_nonzero(plus), np.count_nonzero(minus))
-        if owners.size * 32 < count:  # a few (0.00001 in an array of 0.5s): one by one, cheaper than numpy calls
-            long[owners] = True
-        else:
-            long[owners] |= exponent_digits > 3
-            (word,) = _words_at(text, ends[owners] - 8)
-            value = _digit_values(word, _HIGH_DIGITS[np.minimum(exponent_digits, 3)])
-            power = np.where(minus, -value.astype(np.int64), value.astype(np.int64))
-    pluses = np.count_nonzero(chars == 43) if b"+" in text else 0
-    minuses = np.count_nonzero(chars == 45) if b"-" in text else 0
-    if pluses != signs[0] or minuses != signs[1] + np.count_nonzero(negative):
-        return None  # a '+' or '-' elsewhere
-
-    # the digits: the integer part from the word that ends at the point (or its one digit), then the '.' and
-    # 7 digits and the next 8 (a float32 needs no more: the rest only widens the rounding margin)
-    kept = np.minimum(np.maximum(fraction_digits, 0), 15)
-    fractions = [_digit_values(word, keep[kept]) for word, keep in zip(_words_at(text, point, 2), _FRACTION_KEEP)]
-    if integer_digits.max() == 1:
-        integer = (chars[point - 1] - 48).astype(np.float64)
-    else:
-        (word,) = _words_at(text, point - 8)
-        integer = _digit_values(word, _HIGH_DIGITS[np.minimum(integer_digits, 8)])
-    if single:
-        result = _singles(integer, fractions, fraction_digits > 15, power, owners, negative, integers)
-    else:
-        result = _doubles(integer, fractions, fraction_digits, power, owners, negative, integers)
-        long |= fraction_digits > 15
-    slow = np.flatnonzero(long | np.isnan(result))  # converted one by one
-    if slow.size:
-        numbers = [float(text[a:b]) for a, b in zip(starts[slow].tolist(), ends[slow].tolist())]
-        result[slow] = numbers
-        if integers is not None:
-            result[slow[integers[slow]]] += 0.0  # the integer -0 is 0: +0.0
-    return result
-
-
-def _words_at(text: bytes, positions: np.ndarray, count: int = 1) -> list[np.ndarray]:
-    """The `count` words of `text` at each position and 8, 16... bytes on (every position + 8 * count + 8 within the
-    text), as little-endian words: from its aligned words, shifted."""
-    words = np.frombuffer(text, np.uint64, len(text) // 8)
-    index = positions >> 3
-    down = ((positions & 7) << 3).astype(np.uint64)
-    up = _U64(63) - down  # the next word's bytes move up by 64 - down: in two steps, as a shift by 64 is not 0
-    aligned = [words[index + i] for i in range(count + 1)]
-    return [(aligned[i] >> down) | ((aligned[i + 1] << _U64(1)) << up) for i in range(count)]
-
-
-def _digit_values(words: np.ndarray, keep: np.ndarray) -> np.ndarray:
-    """The 8-digit number of each word of ASCII digits, the bytes outside `keep` (its low nibbles: a digit's
-    value) as 0: SWAR, adding up pairs, fours then the two halves, each by one multiplication (first digit in the
-    low byte, so the higher lane is the lower digits)."""
-    x = words & keep
-    x = ((x * _U64(10 << 8 | 1)) >> _U64(8)) & _U64(0x00FF00FF00FF00FF)
-    x = ((x * _U64(100 << 16 | 1)) >> _U64(16)) & _U64(0x0000FFFF0000FFFF)
-    return (x * _U64(10000 << 32 | 1)) >> _U64(32)
-
-
-def _scaled(value: np.ndarray, power: np.ndarray | None, owners: np.ndarray | None, negative: np.ndarray,
-            integers: np.ndarray | None, factors: np.ndarray) -> np.ndarray:
-    """value * factors[power] for the tokens with an exponent, then signed (the integer -0 is 0, +0.0)."""
-    if power is not None:
-        value[owners] *= factors[power]
-    np.negative(value, out=value, where=negative)
-    if integers is not None:
-        value[integers] += 0.0  # -0.0 + 0.0 is +0.0; the float -0.0 stays -0.0
-    return value
-
-
-def _singles(integer, fractions, truncated, power, owners, negative, integers) -> np.ndarray:
-    """float32 values: a double approximation of each token, rounded to float32 where every double within its
-    error bound (2^-40 of it, and 10^-15 for digits left out) rounds the same, as the text's correctly rounded
-    double then does (which the usual path rounds to float32); NaN where not, and past 10^+-300."""
-    mantissa = integer + fractions[0] * 1e-7 + fractions[1] * 1e-15
-    margin = mantissa * 2.0 ** -40 + truncated * 1e-15
-    if power is not None:
-        beyond = np.abs(power) > 300
-        power = np.minimum(np.maximum(power, -300), 300) + 300
-        margin[owners[beyond]] = np.nan
-    value = _scaled(mantissa, power, owners, negative, integers, _POWERS)
-    if power is not None:
-        margin[owners] *= _POWERS[power]
-    low, high = (value - margin).astype(np.float32), (value + margin).astype(np.float32)  # (warnings off)
-    return np.where(low == high, low, np.float32(np.nan))
-
-
-def _doubles(integer, fractions, fraction_digits, power, owners, negative, integers) -> np.ndarray:
-    """float64 values where the decimal mantissa is an integer exact in a double and the power of ten too (then one
-    multiplication or division rounds correctly); NaN elsewhere."""
-    digits = np.maximum(fraction_digits, 0)
-    shift = -digits  # the power of ten of the mantissa's last digit
-    if power is not None:
-        shift[owners] += power
-    mantissa = integer.astype(np.uint64) * _INT_POWERS[np.minimum(digits, 15)] + \
-        (fractions[0] * _U64(10 ** 8) + fractions[1]) // _INT_POWERS[15 - np.minimum(digits, 15)]
-    exact = (digits <= 15) & (np.abs(shift) <= 22) & (mantissa <= _U64(2 ** 53))
-    value = mantissa.astype(np.float64)
-    factor = _EXACT_POWERS[np.minimum(np.abs(shift), 22)]
-    value = np.where(shift >= 0, value * factor, value / factor)
-    value = _scaled(value, None, None, negative, integers, _POWERS)
-    return np.where(exact, value, np.nan)
+    values = _doubles(body, member)
+    if values is None or values.size != math.prod(shape):
+        return None
+    if not single:
+        return values.reshape(shape)
+    magnitudes = np.abs(values)
+    if ((magnitudes > _INEXACT_INTEGERS[0]) & (magnitudes <= _INEXACT_INTEGERS[1])).any() and \
+            body.count(b".", start, stop) < values.size:  # and not every token has a decimal point
+        return None
+    with np.errstate(over="ignore"):  # past float32's range: inf, as in TFS
+        return values.astype(np.float32).reshape(shape)
 
 
 def predict_request(body: bytes, input_dtype: Callable[[str], int | None] | None = None) -> dict:
@@ -438,9 +273,11 @@ def predict_request(body: bytes, input_dtype: Callable[[str], int | None] | None
         if tail and (head.group(1) is None or tail.group(1) is None):
             name = head.group(1) if head.group(1) is not None else tail.group(1)
             dtype = input_dtype((name or b"").decode())
-            array = _numeric_array(body, head.end(), stop, dtype == dtypes.DT_FLOAT) if dtype in _FLOATS else None
+            member = head.group(2).decode()
+            single = dtype == dtypes.DT_FLOAT
+            array = _numeric_array(body, member, head.end(), stop, single) if dtype in _FLOATS else None
             if array is not None:  # the members in the body's order, as the usual parse gives them
-                doc = {head.group(2).decode(): NumericArray(array, body, head.end(), stop)}
+                doc = {member: NumericArray(array, body, head.end(), stop)}
                 if head.group(1) is not None:
                     doc = {"signature_name": head.group(1).decode(), **doc}
                 if tail.group(1) is not None:
