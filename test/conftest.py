@@ -32,6 +32,25 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.slow)
 
 
+# Under pytest-xdist (scripts/test.sh runs two processes), the tests that share a session fixture stay in one
+# process, so that it is set up once: these folders' tests go together (a model server, built models, packaged
+# examples, images, a multi-model stack), and any other module's tests (its module-scoped stack).
+SHARED_BY_FOLDER = ("app", "gunicorn_app", "model_server", "examples", "image", "multi_model", "transform")
+
+
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SharedFixtureScopes(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]  # test/<folder>/<module>.py
+            parts = module.split("/")
+            return "/".join(parts[:2]) if len(parts) > 2 and parts[1] in SHARED_BY_FOLDER else module
+
+    return SharedFixtureScopes(config, log)
+
+
 @pytest.fixture(scope="session")
 def s3_endpoint() -> str:
     """moto's S3-compatible server on a free loopback port, with dummy credentials for boto3."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 import re
 import socket
@@ -30,6 +31,17 @@ def _bindable(port: int) -> bool:
         return True
 
 
+def _share(low: int, high: int) -> tuple[int, int]:
+    """This test process's share of the ports [low, high): under pytest-xdist, each process (gw0, gw1...) hands out
+    ports from its own slice, so that two never give the same port to servers that start at the same time."""
+    worker, count = os.environ.get("PYTEST_XDIST_WORKER", ""), int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if not worker.startswith("gw") or count < 2:
+        return low, high
+    width = (high - low) // count
+    index = int(worker[2:])
+    return low + index * width, low + (index + 1) * width
+
+
 _handed_out: set[int] = set()  # ports this process gave before: free until their server binds them, not after
 
 
@@ -38,9 +50,10 @@ def free_port_range(size: int) -> tuple[int, int]:
     kernel's ephemeral range: a server there can find its port taken by an outgoing connection (even one that
     connected to itself), which a port below it never is. Never one handed out before in this process (a test that
     picks a port for a setting and then starts a stack, which picks its own, must not get the same twice)."""
-    ceiling = ephemeral_port_range()[0] - size
+    floor, ceiling = _share(LOWEST_PORT, ephemeral_port_range()[0])
+    ceiling -= size
     for _ in range(500):
-        low = random.randint(LOWEST_PORT, ceiling)
+        low = random.randint(floor, ceiling)
         ports = range(low, low + size)
         if _handed_out.isdisjoint(ports) and all(_bindable(port) for port in ports):
             _handed_out.update(ports)

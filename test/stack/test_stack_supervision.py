@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import tempfile
 import threading
 from pathlib import Path
 
@@ -210,18 +211,20 @@ def test_sigint_to_serve_s_process_group_drains_like_sigterm(tmp_path):
 
 
 def test_no_gunicorn_control_socket_in_home_and_a_private_runtime_folder_by_default(tmp_path):
-    home, xdg = tmp_path / "home", tmp_path / "xdg"
+    home = tmp_path / "home"
     home.mkdir()
-    xdg.mkdir(mode=0o700)
-    stack = serve_stack.Stack(model_dir(tmp_path),
-                              env={"HOME": str(home), "XDG_RUNTIME_DIR": str(xdg), "SAGEMAKER_RUNTIME_DIR": ""})
-    stack.runtime_dir = xdg / f"sagemaker-tfs-{stack.port}"
-    with stack:
-        assert invoke(stack, "[1.0]").status == 200
-        assert (stack.runtime_dir / "nginx.conf").is_file()
-        assert stack.runtime_dir.stat().st_mode & 0o777 == 0o700
-    assert not (home / ".gunicorn").exists()  # (TensorFlow, in the model server, writes $HOME/.keras)
-    assert [path.name for path in xdg.iterdir()] == [stack.runtime_dir.name]  # no gunicorn.ctl either
+    # XDG_RUNTIME_DIR as short as /run/user/0: the sockets' paths in it must fit AF_UNIX's 108 bytes
+    with tempfile.TemporaryDirectory(prefix="xdg-") as folder:  # mode 0700
+        xdg = Path(folder)
+        stack = serve_stack.Stack(model_dir(tmp_path),
+                                  env={"HOME": str(home), "XDG_RUNTIME_DIR": str(xdg), "SAGEMAKER_RUNTIME_DIR": ""})
+        stack.runtime_dir = xdg / f"sagemaker-tfs-{stack.port}"
+        with stack:
+            assert invoke(stack, "[1.0]").status == 200
+            assert (stack.runtime_dir / "nginx.conf").is_file()
+            assert stack.runtime_dir.stat().st_mode & 0o777 == 0o700
+        assert not (home / ".gunicorn").exists()  # (TensorFlow, in the model server, writes $HOME/.keras)
+        assert [path.name for path in xdg.iterdir()] == [stack.runtime_dir.name]  # no gunicorn.ctl either
 
 
 def test_a_sigkilled_serve_leaves_no_process_and_no_listening_port_after_5_s(tmp_path):
