@@ -168,7 +168,10 @@ class GrpcServer:
         self._accepting = False  # a request_call is pending
         self._shutting_down = False
         self._destroyed = False
-        self._destroy_lock = threading.Lock()  # stop()'s cancel against the serving thread's destroy (at stop only)
+        # cygrpc's Server must not be called from two threads at once: stop()'s shutdown and cancel against the
+        # serving thread's request_call and destroy (a shutdown beside a request_call crashed the process). Taken
+        # once per call, by the serving thread alone until stop().
+        self._server_lock = threading.Lock()
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._serve, name="grpc-serve", daemon=True)
 
@@ -193,9 +196,10 @@ class GrpcServer:
     def stop(self, grace: float) -> None:
         """Refuse new calls, let those in flight finish for up to `grace` seconds, then cancel them; returns once
         every call has ended (blocking: call it off the event loop, which batching calls may still need)."""
-        self._server.shutdown(self._queue, self._on_shutdown)
+        with self._server_lock:
+            self._server.shutdown(self._queue, self._on_shutdown)
         if not self._stopped.wait(grace):
-            with self._destroy_lock:
+            with self._server_lock:
                 if not self._destroyed:
                     self._server.cancel_all_calls()
             self._stopped.wait()
@@ -204,7 +208,8 @@ class GrpcServer:
     # the serving thread
     def _request_call(self) -> None:
         try:
-            self._server.request_call(self._queue, self._queue, self._on_call)
+            with self._server_lock:
+                self._server.request_call(self._queue, self._queue, self._on_call)
         except ValueError:  # stop() has begun the shutdown
             return
         self._accepting = True
@@ -219,7 +224,7 @@ class GrpcServer:
                 except Exception:  # noqa: BLE001 - a bug in one call must not stop the serving
                     log.exception("gRPC serving: an event of %s failed", event.tag)
             event = None  # drop the event's call before the next poll (grpcio's servers do so too)
-        with self._destroy_lock:
+        with self._server_lock:
             self._server.destroy()
             self._destroyed = True
         queue.shutdown()
