@@ -23,7 +23,7 @@ from .script import Handlers
 log = logging.getLogger("sagemaker_tfs.app")
 
 
-class Invocations:
+class Invocations(answers.DirectResource):
     """The /invocations resource: one per worker, shared by its threads (no locks: the model server
     instance is picked by model_servers.round_robin)."""
 
@@ -46,13 +46,10 @@ class Invocations:
             self._input_name = "default_input_handler" if default else "input_handler"
             self._output_name = "default_output_handler" if default else "output_handler"
 
-    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        """The answer of the handler chain; errors go to the app's error handlers (middleware.py)."""
-        env = req.env
+    def answer(self, env: dict, rid: str, timings: Timings | None) -> Answer:
+        """The answer of the handler chain; errors go to the app's error handler (web/middleware.py)."""
         context, server, path = self._context(env)
-        resp.status, resp.data, resp.content_type = self._invoke(body_stream(req, env), context, server, path,
-                                                                 req.context.request_id,
-                                                                 getattr(req.context, "timings", None))
+        return self._invoke(body_stream(env), context, server, path, rid, timings)
 
     def _context(self, env: dict) -> tuple[Context, ModelServer, str]:
         server = self._next_server()

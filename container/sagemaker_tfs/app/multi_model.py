@@ -19,8 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import falcon
-
 from ..errors import HandlerError
 from ..model_client.model_servers import ModelServer, ModelServerClient, ModelServerError
 from ..shared.tfs_api import model_path
@@ -156,12 +154,12 @@ class WorkerModels:
         return ModelCode(model["load_id"], handlers, modules, toolkit)
 
 
-class Invoke:
+class Invoke(answers.DirectResource):
     def __init__(self, models: WorkerModels):
         self._models = models
 
-    def on_post(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
-        log_target_model(req)
+    def answer(self, env: dict, rid: str, timings: Any, name: str) -> answers.Answer:
+        log_target_model(env, rid)
         route = self._models.routes.get(name)
         if route is None:
             raise HandlerError(404, f"Model {name} is not loaded yet.")
@@ -171,14 +169,14 @@ class Invoke:
         try:
             if route.retired:  # an unload started after we found the route: as if it had not been there
                 raise HandlerError(404, f"Model {name} is not loaded yet.")
-            route.invocations.on_post(req, resp)
+            return route.invocations.answer(env, rid, timings)
         finally:
             active.discard(token)
             if route.retired and not active:
                 route.drained.set()
 
 
-class NoModelInvocations:
-    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        log_target_model(req)
+class NoModelInvocations(answers.DirectResource):
+    def answer(self, env: dict, rid: str, timings: Any) -> answers.Answer:
+        log_target_model(env, rid)
         raise HandlerError(400, NO_MODEL_NAME)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime
 import errno
+import re
 import socket
 import struct
 import threading
@@ -83,6 +84,7 @@ class Connection:
         self._timeout: float | None = None  # the one set on the socket
         self.base_uri = f"http://{HOST}:{port}"
         self._host = f"Host: {HOST}:{port}\r\n".encode()
+        self._starts: dict[tuple[str, str], bytes] = {}
 
     def open(self, timeout: float) -> None:
         """Connect, or raise OSError. When nothing listens on a port of the kernel's ephemeral range, a
@@ -123,8 +125,8 @@ class Connection:
         self._timeout = timeout
 
     def exchange(self, method: str, path: str, body: bytes, headers: dict[str, str],
-                 timeout: float) -> tuple[int, str, list[tuple[str, str]], bytes]:
-        """Send one request, read its answer: (status, reason, headers, content). A kept connection the server
+                 timeout: float) -> tuple[int, str, bytes, str | None, bytes]:
+        """Send one request, read its answer (as _read_answer gives it). A kept connection the server
         has closed meanwhile is replaced before sending; once sent, a request is never sent again (a POST may not
         be idempotent: a handler's call would run twice)."""
         if self.sock is not None and self._closed_by_server():
@@ -133,13 +135,16 @@ class Connection:
             self.open(timeout)
         if timeout != self._timeout:
             self._set_timeout(timeout)
-        head = [f"{method} {path} HTTP/1.1\r\n".encode(), self._host]
+        start = self._starts.get((method, path))
+        if start is None:  # the request line and Host, kept for the paths a worker calls again and again
+            start = f"{method} {path} HTTP/1.1\r\n".encode() + self._host
+            if len(self._starts) < 64:
+                self._starts[(method, path)] = start
         if body or method == "POST":
-            head.append(b"Content-Length: %d\r\n" % len(body))
-        for name, value in headers.items():
-            head.append(f"{name}: {value}\r\n".encode())
-        head.append(b"\r\n")
-        request = b"".join(head)
+            start += b"Content-Length: %d\r\n" % len(body)
+        if headers:
+            start += "".join(f"{name}: {value}\r\n" for name, value in headers.items()).encode()
+        request = start + b"\r\n"
         try:
             self._send(request, body)
             return self._read_answer(method)
@@ -158,20 +163,25 @@ class Connection:
             raise ConnectionResetError("the model server closed the connection")
         return data
 
-    def _read_answer(self, method: str) -> tuple[int, str, list[tuple[str, str]], bytes]:
+    def _read_answer(self, method: str) -> tuple[int, str, bytes, str, bytes]:
+        """(status, reason, header lines, content type, content) of the answer: the header lines as received
+        (each after its CRLF), read for the framing only (Content-Length, Transfer-Encoding, Connection) and the
+        type; the rest is parsed only if a handler reads the headers (ModelServerResponse)."""
         data = self._buffer or self._receive()
         while True:  # interim answers (1xx, e.g. 100 Continue) are skipped: the final one follows
             while (end := data.find(b"\r\n\r\n")) < 0:
                 if len(data) > 65536:
                     raise ProtocolError("the answer's headers are incomplete or too many")
                 data += self._receive()
-            status_line, *lines = data[:end].decode("latin-1").split("\r\n")
+            line_end = data.find(b"\r\n")
+            status_line = data[:line_end].decode("latin-1")
+            head = data[line_end:end]
             data = data[end + 4:]
             version, _, rest = status_line.partition(" ")
             code, _, reason = rest.partition(" ")
             if not version.startswith("HTTP/1.") or not code.isdigit():
                 raise ProtocolError(f"invalid status line {status_line[:100]!r}")
-            if len(lines) > 200:
+            if head.count(b"\r\n") > 200:
                 raise ProtocolError("the answer's headers are incomplete or too many")
             status = int(code)
             if status == 101:
@@ -180,24 +190,24 @@ class Connection:
                 break
             if not data:
                 data = self._receive()
-        headers = []
         length = None
         chunked = False
         keep_alive = version == "HTTP/1.1"
-        for line in lines:
-            name, _, value = line.partition(":")
-            name, value = name.strip(), value.strip()
-            headers.append((name, value))
-            lowered = name.lower()
-            if lowered == "content-length":
+        content_type = None
+        for name, value in _FRAMING.findall(head):
+            name, value = name.lower(), value.strip()
+            if name == b"content-length":
                 if not value.isdigit():
-                    raise ProtocolError(f"invalid Content-Length {value!r}")
+                    raise ProtocolError(f"invalid Content-Length {value.decode('latin-1')!r}")
                 length = int(value)
-            elif lowered == "transfer-encoding":
-                chunked = value.lower().endswith("chunked")
-            elif lowered == "connection":
+            elif name == b"transfer-encoding":
+                chunked = value.lower().endswith(b"chunked")
+            elif name == b"connection":
                 token = value.lower()
-                keep_alive = False if token == "close" else True if token == "keep-alive" else keep_alive
+                keep_alive = False if token == b"close" else True if token == b"keep-alive" else keep_alive
+            else:  # repeated, joined as the headers join it
+                text = value.decode("latin-1")
+                content_type = text if content_type is None else content_type + ", " + text
         if method == "HEAD" or status in (204, 304):
             content = b""
         elif chunked:
@@ -217,7 +227,7 @@ class Connection:
         self._buffer = data
         if not keep_alive:
             self.close()
-        return status, reason, headers, content
+        return status, reason, head, content_type, content
 
     def _read_chunks(self, data: bytes) -> tuple[bytes, bytes]:
         """(content, what follows) of a chunked body starting in `data`."""
@@ -333,15 +343,15 @@ class HttpClient:
             connection = idle.pop() if idle else LoopConnection(port, hub)
         started = time.perf_counter()
         try:
-            status, reason, answer_headers, content = connection.exchange(method, path, body, headers, timeout)
+            status, reason, head, content_type, content = connection.exchange(method, path, body, headers, timeout)
         except Exception:
             connection.close()
             raise
         finally:
             if hub is not None:
                 idle.append(connection)  # closed, it opens again when next used
-        return _response(status, reason, answer_headers, content, connection.base_uri + path,
-                         time.perf_counter() - started)
+        return ModelServerResponse.of(status, reason, head, content_type, content, connection.base_uri + path,
+                                      time.perf_counter() - started)
 
     def close(self) -> None:
         """Close this thread's connections."""
@@ -350,28 +360,53 @@ class HttpClient:
         self._local.connections = {}
 
 
-def _response(status: int, reason: str, headers: list[tuple[str, str]], content: bytes | bool, url: str,
-              seconds: float, kind: type[requests.Response] = requests.Response) -> requests.Response:
-    """A requests.Response (or subclass `kind`), built without Response.__init__ (whose empty header dict and cookie
-    jar would cost more than the rest of the call). `content` False: not read yet (requests' own marker)."""
-    response = requests.Response.__new__(kind)
-    # CaseInsensitiveDict and RequestsCookieJar made as their __init__ would (an empty OrderedDict; a jar with a new
-    # default policy, no cookies and its lock), without going through their generic update() and set-up; the headers
-    # stored as CaseInsensitiveDict.update would, a repeated header's values joined and its first spelling kept, as
-    # urllib3's headers are (test/app/test_http_client_requests_internals.py guards the internals used here)
-    table = object.__new__(CaseInsensitiveDict)
-    table._store = store = OrderedDict()
-    content_type = ""
-    for name, value in headers:
-        key = name.lower()
-        store[key] = (store[key][0], store[key][1] + ", " + value) if key in store else (name, value)
-        if key == "content-type":
-            content_type = store[key][1]
-    # requests' rule, short-cut for the model server's own type
-    encoding = "utf-8" if content_type == "application/json" else get_encoding_from_headers(table)
-    cookies = object.__new__(RequestsCookieJar)
-    cookies._policy, cookies._cookies, cookies._cookies_lock = DefaultCookiePolicy(), {}, threading.RLock()
-    response.__dict__.update(_content=content, _content_consumed=True, _next=None, status_code=status, headers=table,
-                             raw=None, url=url, encoding=encoding, history=[], reason=reason,
-                             cookies=cookies, elapsed=datetime.timedelta(seconds=seconds), request=None)
-    return response
+class ModelServerResponse(requests.Response):
+    """A model server's answer as the requests.Response that handler scripts get, built without Response.__init__
+    (its empty header dict and cookie jar would cost more than the rest of the call), and without what most handlers
+    never read: its `headers`, `cookies`, `elapsed` and `encoding` are made when first read, as __init__ and
+    requests' adapter would have made them (test/app/test_http_client_requests_internals.py guards the requests
+    internals used here). Until then the header lines wait as received, in slots (not in vars(), which then holds
+    what Response.__init__ sets)."""
+
+    __slots__ = ("_head", "_type", "_seconds")
+
+    @classmethod
+    def of(cls, status: int, reason: str, head: bytes, content_type: str | None, content: bytes | bool, url: str,
+           seconds: float) -> ModelServerResponse:
+        """`head`: the header lines, each after its CRLF; `content_type`: the Content-Type's value, None without
+        one; `content` False: not read yet (requests' own marker)."""
+        response = requests.Response.__new__(cls)
+        response._head, response._type, response._seconds = head, content_type, seconds
+        response.__dict__.update(_content=content, _content_consumed=True, _next=None, status_code=status, raw=None,
+                                 url=url, history=[], reason=reason, request=None)
+        return response
+
+    def __getattr__(self, name: str) -> Any:  # only for what is not set yet
+        if name == "headers":
+            # CaseInsensitiveDict made as its __init__ would (an empty OrderedDict), without its generic update();
+            # a repeated header's values joined and its first spelling kept, as urllib3's headers are
+            value = object.__new__(CaseInsensitiveDict)
+            value._store = store = OrderedDict()
+            for line in self._head.decode("latin-1").split("\r\n")[1:]:
+                key, _, text = line.partition(":")
+                key, text = key.strip(), text.strip()
+                lowered = key.lower()
+                store[lowered] = (store[lowered][0], store[lowered][1] + ", " + text) if lowered in store \
+                    else (key, text)
+        elif name == "encoding":  # requests' rule, short-cut for the model server's own type
+            value = "utf-8" if self._type == "application/json" else get_encoding_from_headers(self.headers)
+        elif name == "cookies":
+            # a jar with a new default policy, no cookies and its lock, as CookieJar.__init__ makes it
+            value = object.__new__(RequestsCookieJar)
+            value._policy, value._cookies, value._cookies_lock = DefaultCookiePolicy(), {}, threading.RLock()
+        elif name == "elapsed":
+            value = datetime.timedelta(seconds=self._seconds)
+        else:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        self.__dict__[name] = value
+        return value
+
+
+# The header lines the client reads itself (each after its CRLF): the framing, and the type for the encoding.
+_FRAMING = re.compile(rb"\r\n[ \t]*(content-length|transfer-encoding|connection|content-type)[ \t]*:([^\r\n]*)",
+                      re.IGNORECASE)

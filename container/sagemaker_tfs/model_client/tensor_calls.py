@@ -27,7 +27,7 @@ from ..shared import cooperative, dtypes, npy, tfs_api, tfs_json_response
 from ..shared.error_codes import HTTP_STATUS, Code
 from ..shared.media_types import JSON
 from ..shared.tensor_proto import WireError, predict_outputs, predict_request
-from .http_client import _response
+from .http_client import ModelServerResponse
 from .model_servers import ModelServerTimeout, answer_json, call, no_answer, unreachable
 
 PREDICT = "/tensorflow.serving.PredictionService/Predict"
@@ -173,7 +173,7 @@ def predict(channel: Any, rest_port: int, address: str, name: str, inputs: Any, 
         raise HandlerError(400, f"cannot send the arrays to model {name}: {exc}") from None
 
 
-class TensorResponse(requests.Response):
+class TensorResponse(ModelServerResponse):
     """A binary call's answer as the REST call's answer: a requests.Response whose JSON `content` (TFS's text,
     byte for byte) is written only when read; `outputs` holds the arrays."""
 
@@ -182,7 +182,7 @@ class TensorResponse(requests.Response):
 
     @classmethod
     def of(cls, outputs: dict[str, np.ndarray], row_format: bool, url: str) -> "TensorResponse":
-        response = _response(200, "OK", [("Content-Type", JSON)], False, url, 0.0, cls)
+        response = cls.of(200, "OK", b"\r\nContent-Type: " + JSON.encode(), JSON, False, url, 0.0)
         response.outputs, response.row_format = outputs, row_format
         return response
 

@@ -37,11 +37,11 @@ class Models:
         self._owner = owner
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        log_target_model(req)
+        log_target_model(req.env, req.context.request_id)
         _json(resp, self._owner.list(req.get_param("limit"), req.get_param("next_page_token")))
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        log_target_model(req)
+        log_target_model(req.env, req.context.request_id)
         data = req.bounded_stream.read(MAX_BODY + 1)
         if len(data) > MAX_BODY:
             raise HandlerError(413, f"The request body is larger than {MAX_BODY} bytes, the most a /models "
@@ -58,11 +58,11 @@ class Model:
         self._owner = owner
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
-        log_target_model(req)
+        log_target_model(req.env, req.context.request_id)
         _json(resp, self._owner.describe(name))
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
-        log_target_model(req)
+        log_target_model(req.env, req.context.request_id)
         _json(resp, self._owner.unload(name))
 
 

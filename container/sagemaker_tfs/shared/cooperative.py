@@ -293,7 +293,17 @@ class Hub:
         """Write an HTTP message on a non-blocking socket registered with `watch` (sockets.message_parts), waiting
         through the loop while it takes no more; False when one wait lasted `timeout`. OSError as the socket
         raises it."""
-        for part in message_parts(head, body):
+        parts = message_parts(head, body)
+        if len(parts) == 1:  # most messages: one send takes them whole
+            part = parts[0]
+            try:
+                sent = sock.send(part)
+            except BlockingIOError:
+                sent = 0
+            if sent == len(part):
+                return True
+            parts = (memoryview(part)[sent:],)
+        for part in parts:
             view = memoryview(part)
             while view:
                 try:

@@ -9,8 +9,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import falcon
-
 from ..errors import HandlerError
 from ..model_client.model_servers import ModelServer, ModelServerClient
 from ..shared import gpus, media_types
@@ -43,7 +41,7 @@ def input_data(body: bytes, content_type: str) -> str | bytearray:
                                 f"{exc.start}") from None
 
 
-class ToolkitInvocations:
+class ToolkitInvocations(answers.DirectResource):
     """The /invocations resource of one worker, shared by its threads: each request gets its own Context."""
 
     def __init__(self, loaded: Loaded, default_accept: str):
@@ -57,22 +55,19 @@ class ToolkitInvocations:
         self._who = "transform_fn" if functions.transform_fn else "output_fn" if functions.output_fn else \
             "the default output_fn"
 
-    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        env = req.env
+    def answer(self, env: dict, rid: str, timings: Any) -> answers.Answer:
         content_type = env.get("CONTENT_TYPE") or media_types.JSON
         accept = env.get("HTTP_ACCEPT")
         if not accept or accept == ANY:
             accept = self._default_accept
-        data = input_data(body_stream(req, env).read(), content_type)
+        data = input_data(body_stream(env).read(), content_type)
         loaded = self._loaded
         context = Context(loaded.system_properties, loaded.model_name, env)
         result = self._call(context, data, content_type, accept)
         status, body, response_type = answers.from_return_value(result, accept, self._who)
         if context.response_status is not None:
             status = context.response_status[0]
-        resp.status = status
-        resp.data = body
-        resp.content_type = context.response_content_type or response_type
+        return status, body, context.response_content_type or response_type
 
     def _call(self, context: Context, data: Any, content_type: str, accept: str) -> Any:
         loaded = self._loaded

@@ -11,6 +11,20 @@ from ..shared.media_types import JSON
 Answer = tuple[int, bytes, str]  # status, body, content type
 
 
+class DirectResource:
+    """A resource whose POST is answered from the WSGI environ alone: `answer(env, request_id, timings, **params)`
+    gives (status, body, content type), or raises as a falcon responder would. The app calls it without falcon's
+    request and response objects (app/routes.App); `on_post` is the same answer in falcon's form (falcon's method
+    map needs it, for the Allow header of a 405)."""
+
+    def answer(self, env: dict, rid: str, timings: Any, **params: str) -> Answer:
+        raise NotImplementedError
+
+    def on_post(self, req: Any, resp: Any, **params: str) -> None:
+        resp.status, resp.data, resp.content_type = self.answer(req.env, req.context.request_id,
+                                                                req.context.get("timings"), **params)
+
+
 class BadReturnValue(TypeError):
     """A handler returned something that cannot be sent; the message says what it returned."""
 
@@ -38,7 +52,7 @@ def from_return_value(result: Any, accept: str, who: str) -> Answer:
                                  "(body, content_type) or (body, content_type, status)")
         if content_type is None:
             content_type = JSON
-        elif not isinstance(content_type, str) or not content_type or any(c in content_type for c in "\r\n"):
+        elif not isinstance(content_type, str) or not content_type or "\n" in content_type or "\r" in content_type:
             raise BadReturnValue(f"{who} returned {_preview(result)}: the content type must be a string such as "
                                  f"'application/json' or None, not {_preview(content_type)}")
         if isinstance(status, bool) or not isinstance(status, int) or not 200 <= status <= 599:

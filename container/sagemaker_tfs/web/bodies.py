@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-import falcon
+from falcon.stream import BoundedStream
 
 
-def body_stream(req: falcon.Request, env: dict) -> Any:
+def body_stream(env: dict) -> Any:
     """The stream handlers read the body from. A server that sets wsgi.input_terminated (ours, gunicorn's) ends
-    its stream with the body, so it is given as it is; otherwise req.bounded_stream, whose reads stop at
-    Content-Length."""
-    return req.stream if env.get("wsgi.input_terminated") else req.bounded_stream
+    its stream with the body, so it is given as it is; otherwise one whose reads stop at Content-Length (falcon's
+    BoundedStream, as its req.bounded_stream)."""
+    stream = env["wsgi.input"]
+    if env.get("wsgi.input_terminated"):
+        return stream
+    length = env.get("CONTENT_LENGTH")
+    return BoundedStream(stream, int(length) if length and length.isdigit() else 0)
