@@ -11,11 +11,14 @@ Rows (each stack: serve with the stand-in model server of benchmark_proxy.py, ng
   5 ms model          the pair at c32 against a stand-in answering after 5 ms (a real model's latency)
   5 ms input_handler  at c32, a pair whose input_handler waits 5 ms on I/O (a script that blocks: the loop moves it to
                       threads once it has seen it block)
-Targets (issue "The scripted path near the limit"): pair >= 0.35x the reference at c8; handler (session) and toolkit
->= 90% of the pair; the loop's worker CPU per pair request <= 60% of the connections worker's and <= 8 system calls;
-the 5 ms rows at least the connections worker's rate; the pair's p50 at c1 not higher.
+With --before REV, a third stack runs the code of that commit (a git worktree of it, its package first on
+PYTHONPATH, its defaults): the figures of "today" that the targets compare with, measured in the same rounds.
 
-  .venv/bin/python scripts/benchmark_worker_classes.py [--duration 4] [--rounds 3] [--json results.json]
+Targets (issue "The scripted path near the limit"): pair >= 0.35x the reference at c8; handler (session) and toolkit
+>= 90% of the pair; the loop's worker CPU per pair request <= 60% of today's (the --before stack, else the
+connections worker) and <= 8 system calls; the 5 ms rows at least today's rate; the pair's p50 at c1 not higher.
+
+  .venv/bin/python scripts/benchmark_worker_classes.py [--duration 4] [--rounds 3] [--before 543b890] [--json F]
 
 Needs nginx and wrk (scripts/install.sh), perf for the system calls (optional). Timings on a shared machine are
 noisy: compare figures of one run.
@@ -40,6 +43,7 @@ import benchmark_proxy as proxy  # noqa: E402  (stand-in, scripts, wrk, /proc CP
 import serve_stack  # noqa: E402
 
 CLASSES = ("loop", "connections")
+BEFORE = "before"  # the stack of --before REV
 BLOCKING_PAIR = '''\
 import select
 
@@ -144,39 +148,54 @@ def shown(row: dict) -> str:
 
 
 @contextlib.contextmanager
-def stacks(root: Path, script: str, env: dict[str, str]):
-    """serve with `script`, once per worker class, started side by side: {class: (url, worker pids)}."""
+def stacks(root: Path, script: str, env: dict[str, str], variants: dict[str, dict[str, str]]):
+    """serve with `script`, once per variant (its own settings over `env`), started side by side:
+    {variant: (url, worker pids)}."""
     with contextlib.ExitStack() as started:
         found = {}
-        for worker_class in CLASSES:
-            folder = proxy.model_folder(root / worker_class, script)
-            stack = serve_stack.Stack(folder, env={**env, "SAGEMAKER_GUNICORN_WORKER_CLASS": worker_class})
+        for name, settings in variants.items():
+            folder = proxy.model_folder(root / name, script)
+            stack = serve_stack.Stack(folder, env={**env, **settings})
             started.callback(shutil.rmtree, stack.runtime_dir, ignore_errors=True)
             started.callback(stack.log_path.unlink, missing_ok=True)
             started.enter_context(stack)
             proxy.check_answer(f"{stack.url}/invocations")
-            found[worker_class] = (f"{stack.url}/invocations", proxy.worker_pids(stack.pid_of("gunicorn-supervised")))
+            found[name] = (f"{stack.url}/invocations", proxy.worker_pids(stack.pid_of("gunicorn-supervised")))
         yield found
 
 
 def rounds(name: str, found: dict, lua: Path, connections: int, duration: int, count: int, table: list) -> dict:
-    """`count` alternating rounds of each class at `connections`; the median row of each (by requests/s)."""
-    rows: dict[str, list[dict]] = {c: [] for c in CLASSES}
+    """`count` alternating rounds of each variant at `connections`; the median row of each (by requests/s)."""
+    rows: dict[str, list[dict]] = {variant: [] for variant in found}
     for _ in range(count):
-        for worker_class in CLASSES:
-            url, workers = found[worker_class]
-            rows[worker_class].append(run(url, lua, connections, duration, workers))
+        for variant, (url, workers) in found.items():
+            rows[variant].append(run(url, lua, connections, duration, workers))
     medians = {}
-    for worker_class in CLASSES:
-        ordered = sorted(rows[worker_class], key=lambda r: r["requests_per_s"])
+    for variant, measured in rows.items():
+        ordered = sorted(measured, key=lambda r: r["requests_per_s"])
         median = {**ordered[len(ordered) // 2], "worker_us": statistics.median(
-            r["worker_us"] for r in ordered), "target": name, "class": worker_class, "concurrency": connections}
+            r["worker_us"] for r in ordered), "target": name, "class": variant, "concurrency": connections}
         if all("syscalls" in r for r in ordered):
             median["syscalls"] = statistics.median(r["syscalls"] for r in ordered)
-        medians[worker_class] = median
+        medians[variant] = median
         table.append(median)
-        print(f"{name:22} {worker_class:11} c{connections:<3} {shown(median)}", flush=True)
+        print(f"{name:22} {variant:11} c{connections:<3} {shown(median)}", flush=True)
     return medians
+
+
+@contextlib.contextmanager
+def before_tree(root: Path, revision: str | None):
+    """The settings of a stack running `revision`'s code (a git worktree of it under `root`), or None."""
+    if revision is None:
+        yield None
+        return
+    tree = root / "before-tree"
+    repo = Path(__file__).resolve().parent.parent
+    subprocess.run(["git", "-C", str(repo), "worktree", "add", "--detach", "--quiet", str(tree), revision], check=True)
+    try:
+        yield {"PYTHONPATH": str(tree / "container")}
+    finally:
+        subprocess.run(["git", "-C", str(repo), "worktree", "remove", "--force", str(tree)], check=False)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -184,6 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--duration", type=int, default=4, help="seconds per measurement")
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds per row (medians shown)")
     parser.add_argument("--json", type=Path, help="write the results here")
+    parser.add_argument("--before", metavar="REV", help="also measure this commit's code (today's figures)")
     args = parser.parse_args(argv)
     for tool in ("nginx", "wrk"):
         if not shutil.which(tool):
@@ -197,7 +217,12 @@ def main(argv: list[str] | None = None) -> int:
           flush=True)
     table: list[dict] = []
     results: dict = {}
+    stack = contextlib.ExitStack()
+    variants = {worker_class: {"SAGEMAKER_GUNICORN_WORKER_CLASS": worker_class} for worker_class in CLASSES}
     try:
+        before = stack.enter_context(before_tree(root, args.before))
+        if before is not None:
+            variants[BEFORE] = before
         references = []
         with proxy.reference_proxy(root, Path(standin_env["STANDIN_DIR"])) as url:
             for _ in range(args.rounds):
@@ -207,18 +232,19 @@ def main(argv: list[str] | None = None) -> int:
         results["reference_c8"] = reference["requests_per_s"]
         c8 = {}
         for target in ("pair", "handler (session)", "toolkit"):
-            with stacks(root, proxy.SCRIPTS[target], standin_env) as found:
+            with stacks(root, proxy.SCRIPTS[target], standin_env, variants) as found:
                 c8[target] = rounds(target, found, lua, 8, args.duration, args.rounds, table)
                 if target == "pair":
                     for connections in (1, 2, 4, 16, 32):
                         rows = rounds("pair scaling", found, lua, connections, args.duration, args.rounds, table)
                         if connections == 1:
-                            results["pair_p50_c1_ms"] = {c: rows[c]["p50_ms"] for c in CLASSES}
-        with stacks(root, proxy.SCRIPTS["pair"], slow_standin(root, 0.005)) as found:
+                            results["pair_p50_c1_ms"] = {v: row["p50_ms"] for v, row in rows.items()}
+        with stacks(root, proxy.SCRIPTS["pair"], slow_standin(root, 0.005), variants) as found:
             slow_model = rounds("pair, 5 ms model", found, lua, 32, args.duration, args.rounds, table)
-        with stacks(root, BLOCKING_PAIR, standin_env) as found:
+        with stacks(root, BLOCKING_PAIR, standin_env, variants) as found:
             blocking = rounds("5 ms input_handler", found, lua, 32, args.duration, args.rounds, table)
     finally:
+        stack.close()
         shutil.rmtree(root, ignore_errors=True)
 
     def check(what: str, value: float, shown_as: str, met: bool) -> None:
@@ -226,26 +252,27 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{what}: {shown_as} {'✓' if met else '✗'}", flush=True)
 
     print()
-    loop_pair, threads_pair = c8["pair"]["loop"], c8["pair"]["connections"]
+    today = BEFORE if BEFORE in variants else "connections"  # what the targets compare with
+    loop_pair, today_pair = c8["pair"]["loop"], c8["pair"][today]
     ratio = loop_pair["requests_per_s"] / results["reference_c8"]
-    check("pair vs the reference at c8", ratio, f"{ratio:.2f}x (target >= 0.35x; connections worker: "
-          f"{threads_pair['requests_per_s'] / results['reference_c8']:.2f}x)", ratio >= 0.35)
+    check("pair vs the reference at c8", ratio, f"{ratio:.2f}x (target >= 0.35x; {today}: "
+          f"{today_pair['requests_per_s'] / results['reference_c8']:.2f}x)", ratio >= 0.35)
     for target in ("handler (session)", "toolkit"):
         share = c8[target]["loop"]["requests_per_s"] / loop_pair["requests_per_s"]
         check(f"{target} vs pair at c8", share, f"{share:.0%} (target >= 90%)", share >= 0.9)
-    cpu = loop_pair["worker_us"] / threads_pair["worker_us"]
-    check("worker CPU per pair request, loop vs connections", cpu,
-          f"{cpu:.0%} ({loop_pair['worker_us']:.0f} vs {threads_pair['worker_us']:.0f} µs; target <= 60%)", cpu <= 0.6)
+    cpu = loop_pair["worker_us"] / today_pair["worker_us"]
+    check(f"worker CPU per pair request, loop vs {today}", cpu,
+          f"{cpu:.0%} ({loop_pair['worker_us']:.0f} vs {today_pair['worker_us']:.0f} µs; target <= 60%)", cpu <= 0.6)
     if "syscalls" in loop_pair:
         check("system calls per pair request (loop)", loop_pair["syscalls"],
-              f"{loop_pair['syscalls']:.1f} (connections: {threads_pair.get('syscalls', float('nan')):.1f}; "
+              f"{loop_pair['syscalls']:.1f} ({today}: {today_pair.get('syscalls', float('nan')):.1f}; "
               "target <= 8)", loop_pair["syscalls"] <= 8)
     for name, rows in (("pair, 5 ms model, c32", slow_model), ("5 ms input_handler, c32", blocking)):
-        share = rows["loop"]["requests_per_s"] / rows["connections"]["requests_per_s"]
-        check(f"{name}: loop vs connections", share, f"{share:.0%} (target >= 100%, within noise)", share >= 0.95)
+        share = rows["loop"]["requests_per_s"] / rows[today]["requests_per_s"]
+        check(f"{name}: loop vs {today}", share, f"{share:.0%} (target >= 100%, within noise)", share >= 0.95)
     p50 = results["pair_p50_c1_ms"]
-    check("pair p50 at c1, loop vs connections", p50["loop"] - p50["connections"],
-          f"{p50['loop']:.3f} vs {p50['connections']:.3f} ms (target: not higher)", p50["loop"] <= p50["connections"])
+    check(f"pair p50 at c1, loop vs {today}", p50["loop"] - p50[today],
+          f"{p50['loop']:.3f} vs {p50[today]:.3f} ms (target: not higher)", p50["loop"] <= p50[today])
     if args.json:
         args.json.write_text(json.dumps({"rows": table, **results}, indent=1))
     return 0

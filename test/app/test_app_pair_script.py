@@ -29,7 +29,7 @@ def test_output_handler_gets_a_requests_response(app, model_server):
     answer = invoke(app, '{"instances": [1.0, 2.0]}')
     assert answer.status == 200
     assert answer.json() == {
-        "class": "requests.models.Response",
+        "class": "sagemaker_tfs.model_client.http_client.ModelServerResponse",  # a requests.Response (below)
         "is_requests_response": True,
         "status_code": 200,
         "ok": True,

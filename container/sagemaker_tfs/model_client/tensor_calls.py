@@ -182,7 +182,7 @@ class TensorResponse(ModelServerResponse):
 
     @classmethod
     def of(cls, outputs: dict[str, np.ndarray], row_format: bool, url: str) -> "TensorResponse":
-        response = cls.of(200, "OK", b"\r\nContent-Type: " + JSON.encode(), JSON, False, url, 0.0)
+        response = super().of(200, "OK", b"\r\nContent-Type: " + JSON.encode(), JSON, False, url, 0.0)
         response.outputs, response.row_format = outputs, row_format
         return response
 
