@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import io
 import logging
+import os
 import time
+import uuid
 from typing import Callable
 
 import falcon
@@ -147,3 +149,21 @@ def test_multi_model_answers_are_falcons(model_server, tmp_path):
         app.close()
         publisher.close()
         logging.getLogger("sagemaker_tfs").removeHandler(handler)
+
+
+def test_new_request_ids_are_version_4_uuids_unique_in_the_process_and_redrawn_in_a_forked_child():
+    ids = [middleware.new_request_id() for _ in range(1000)]
+    assert len(set(ids)) == len(ids)
+    for rid in ids[:10]:
+        parsed = uuid.UUID(rid)
+        assert (str(parsed), parsed.version, parsed.variant) == (rid, 4, uuid.RFC_4122)
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # a gunicorn worker is such a child: its ids must not follow its siblings'
+        os.write(write, middleware.new_request_id().encode())
+        os._exit(0)
+    os.waitpid(child, 0)
+    theirs, ours = os.read(read, 64).decode(), middleware.new_request_id()
+    os.close(read)
+    os.close(write)
+    assert uuid.UUID(theirs).version == 4 and theirs[:24] != ours[:24]

@@ -17,7 +17,9 @@ header.
 from __future__ import annotations
 
 import contextvars
+import itertools
 import logging
+import os
 import random
 import re
 import time
@@ -55,14 +57,26 @@ def request_path(env: dict) -> str:
 
 
 def new_request_id() -> str:
-    """A random (version 4) UUID as text: str(uuid.uuid4()) at a fraction of its cost. From the process's own
-    generator (seeded anew in each forked worker), not the kernel's (a system call each): an id, not a secret."""
-    digits = f"{random.getrandbits(128):032x}"
-    return (f"{digits[:8]}-{digits[8:12]}-4{digits[13:16]}-{_VARIANT[digits[16]]}{digits[17:20]}-"
-            f"{digits[20:]}")
+    """An id in the layout of a random (version 4) UUID, unique in the process and, with overwhelming probability,
+    beyond: 74 random bits drawn once per process, then a 48-bit counter that starts at a random value. A fifth of
+    str(uuid.uuid4())'s cost, and no system call: an id, not a secret."""
+    return f"{_ids.prefix}{next(_ids.counter) & 0xFFFF_FFFF_FFFF:012x}"
 
 
-_VARIANT = {digit: "89ab"[int(digit, 16) & 3] for digit in "0123456789abcdef"}  # RFC 4122's variant bits
+class _Ids:
+    def __init__(self) -> None:
+        self.draw()
+
+    def draw(self) -> None:
+        """New random bits (at start, and in each forked child: the workers must not share them)."""
+        digits = f"{random.getrandbits(80):020x}"
+        variant = "89ab"[int(digits[16], 16) & 3]  # RFC 4122's variant bits
+        self.prefix = f"{digits[:8]}-{digits[8:12]}-4{digits[13:16]}-{variant}{digits[17:20]}-"
+        self.counter = itertools.count(random.getrandbits(48))
+
+
+_ids = _Ids()
+os.register_at_fork(after_in_child=_ids.draw)
 
 
 # A client's X-Amzn-RequestId is kept when it is this (SageMaker's are UUIDs); another one is replaced by a new id:

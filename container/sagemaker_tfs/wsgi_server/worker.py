@@ -110,6 +110,7 @@ class Connection:
         self._body: list[bytes] = []
         self._fields = 0
         self._expect = False
+        self._version = "1.1"  # of the request being read, once its head is
 
     # httptools callbacks
     def on_message_begin(self) -> None:
@@ -153,7 +154,7 @@ class Connection:
 
     def on_headers_complete(self) -> None:
         self.head_started = None
-        version = self.parser.get_http_version()
+        version = self._version = self.parser.get_http_version()  # (made by formatting: read once)
         if version not in ("1.1", "1.0"):
             major, _, minor = version.partition(".")
             raise BadRequest(400, "Bad Request", f"Invalid HTTP Version 'Invalid HTTP Version: ({major}, {minor})'")
@@ -195,7 +196,7 @@ class Connection:
             environ["QUERY_STRING"] = ""
         method = parser.get_method()
         environ["REQUEST_METHOD"] = _METHODS.get(method) or method.decode("latin-1")
-        environ["SERVER_PROTOCOL"] = "HTTP/1.1" if parser.get_http_version() == "1.1" else "HTTP/1.0"
+        environ["SERVER_PROTOCOL"] = "HTTP/1.1" if self._version == "1.1" else "HTTP/1.0"
         body, self._body = self._body, []  # the pieces go once joined (a 100 MB body is not held twice for long)
         environ["wsgi.input"] = io.BytesIO(body[0] if len(body) == 1 else b"".join(body))
         self._environ = {}  # the request is `ready`'s alone: answered, it is freed (not kept until the next one)
