@@ -25,6 +25,8 @@ SCRIPT = '''
 import json
 import time
 
+import requests
+
 
 def handler(data, context):
     body = data.read()
@@ -36,8 +38,9 @@ def handler(data, context):
             return fifo.readline().strip(), "text/plain"
     if body == b"session":
         answer = context.session.post(context.rest_uri, json={"instances": [1.0]}, timeout=context.timeout)
-        return json.dumps({"status": answer.status_code, "json": answer.json(),
-                           "type": type(answer).__module__ + "." + type(answer).__name__}), "application/json"
+        return json.dumps({"status": answer.status_code, "json": answer.json(), "requests": isinstance(
+            answer, requests.Response), "type": type(answer).__module__ + "." + type(answer).__name__}), \
+            "application/json"
     if body == b"session-elsewhere":
         context.session.get("http://example.com/")
     if body == b"request-id":
@@ -218,8 +221,8 @@ def test_context_session_calls_the_model_server_over_kept_connections(app):
     with sock:
         sock.sendall(post(b"session"))
         status, _, body = reader.answer()
-    assert (status, json.loads(body)) == (200, {"status": 200, "json": {"predictions": [3.5]},
-                                                "type": "requests.models.Response"})
+    assert (status, json.loads(body)) == (200, {"status": 200, "json": {"predictions": [3.5]}, "requests": True,
+                                                "type": "sagemaker_tfs.model_client.http_client.ModelServerResponse"})
 
 
 def test_context_session_refuses_other_addresses(app):
