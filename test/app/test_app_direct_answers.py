@@ -17,7 +17,6 @@ import falcon
 import falcon.testing
 import pytest
 
-from app_harness import InProcessApp
 from app_support import OTHER_MODEL, write_model_dir
 from sagemaker_tfs.app.routes import create_app
 from sagemaker_tfs.config import Settings
