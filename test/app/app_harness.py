@@ -3,14 +3,18 @@ the real model server (app_support): no gunicorn, no socket between the test and
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
 from pathlib import Path
+from typing import Iterator
 
 import falcon.testing
 
 from app_support import Answer, Calls, ModelServer, app_env
-from sagemaker_tfs.app.routes import create_app
+from sagemaker_tfs.app.routes import App, create_app
+from sagemaker_tfs.config import Settings
+from sagemaker_tfs.registry.publication import Publisher
 
 
 class InProcessApp(Calls):
@@ -52,3 +56,24 @@ class InProcessApp(Calls):
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+@contextlib.contextmanager
+def multi_model_app(model_server: ModelServer, folder: Path) -> Iterator[tuple[App, Publisher]]:
+    """create_app of a multi-model endpoint in `folder`, following a registry publisher that the test drives:
+    (app, publisher), both closed on exit."""
+    runtime = folder / "runtime"
+    runtime.mkdir(mode=0o700)
+    publisher = Publisher(runtime / "registry.sock")
+    publisher.start()
+    try:
+        app = create_app(Settings.env_of(
+            multi_model=True, model_dir=str(folder), multi_model_code_dir=str(folder / "code"),
+            runtime_dir=str(runtime), model_server_rest_ports=(model_server.rest_port,),
+            model_server_grpc_ports=(model_server.grpc_port,)))
+        try:
+            yield app, publisher
+        finally:
+            app.close()
+    finally:
+        publisher.close()

@@ -17,10 +17,8 @@ import falcon
 import falcon.testing
 import pytest
 
+from app_harness import multi_model_app
 from app_support import OTHER_MODEL, write_model_dir
-from sagemaker_tfs.app.routes import create_app
-from sagemaker_tfs.config import Settings
-from sagemaker_tfs.registry.publication import Publisher
 from sagemaker_tfs.shared.wsgi_call import whole_answer
 from sagemaker_tfs.web import middleware
 
@@ -118,37 +116,27 @@ def test_other_methods_and_paths_stay_falcons(make_app, tmp_path):
 
 
 def test_multi_model_answers_are_falcons(model_server, tmp_path):
-    runtime = tmp_path / "runtime"
-    runtime.mkdir(mode=0o700)
-    publisher = Publisher(runtime / "registry.sock")
-    publisher.start()
-    env = Settings.env_of(multi_model=True, model_dir=str(tmp_path), multi_model_code_dir=str(tmp_path / "code"),
-                          runtime_dir=str(runtime), model_server_rest_ports=(model_server.rest_port,),
-                          model_server_grpc_ports=(model_server.grpc_port,))
     log = io.StringIO()
     handler = logging.StreamHandler(log)
     logging.getLogger("sagemaker_tfs").addHandler(handler)
-    app = create_app(env)
     try:
-        publisher.publish([{"name": OTHER_MODEL, "load_id": 1, "state": "ready", "url": "/nowhere", "script": None}],
-                          time.monotonic() + 10)
-        target = {"X-Amzn-SageMaker-Target-Model": "a/model.tar.gz"}
-        seen = set()
-        for path, headers, body in [(f"/models/{OTHER_MODEL}/invoke", target, '{"instances": [1.0, 2.0]}'),
-                                    (f"/models/{OTHER_MODEL}/invoke", {}, '{"instances": ["a"]}'),
-                                    ("/models/nothing/invoke", target, "{}"), ("/models/caf\u00e9/invoke", {}, "{}"),
-                                    ("/invocations", target, "{}")]:
-            direct, by_falcon = both_ways(app, log.getvalue, path, headers, body)
-            assert direct == by_falcon, path
-            seen.add(direct[0])
-        assert direct[3] == [f"request {REQUEST_ID}: POST /invocations, target model a/model.tar.gz",
-                             f"request {REQUEST_ID}: 400 Invocation request does not contain model name."]
-        assert seen == {"200 OK", "400 Bad Request", "404 Not Found"}
+        with multi_model_app(model_server, tmp_path) as (app, publisher):
+            publisher.publish([{"name": OTHER_MODEL, "load_id": 1, "state": "ready", "url": "/nowhere",
+                                "script": None}], time.monotonic() + 10)
+            target = {"X-Amzn-SageMaker-Target-Model": "a/model.tar.gz"}
+            seen = set()
+            for path, headers, body in [(f"/models/{OTHER_MODEL}/invoke", target, '{"instances": [1.0, 2.0]}'),
+                                        (f"/models/{OTHER_MODEL}/invoke", {}, '{"instances": ["a"]}'),
+                                        ("/models/nothing/invoke", target, "{}"),
+                                        ("/models/caf\u00e9/invoke", {}, "{}"), ("/invocations", target, "{}")]:
+                direct, by_falcon = both_ways(app, log.getvalue, path, headers, body)
+                assert direct == by_falcon, path
+                seen.add(direct[0])
+            assert direct[3] == [f"request {REQUEST_ID}: POST /invocations, target model a/model.tar.gz",
+                                 f"request {REQUEST_ID}: 400 Invocation request does not contain model name."]
+            assert seen == {"200 OK", "400 Bad Request", "404 Not Found"}
     finally:
-        app.close()
-        publisher.close()
         logging.getLogger("sagemaker_tfs").removeHandler(handler)
-
 
 def test_new_request_ids_are_version_4_uuids_unique_in_the_process_and_redrawn_in_a_forked_child():
     ids = [middleware.new_request_id() for _ in range(1000)]

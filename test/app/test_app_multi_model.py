@@ -10,11 +10,9 @@ import numpy as np
 
 import falcon.testing
 
+from app_harness import multi_model_app
 from app_support import OTHER_MODEL, ModelServer
-from sagemaker_tfs.config import Settings
 from sagemaker_tfs.shared import npy
-from sagemaker_tfs.app.routes import create_app
-from sagemaker_tfs.registry.publication import Publisher
 
 
 def snapshot(*names: str, state: str = "ready") -> list[dict]:
@@ -22,15 +20,7 @@ def snapshot(*names: str, state: str = "ready") -> list[dict]:
 
 
 def test_the_routes_follow_the_registry(model_server: ModelServer, tmp_path):
-    runtime = tmp_path / "runtime"
-    runtime.mkdir(mode=0o700)
-    publisher = Publisher(runtime / "registry.sock")
-    publisher.start()
-    env = Settings.env_of(multi_model=True, model_dir=str(tmp_path), multi_model_code_dir=str(tmp_path / "code"),
-                          runtime_dir=str(runtime), model_server_rest_ports=(model_server.rest_port,),
-                          model_server_grpc_ports=(model_server.grpc_port,))
-    app = create_app(env)
-    try:
+    with multi_model_app(model_server, tmp_path) as (app, publisher):
         client = falcon.testing.TestClient(app)
         body = '{"instances": [1.0, 2.0]}'
 
@@ -54,6 +44,3 @@ def test_the_routes_follow_the_registry(model_server: ModelServer, tmp_path):
         assert (answer.status_code, answer.json) == (400, {"error": "Invocation request does not contain model "
                                                                     "name."})
         assert (client.simulate_get("/ping").status_code, client.simulate_get("/ping").text) == (200, "")
-    finally:
-        app.close()
-        publisher.close()
