@@ -16,7 +16,11 @@ from typing import Any
 
 def encode(value: Any) -> bytes:
     """`value` as JSON, UTF-8; TypeError or ValueError when it cannot be."""
-    return json.dumps(value, ensure_ascii=False).encode()
+    return _ENCODER.encode(value).encode()
+
+
+# json.dumps(value, ensure_ascii=False), without a new encoder per call (json.dumps makes one for any option)
+_ENCODER = json.JSONEncoder(ensure_ascii=False)
 
 
 def error(message: Any, more: dict[str, Any] | None = None) -> bytes:

@@ -10,6 +10,8 @@ from ..model_client.model_servers import ModelServer, ModelServerClient, answer_
 from ..shared.tfs_api import REQUEST_KEYS, SIGNATURE_KEY, model_path
 from .plain import json_default
 
+_ENCODER = json.JSONEncoder(default=json_default)  # json.dumps(..., default=...) makes one per call
+
 
 class ServedModel:
     """The model server's `name` model. Calls go over the app's keep-alive connections, round-robin over the
@@ -52,7 +54,7 @@ class ServedModel:
         """Any TFS REST request (`predict`, `classify`, `regress`): `body` as a dict or list (sent as JSON,
         numpy through .tolist()), or the JSON text as str or bytes. Returns the parsed answer."""
         if isinstance(body, (dict, list)):
-            body = json.dumps(body, default=json_default)
+            body = _ENCODER.encode(body)
         path = model_path(self.name, None if version is None else str(version), method)
         return answer_json(self._client.request(self._next_server(), "POST", path, body))
 
