@@ -42,6 +42,8 @@ def output_handler(response, context):
     if case == "http error":
         raise falcon.HTTPError(falcon.HTTP_429, title="Slow down", description="too many",
                                headers={"Retry-After": "5"})
+    if case == "http error, header pairs":
+        raise falcon.HTTPError(falcon.HTTP_503, headers=[("Retry-After", "1"), ("X-Shed", "load")])
     if case == "http status":
         raise falcon.HTTPStatus(falcon.HTTP_202, headers={"X-Queued": "yes"}, text="queued")
     if case == "bad return":
@@ -50,7 +52,8 @@ def output_handler(response, context):
         response.raise_for_status()
     return response.content, "application/json"
 '''
-CASES = ["ok", "status", "input raises", "model error", "http error", "http status", "bad return"]
+CASES = ["ok", "status", "input raises", "model error", "http error", "http error, header pairs", "http status",
+         "bad return"]
 REQUEST_ID = "11111111-2222-4333-8444-555555555555"
 
 
@@ -96,7 +99,7 @@ def test_every_answer_of_a_pair_is_falcons(make_app, tmp_path, monkeypatch, time
         assert ("server-timing" in dict(direct[1])) is timed, case
         seen.add(direct[0])
     assert seen == {"200 OK", "207 Multi-Status", "500 Internal Server Error", "400 Bad Request",
-                    "429 Too Many Requests", "202 Accepted"}
+                    "429 Too Many Requests", "503 Service Unavailable", "202 Accepted"}
     assert len(direct_answers) == len(CASES)  # one of the two ways was the direct one
 
 

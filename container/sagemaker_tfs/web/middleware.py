@@ -23,7 +23,7 @@ import os
 import random
 import re
 import time
-from typing import Callable
+from typing import Any, Callable
 
 import falcon
 
@@ -176,8 +176,8 @@ def answer_directly(env: dict, start_response: Callable, path: str, answer: Call
     headers = [("x-amzn-requestid", rid)]
     if content_type is not None:
         headers.append(("content-type", content_type))
-    if extra:
-        headers += [(name.lower(), value) for name, value in extra.items()]
+    if extra:  # a dict, or (name, value) pairs, as falcon takes them
+        headers += [(name.lower(), value) for name, value in (extra.items() if isinstance(extra, dict) else extra)]
     if scope is not None:
         timing = scope.end(token, timings, route, status)
         if timing is not None:
@@ -189,9 +189,10 @@ def answer_directly(env: dict, start_response: Callable, path: str, answer: Call
     return [body]
 
 
-def error_answer(exc: Exception, rid: str, method: str, path: str) -> tuple[Answer, dict[str, str] | None]:
-    """The answer to an exception raised while answering a request (the module's text), and the headers it adds;
-    logged with the request id. A content type None is falcon's default (application/json, added last)."""
+def error_answer(exc: Exception, rid: str, method: str, path: str) -> tuple[Answer, Any]:
+    """The answer to an exception raised while answering a request (the module's text), and the headers it adds (a
+    dict or pairs, as the exception holds them); logged with the request id. A content type None is falcon's default
+    (application/json, added last)."""
     if isinstance(exc, (falcon.HTTPRouteNotFound, falcon.HTTPMethodNotAllowed)):
         log.info("request %s: %s %s: %s", rid, method, path, exc.status)
         return answers.error(exc.status_code, _message(exc)), exc.headers
