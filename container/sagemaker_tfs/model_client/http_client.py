@@ -84,7 +84,6 @@ class Connection:
         self._timeout: float | None = None  # the one set on the socket
         self.base_uri = f"http://{HOST}:{port}"
         self._host = f"Host: {HOST}:{port}\r\n".encode()
-        self._starts: dict[tuple[str, str], bytes] = {}
 
     def open(self, timeout: float) -> None:
         """Connect, or raise OSError. When nothing listens on a port of the kernel's ephemeral range, a
@@ -135,16 +134,13 @@ class Connection:
             self.open(timeout)
         if timeout != self._timeout:
             self._set_timeout(timeout)
-        start = self._starts.get((method, path))
-        if start is None:  # the request line and Host, kept for the paths a worker calls again and again
-            start = f"{method} {path} HTTP/1.1\r\n".encode() + self._host
-            if len(self._starts) < 64:
-                self._starts[(method, path)] = start
+        head = [f"{method} {path} HTTP/1.1\r\n".encode(), self._host]
         if body or method == "POST":
-            start += b"Content-Length: %d\r\n" % len(body)
-        if headers:
-            start += "".join(f"{name}: {value}\r\n" for name, value in headers.items()).encode()
-        request = start + b"\r\n"
+            head.append(b"Content-Length: %d\r\n" % len(body))
+        for name, value in headers.items():
+            head.append(f"{name}: {value}\r\n".encode())
+        head.append(b"\r\n")
+        request = b"".join(head)
         try:
             self._send(request, body)
             return self._read_answer(method)
@@ -163,7 +159,7 @@ class Connection:
             raise ConnectionResetError("the model server closed the connection")
         return data
 
-    def _read_answer(self, method: str) -> tuple[int, str, bytes, str, bytes]:
+    def _read_answer(self, method: str) -> tuple[int, str, bytes, str | None, bytes]:
         """(status, reason, header lines, content type, content) of the answer: the header lines as received
         (each after its CRLF), read for the framing only (Content-Length, Transfer-Encoding, Connection) and the
         type; the rest is parsed only if a handler reads the headers (ModelServerResponse)."""

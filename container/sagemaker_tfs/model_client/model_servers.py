@@ -91,15 +91,15 @@ def call(port: int, method: str, path: str, data: Any = None, timeout: float = 3
          headers: dict[str, str] | None = None) -> requests.Response:
     """The answer of the model server on this loopback port, whatever its status; ModelServerError 502/504 (also
     a requests.ConnectionError or requests.Timeout) when there is none."""
+    address = f"{HOST}:{port}"
     try:
         return CONNECTIONS.request(port, method, path, data, timeout, headers)
     except TimeoutError:
-        raise no_answer(f"{HOST}:{port}", timeout) from None
+        raise no_answer(address, timeout) from None
     except OSError as exc:
-        raise unreachable(f"{HOST}:{port}", exc.strerror or str(exc) or type(exc).__name__) from None
+        raise unreachable(address, exc.strerror or str(exc) or type(exc).__name__) from None
     except ProtocolError as exc:
-        raise ModelServerUnreachable(502, f"the model server at {HOST}:{port} sent an invalid answer: {exc}") \
-            from None
+        raise ModelServerUnreachable(502, f"the model server at {address} sent an invalid answer: {exc}") from None
 
 
 class ModelServerClient:

@@ -1,5 +1,5 @@
-"""SageMaker's request headers that the stack reads or writes, and a header's key in a WSGI environ. (nginx's
-variable of a header is stack/direct_route.py's http_variable.)"""
+"""SageMaker's request headers that the stack reads or writes, the answers' Server-Timing, and a header's key in a
+WSGI environ. (nginx's variable of a header is stack/direct_route.py's http_variable.)"""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ CUSTOM_ATTRIBUTES_HEADER = "X-Amzn-SageMaker-Custom-Attributes"  # tfs-model-nam
 NAME_KEY, VERSION_KEY, METHOD_KEY = ATTRIBUTE_KEYS = ("tfs-model-name", "tfs-model-version", "tfs-method")
 TARGET_MODEL_HEADER = "X-Amzn-SageMaker-Target-Model"  # the multi-model archive a request is for (logged)
 INFERENCE_ID_HEADER = "X-Amzn-SageMaker-Inference-Id"  # the runtime API caller's id of an invocation (logged)
+SERVER_TIMING_HEADER = "Server-Timing"  # the stages' durations (SAGEMAKER_SERVER_TIMING): the app's, the direct route's
 
 UNPREFIXED_KEYS = ("CONTENT_TYPE", "CONTENT_LENGTH")  # the environ keys of headers without HTTP_
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from ..shared.headers import ATTRIBUTE_KEYS, CUSTOM_ATTRIBUTES_HEADER, METHOD_KEY, NAME_KEY, VERSION_KEY
+from ..shared.headers import (ATTRIBUTE_KEYS, CUSTOM_ATTRIBUTES_HEADER, METHOD_KEY, NAME_KEY, SERVER_TIMING_HEADER,
+                              VERSION_KEY)
 from ..shared.tfs_api import DEFAULT_METHOD, METHODS, MODELS, REQUEST_KEYS, SIGNATURE_KEY
 from ..shared.media_types import JSON
 from ..shared.model_names import MODEL_NAME
@@ -158,7 +159,7 @@ SERVER_TIMING_MAPS = (
     + "        default $sagemaker_request_ms;\n"
     + "".join(f"        {quoted('~' + pattern)} $ms;\n" for pattern in LATER)
     + "    }\n")
-SERVER_TIMING = ("            add_header Server-Timing "
+SERVER_TIMING = (f"            add_header {SERVER_TIMING_HEADER} "
                  '"model_server;dur=$sagemaker_header_ms, total;dur=$sagemaker_total_ms" always;\n')
 
 # Every error status the model servers answer with (TensorFlow Serving's map of gRPC codes to HTTP) and those

@@ -28,7 +28,7 @@ from typing import Any, Callable
 import falcon
 
 from ..shared import json_bodies, logs
-from ..shared.headers import REQUEST_ID_HEADER, TARGET_MODEL_HEADER, environ_key
+from ..shared.headers import REQUEST_ID_HEADER, SERVER_TIMING_HEADER, TARGET_MODEL_HEADER, environ_key
 from ..errors import HandlerError
 from . import answers
 from .answers import Answer
@@ -38,6 +38,8 @@ log = logging.getLogger("sagemaker_tfs.app")
 
 _REQUEST_ID_KEY = environ_key(REQUEST_ID_HEADER)
 _TARGET_MODEL_KEY = environ_key(TARGET_MODEL_HEADER)
+# the names as falcon sends them (lower case), for the answers made without it
+_REQUEST_ID_NAME, _SERVER_TIMING_NAME = REQUEST_ID_HEADER.lower(), SERVER_TIMING_HEADER.lower()
 
 
 def log_target_model(env: dict, rid: str) -> None:
@@ -146,7 +148,7 @@ class RequestScope(RequestId):
         context = req.context
         header = self.end(context.get("log_token"), context.get("timings"), req.uri_template, resp.status_code)
         if header is not None:
-            resp.set_header("Server-Timing", header)
+            resp.set_header(SERVER_TIMING_HEADER, header)
 
 
 def install(app: falcon.App, metrics: AppMetrics | None = None, server_timing: bool = False,
@@ -173,7 +175,7 @@ def answer_directly(env: dict, start_response: Callable, path: str, answer: Call
         status, body, content_type = answer(env, rid, timings, **params)
     except Exception as exc:
         (status, body, content_type), extra = error_answer(exc, rid, env["REQUEST_METHOD"], path)
-    headers = [("x-amzn-requestid", rid)]
+    headers = [(_REQUEST_ID_NAME, rid)]
     if content_type is not None:
         headers.append(("content-type", content_type))
     if extra:  # a dict, or (name, value) pairs, as falcon takes them
@@ -181,7 +183,7 @@ def answer_directly(env: dict, start_response: Callable, path: str, answer: Call
     if scope is not None:
         timing = scope.end(token, timings, route, status)
         if timing is not None:
-            headers.append(("server-timing", timing))
+            headers.append((_SERVER_TIMING_NAME, timing))
     headers.append(("content-length", str(len(body))))
     if content_type is None:  # falcon's default type, which it adds last
         headers.append(("content-type", answers.JSON))

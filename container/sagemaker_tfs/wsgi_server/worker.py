@@ -185,18 +185,12 @@ class Connection:
     def on_message_complete(self) -> None:
         parser = self.parser
         environ = self._environ
-        url = b"".join(self._url)
-        if b"?" in url or b"#" in url or b"%" in url:
-            path, _, query = url.partition(b"?")
-            path = path.partition(b"#")[0]
-            environ["PATH_INFO"] = (unquote_to_bytes(path) if b"%" in path else path).decode("latin-1")
-            environ["QUERY_STRING"] = query.decode("latin-1")
-        else:  # most requests
-            environ["PATH_INFO"] = url.decode("latin-1")
-            environ["QUERY_STRING"] = ""
-        method = parser.get_method()
-        environ["REQUEST_METHOD"] = _METHODS.get(method) or method.decode("latin-1")
-        environ["SERVER_PROTOCOL"] = "HTTP/1.1" if self._version == "1.1" else "HTTP/1.0"
+        path, _, query = b"".join(self._url).partition(b"?")
+        path = path.partition(b"#")[0]
+        environ["REQUEST_METHOD"] = parser.get_method().decode("latin-1")
+        environ["PATH_INFO"] = (unquote_to_bytes(path) if b"%" in path else path).decode("latin-1")
+        environ["QUERY_STRING"] = query.decode("latin-1")
+        environ["SERVER_PROTOCOL"] = "HTTP/" + self._version
         body, self._body = self._body, []  # the pieces go once joined (a 100 MB body is not held twice for long)
         environ["wsgi.input"] = io.BytesIO(body[0] if len(body) == 1 else b"".join(body))
         self._environ = {}  # the request is `ready`'s alone: answered, it is freed (not kept until the next one)
@@ -380,7 +374,6 @@ def _base_environ(address: Any, server: Any) -> dict[str, Any]:
             "wsgi.multiprocess": True, "wsgi.run_once": False, "wsgi.input_terminated": True}
 
 
-_METHODS = {method.encode(): method for method in ("POST", "GET", "HEAD", "PUT", "DELETE", "OPTIONS", "PATCH")}
 _SINGLE = ("CONTENT_TYPE", "CONTENT_LENGTH", "HTTP_HOST")  # a second one is refused, as gunicorn does
 _KEYS: dict[bytes, str] = {}  # header name -> environ key ("" for a dropped name), filled as names are seen
 
