@@ -46,30 +46,41 @@ import processes  # noqa: E402
 import serve_stack  # noqa: E402
 
 BODY = b'{"instances": [1.0, 2.0, 5.0]}'
-PAIR = '''\
+PAIR = """\
 def input_handler(data, context):
     return data.read()
 
 
 def output_handler(response, context):
     return response.content, "application/json"
-'''
+"""
 PARTS = ("load", "faults", "errors", "exit", "memory", "sigkill")
 MAX_BODY = "1m"  # SAGEMAKER_NGINX_CLIENT_MAX_BODY_SIZE of the stack, so that a 413 can be provoked
 
 
 def wrk_load(url: str, seconds: int, connections: int) -> dict:
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
-        script.write(f'wrk.method = "POST"\nwrk.body = {json.dumps(BODY.decode())}\n'
-                     'wrk.headers["Content-Type"] = "application/json"\n')
-    out = subprocess.run(["wrk", "-t2", f"-c{connections}", f"-d{seconds}s", "-s", script.name,
-                          url + "/invocations"], capture_output=True, text=True, timeout=seconds + 60).stdout
+        script.write(
+            f'wrk.method = "POST"\nwrk.body = {json.dumps(BODY.decode())}\n'
+            'wrk.headers["Content-Type"] = "application/json"\n'
+        )
+    out = subprocess.run(
+        ["wrk", "-t2", f"-c{connections}", f"-d{seconds}s", "-s", script.name, url + "/invocations"],
+        capture_output=True,
+        text=True,
+        timeout=seconds + 60,
+    ).stdout
     os.unlink(script.name)
     requests = int(re.search(r"(\d+) requests in", out).group(1))
     non_2xx = int((re.search(r"Non-2xx or 3xx responses: (\d+)", out) or [0, 0])[1])
     socket_errors = sum(int(n) for n in re.findall(r"(?:connect|read|write|timeout) (\d+)", out))
-    return {"connections": connections, "seconds": seconds, "requests": requests, "errors": non_2xx + socket_errors,
-            "requests_per_s": round(requests / seconds)}
+    return {
+        "connections": connections,
+        "seconds": seconds,
+        "requests": requests,
+        "errors": non_2xx + socket_errors,
+        "requests_per_s": round(requests / seconds),
+    }
 
 
 class Load:
@@ -82,7 +93,7 @@ class Load:
         self.stop = threading.Event()
         self.threads = [threading.Thread(target=self._run, daemon=True) for _ in range(count)]
 
-    def __enter__(self) -> "Load":
+    def __enter__(self) -> Load:
         for thread in self.threads:
             thread.start()
         return self
@@ -124,9 +135,11 @@ class Load:
 def kill_and_recover(stack: serve_stack.Stack, target: str) -> dict:
     """SIGKILL one part of the stack under load at concurrency 16; failed requests and seconds to /ping 200."""
     gunicorn = stack.pid_of("gunicorn-supervised")
-    pids = {"model server": lambda: stack.pid_of("tfs-0"),
-            "gunicorn worker": lambda: min(processes.descendants(gunicorn)),
-            "nginx master": lambda: stack.pid_of("nginx-supervised")}
+    pids = {
+        "model server": lambda: stack.pid_of("tfs-0"),
+        "gunicorn worker": lambda: min(processes.descendants(gunicorn)),
+        "nginx master": lambda: stack.pid_of("nginx-supervised"),
+    }
     with Load(stack.port, 16) as load:
         time.sleep(2)
         before = load.ok
@@ -139,8 +152,14 @@ def kill_and_recover(stack: serve_stack.Stack, target: str) -> dict:
             time.sleep(0.05)
         recovered = time.monotonic() - killed_at
         time.sleep(2)  # requests go on being answered afterwards
-    return {"target": target, "failed_requests": load.failed, "seconds_until_ping_200": round(recovered, 2),
-            "answered": load.ok, "answered_before_kill": before, "first_failures": load.failures}
+    return {
+        "target": target,
+        "failed_requests": load.failed,
+        "seconds_until_ping_200": round(recovered, 2),
+        "answered": load.ok,
+        "answered_before_kill": before,
+        "first_failures": load.failures,
+    }
 
 
 def raw(port: int, data: bytes) -> tuple[int, str, bytes]:
@@ -151,15 +170,16 @@ def raw(port: int, data: bytes) -> tuple[int, str, bytes]:
         try:
             while chunk := sock.recv(65536):
                 chunks.append(chunk)
-        except (socket.timeout, ConnectionResetError):
+        except (TimeoutError, ConnectionResetError):
             pass
     head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
     lines = head.decode("latin-1").split("\r\n")
     if not lines[0].startswith("HTTP/"):
         return 0, "", b""
     status = int(lines[0].split()[1])
-    content_type = next((line.split(":", 1)[1].strip() for line in lines[1:]
-                         if line.lower().startswith("content-type:")), "")
+    content_type = next(
+        (line.split(":", 1)[1].strip() for line in lines[1:] if line.lower().startswith("content-type:")), ""
+    )
     if any(line.lower() == "transfer-encoding: chunked" for line in lines[1:]):
         body = dechunk(body)
     return status, content_type, body
@@ -172,7 +192,7 @@ def dechunk(data: bytes) -> bytes:
         size = int(size_line.split(b";")[0] or b"0", 16)
         if size == 0:
             break
-        out, data = out + rest[:size], rest[size + 2:]
+        out, data = out + rest[:size], rest[size + 2 :]
     return out
 
 
@@ -182,8 +202,11 @@ def bad_requests() -> dict[str, bytes]:
 
     post = "POST /invocations HTTP/1.1"
     return {
-        "body over the limit (413)": request(post, "Host: x\r\nContent-Type: application/json\r\n"
-                                                   "Content-Length: 2000000\r\n", b"[" + b"1," * 999_999 + b"1]"),
+        "body over the limit (413)": request(
+            post,
+            "Host: x\r\nContent-Type: application/json\r\nContent-Length: 2000000\r\n",
+            b"[" + b"1," * 999_999 + b"1]",
+        ),
         "header line too large": request("GET /ping HTTP/1.1", "Host: x\r\nX-Big: " + "a" * 70_000 + "\r\n"),
         "malformed header": request("GET /ping HTTP/1.1", "Host: x\r\nno colon here\r\n"),
         "bad Content-Length": request(post, "Host: x\r\nContent-Length: abc\r\n"),
@@ -192,20 +215,24 @@ def bad_requests() -> dict[str, bytes]:
         "HTTP/3.0 (505)": request("GET /ping HTTP/3.0"),
         "unknown method (501 or 405)": request("FOO /ping HTTP/1.1"),
         "TRACE": request("TRACE /ping HTTP/1.1"),
-        "two Content-Type headers": request(post, "Host: x\r\nContent-Type: application/json\r\n"
-                                                  "Content-Type: text/csv\r\nContent-Length: 3\r\n", b"[1]"),
-        "too many headers": request("GET /ping HTTP/1.1", "Host: x\r\n" + "".join(
-            f"X-H{i}: v\r\n" for i in range(150))),
+        "two Content-Type headers": request(
+            post, "Host: x\r\nContent-Type: application/json\r\nContent-Type: text/csv\r\nContent-Length: 3\r\n", b"[1]"
+        ),
+        "too many headers": request(
+            "GET /ping HTTP/1.1", "Host: x\r\n" + "".join(f"X-H{i}: v\r\n" for i in range(150))
+        ),
         "unknown path (404)": request("GET /nope HTTP/1.1"),
         "wrong method (405)": request("DELETE /invocations HTTP/1.1"),
-        "bad JSON (400)": request(post, "Host: x\r\nContent-Type: application/json\r\nContent-Length: 5\r\n",
-                                  b"{nope"),
-        "unsupported Content-Type (415)": request(post, "Host: x\r\nContent-Type: image/gif\r\n"
-                                                        "Content-Length: 3\r\n", b"GIF"),
-        "deeply nested JSON": request(post, "Host: x\r\nContent-Type: application/json\r\nContent-Length: 4000\r\n",
-                                      b"[" * 2000 + b"]" * 2000),
-        "huge integer": request(post, "Host: x\r\nContent-Type: application/json\r\nContent-Length: 5000\r\n",
-                                b"9" * 5000),
+        "bad JSON (400)": request(post, "Host: x\r\nContent-Type: application/json\r\nContent-Length: 5\r\n", b"{nope"),
+        "unsupported Content-Type (415)": request(
+            post, "Host: x\r\nContent-Type: image/gif\r\nContent-Length: 3\r\n", b"GIF"
+        ),
+        "deeply nested JSON": request(
+            post, "Host: x\r\nContent-Type: application/json\r\nContent-Length: 4000\r\n", b"[" * 2000 + b"]" * 2000
+        ),
+        "huge integer": request(
+            post, "Host: x\r\nContent-Type: application/json\r\nContent-Length: 5000\r\n", b"9" * 5000
+        ),
     }
 
 
@@ -233,8 +260,12 @@ def stop_and_count(stack: serve_stack.Stack) -> dict:
     time.sleep(0.5)
     left = [pid for pid in pids if processes.pid_alive(pid)]
     listening = [port for port in stack_ports if ports.listening_addresses(port)]
-    return {"exit_status": code, "processes_before": len(pids), "processes_left": len(left),
-            "ports_left_listening": listening}
+    return {
+        "exit_status": code,
+        "processes_before": len(pids),
+        "processes_left": len(left),
+        "ports_left_listening": listening,
+    }
 
 
 def memory_after_burst(tmp: Path, count: int = 40, body_mb: int = 10) -> dict:
@@ -250,40 +281,57 @@ def memory_after_burst(tmp: Path, count: int = 40, body_mb: int = 10) -> dict:
             after = processes.settled_rss(pids, {pid: before[pid] * 1.2 for pid in pids})
         finally:
             stack.stop()
-    return {"clients": count, "body_mb": body_mb, "answered_200": statuses.count(200),
-            "rss_kb_before": list(before.values()), "rss_kb_after": list(after.values()),
-            "worst_ratio": round(max(after[pid] / before[pid] for pid in pids), 2)}
+    return {
+        "clients": count,
+        "body_mb": body_mb,
+        "answered_200": statuses.count(200),
+        "rss_kb_before": list(before.values()),
+        "rss_kb_after": list(after.values()),
+        "worst_ratio": round(max(after[pid] / before[pid] for pid in pids), 2),
+    }
 
 
 def main_stack(tmp: Path, parts: set[str], load_seconds: int, results: dict) -> None:
     """The parts measured on the main stack (the pass-through pair, calling the model server)."""
     model = model_dirs.write_code(model_dirs.copy_model(paths.HALF_PLUS_THREE, tmp, "model"), PAIR)
-    stack = serve_stack.Stack(model, env={"SAGEMAKER_NGINX_CLIENT_MAX_BODY_SIZE": MAX_BODY,
-                                          "TF_CPP_MIN_LOG_LEVEL": "2"})
+    stack = serve_stack.Stack(
+        model, env={"SAGEMAKER_NGINX_CLIENT_MAX_BODY_SIZE": MAX_BODY, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    )
     stack.start()
     try:
         if "load" in parts:
             results["load"] = load = wrk_load(stack.url, load_seconds, 64)
-            print(f"load: c64 {load_seconds}s: {load['requests']} requests, {load['errors']} errors "
-                  f"({load['requests_per_s']} req/s)", flush=True)
+            print(
+                f"load: c64 {load_seconds}s: {load['requests']} requests, {load['errors']} errors "
+                f"({load['requests_per_s']} req/s)",
+                flush=True,
+            )
         if "faults" in parts:
             results["faults"] = []
             for target in ("model server", "gunicorn worker", "nginx master"):
                 fault = kill_and_recover(stack, target)
                 results["faults"].append(fault)
-                print(f"SIGKILL {target} under c16: {fault['failed_requests']} failed request(s), /ping 200 again "
-                      f"after {fault['seconds_until_ping_200']} s ({fault['answered']} answered)"
-                      + (f"; first failures: {fault['first_failures']}" if fault["failed_requests"] else ""),
-                      flush=True)
+                print(
+                    f"SIGKILL {target} under c16: {fault['failed_requests']} failed request(s), /ping 200 again "
+                    f"after {fault['seconds_until_ping_200']} s ({fault['answered']} answered)"
+                    + (f"; first failures: {fault['first_failures']}" if fault["failed_requests"] else ""),
+                    flush=True,
+                )
         if "errors" in parts:
             results["errors"] = errors = error_bodies(stack.port)
-            print(f"error bodies: {errors['requests'] - len(errors['not_json'])} of {errors['requests']} JSON"
-                  + (f"; not JSON: {errors['not_json']}" if errors["not_json"] else ""), flush=True)
+            print(
+                f"error bodies: {errors['requests'] - len(errors['not_json'])} of {errors['requests']} JSON"
+                + (f"; not JSON: {errors['not_json']}" if errors["not_json"] else ""),
+                flush=True,
+            )
         if "exit" in parts:
             results["exit"] = done = stop_and_count(stack)
-            print(f"exit: SIGTERM -> status {done['exit_status']}, {done['processes_left']} of "
-                  f"{done['processes_before']} processes left, ports still listening: "
-                  f"{done['ports_left_listening'] or 'none'}", flush=True)
+            print(
+                f"exit: SIGTERM -> status {done['exit_status']}, {done['processes_left']} of "
+                f"{done['processes_before']} processes left, ports still listening: "
+                f"{done['ports_left_listening'] or 'none'}",
+                flush=True,
+            )
     finally:
         stack.stop()
 
@@ -306,8 +354,12 @@ def sigkill_serve(tmp: Path) -> dict:
                 time.sleep(0.05)
         finally:
             stack.stop()
-    return {"processes_before": len(pids), "processes_left": len(left), "ports_left_listening": listening,
-            "seconds_until_nothing_left": round(seconds, 2) if not left and not listening else None}
+    return {
+        "processes_before": len(pids),
+        "processes_left": len(left),
+        "ports_left_listening": listening,
+        "seconds_until_nothing_left": round(seconds, 2) if not left and not listening else None,
+    }
 
 
 def main() -> int:
@@ -321,14 +373,20 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="benchmark-faults-") as tmp:
         if "memory" in parts:
             memory = results["memory"] = memory_after_burst(Path(tmp))
-            print(f"memory: {memory['clients']} x {memory['body_mb']} MB POST ({memory['answered_200']} answered 200): "
-                  f"worker VmRSS {memory['rss_kb_before']} kB before, {memory['rss_kb_after']} kB after, worst "
-                  f"{memory['worst_ratio']}x", flush=True)
+            print(
+                f"memory: {memory['clients']} x {memory['body_mb']} MB POST ({memory['answered_200']} answered 200): "
+                f"worker VmRSS {memory['rss_kb_before']} kB before, {memory['rss_kb_after']} kB after, worst "
+                f"{memory['worst_ratio']}x",
+                flush=True,
+            )
         if "sigkill" in parts:
             killed = results["sigkill"] = sigkill_serve(Path(tmp))
-            print(f"SIGKILL serve: {killed['processes_left']} of {killed['processes_before']} processes left, ports "
-                  f"still listening: {killed['ports_left_listening'] or 'none'}, nothing left after "
-                  f"{killed['seconds_until_nothing_left']} s", flush=True)
+            print(
+                f"SIGKILL serve: {killed['processes_left']} of {killed['processes_before']} processes left, ports "
+                f"still listening: {killed['ports_left_listening'] or 'none'}, nothing left after "
+                f"{killed['seconds_until_nothing_left']} s",
+                flush=True,
+            )
         if parts & {"load", "faults", "errors", "exit"}:
             main_stack(Path(tmp), parts, args.load_seconds, results)
     if args.json:

@@ -44,8 +44,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 MODEL = REPO / "test" / "data" / "tfs-reference-models" / "saved_model_half_plus_three"
 BODY = '{"instances": [1.0, 2.0, 5.0]}'
-BATCHING = ("max_batch_size { value: 64 }\nbatch_timeout_micros { value: 0 }\n"
-            "max_enqueued_batches { value: 1000 }\nnum_batch_threads { value: 1 }\n")
+BATCHING = (
+    "max_batch_size { value: 64 }\nbatch_timeout_micros { value: 0 }\n"
+    "max_enqueued_batches { value: 1000 }\nnum_batch_threads { value: 1 }\n"
+)
 
 
 def free_port() -> int:
@@ -59,7 +61,6 @@ def in_process_rates(seconds: float) -> tuple[float, float]:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import numpy as np
     import tensorflow as tf
-
     from sagemaker_tfs.model_server import servable
 
     model = servable.load("half_plus_three", 123, MODEL / "00000123")
@@ -92,12 +93,24 @@ class Server:
     def __init__(self, workdir: Path, batching: bool, models: dict[str, Path] | None = None, extra: tuple = ()):
         self.rest_port, self.grpc_port = free_port(), free_port()
         config = workdir / "models.config"
-        config.write_text("model_config_list { %s }" % " ".join(
-            'config { name: "%s" base_path: "%s" model_platform: "tensorflow" }' % item
-            for item in (models or {"half_plus_three": MODEL}).items()))
-        args = [sys.executable, "-m", "sagemaker_tfs.model_server", f"--port={self.grpc_port}",
-                f"--rest_api_port={self.rest_port}", f"--model_config_file={config}", "--max_num_load_retries=0",
-                "--file_system_poll_wait_seconds=0", *extra]
+        config.write_text(
+            "model_config_list { %s }"
+            % " ".join(
+                'config { name: "%s" base_path: "%s" model_platform: "tensorflow" }' % item
+                for item in (models or {"half_plus_three": MODEL}).items()
+            )
+        )
+        args = [
+            sys.executable,
+            "-m",
+            "sagemaker_tfs.model_server",
+            f"--port={self.grpc_port}",
+            f"--rest_api_port={self.rest_port}",
+            f"--model_config_file={config}",
+            "--max_num_load_retries=0",
+            "--file_system_poll_wait_seconds=0",
+            *extra,
+        ]
         if batching:
             (workdir / "batching.txt").write_text(BATCHING)
             args += ["--enable_batching", f"--batching_parameters_file={workdir / 'batching.txt'}"]
@@ -127,8 +140,12 @@ def wrk(port: int, connections: int, seconds: float, workdir: Path, model: str =
     script.write_text(f"wrk.method = 'POST'\nwrk.body = '{BODY}'\nwrk.headers['Content-Type'] = 'application/json'\n")
     url = f"http://127.0.0.1:{port}/v1/models/{model}:predict"
     subprocess.run(["wrk", "-t1", f"-c{connections}", "-d1s", "-s", str(script), url], capture_output=True)  # warm
-    out = subprocess.run(["wrk", "-t1", f"-c{connections}", f"-d{seconds:g}s", "-s", str(script), url],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        ["wrk", "-t1", f"-c{connections}", f"-d{seconds:g}s", "-s", str(script), url],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     if "Non-2xx" in out:
         raise SystemExit(f"wrk saw errors:\n{out}")
     return float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
@@ -170,15 +187,34 @@ class H2load:
         return self._run(streams, seconds)
 
     def _run(self, streams: int, seconds: float) -> float:
-        out = subprocess.run(["h2load", "-t1", "-c1", f"-m{streams}", f"-D{seconds:g}", "-d", str(self.body),
-                              "-H", "content-type: application/grpc", "-H", "te: trailers", "-H", "grpc-timeout: 30S",
-                              self.url], capture_output=True, text=True, check=True).stdout
+        out = subprocess.run(
+            [
+                "h2load",
+                "-t1",
+                "-c1",
+                f"-m{streams}",
+                f"-D{seconds:g}",
+                "-d",
+                str(self.body),
+                "-H",
+                "content-type: application/grpc",
+                "-H",
+                "te: trailers",
+                "-H",
+                "grpc-timeout: 30S",
+                self.url,
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
         done = int(re.search(r"(\d+) done, \d+ succeeded, 0 failed, 0 errored", out).group(1))
         data = int(re.search(r"\((\d+)\) data", out).group(1))
         # An error answer has no message: short of bytes (calls cut at the end may add up to `streams` answers)
         if not done or not 0 <= data - done * self.answer_bytes <= streams * self.answer_bytes:
-            raise SystemExit(f"h2load saw gRPC errors ({data} bytes of answers for {done} calls of "
-                             f"{self.answer_bytes}):\n{out}")
+            raise SystemExit(
+                f"h2load saw gRPC errors ({data} bytes of answers for {done} calls of {self.answer_bytes}):\n{out}"
+            )
         return float(re.search(r"finished in [\d.]+s, ([\d.]+) req/s", out).group(1))
 
 
@@ -225,16 +261,22 @@ def main() -> int:
     try:
         batching = Server(workdir, batching=True)
         for connections in (1, 8, 32):
-            results[f"REST predict, concurrency {connections} (req/s)"] = wrk(plain.rest_port, connections,
-                                                                            args.seconds, workdir)
+            results[f"REST predict, concurrency {connections} (req/s)"] = wrk(
+                plain.rest_port, connections, args.seconds, workdir
+            )
         h2load = H2load(plain.grpc_port, workdir)
         results["gRPC Predict, concurrency 8, h2load (req/s)"] = h2load.rate(8, args.seconds)
-        results["gRPC Predict, Python stub, 8 threads: client-bound (req/s)"] = grpc_stub_rate(plain.grpc_port, 8,
-                                                                                               args.seconds)
-        grpc_rounds = [(wrk(plain.rest_port, 8, args.seconds, workdir), h2load.rate(8, args.seconds))
-                       for _ in range(args.grpc_rounds)]
-        rounds = [(wrk(plain.rest_port, 32, args.seconds, workdir), wrk(batching.rest_port, 32, args.seconds,
-                                                                         workdir)) for _ in range(args.rounds)]
+        results["gRPC Predict, Python stub, 8 threads: client-bound (req/s)"] = grpc_stub_rate(
+            plain.grpc_port, 8, args.seconds
+        )
+        grpc_rounds = [
+            (wrk(plain.rest_port, 8, args.seconds, workdir), h2load.rate(8, args.seconds))
+            for _ in range(args.grpc_rounds)
+        ]
+        rounds = [
+            (wrk(plain.rest_port, 32, args.seconds, workdir), wrk(batching.rest_port, 32, args.seconds, workdir))
+            for _ in range(args.rounds)
+        ]
     finally:
         plain.stop()
         if batching is not None:
@@ -249,16 +291,22 @@ def main() -> int:
     for name, value in results.items():
         print(f"{name:<{width}}  {value:>10,.0f}")
     rest8 = results["REST predict, concurrency 8 (req/s)"]
-    print(f"REST c8 / in-process signature call (TensorFlow): {rest8 / reference:.0%}  (target >= 40%); "
-          f"/ our engine's C call: {rest8 / ours:.0%}")
+    print(
+        f"REST c8 / in-process signature call (TensorFlow): {rest8 / reference:.0%}  (target >= 40%); "
+        f"/ our engine's C call: {rest8 / ours:.0%}"
+    )
     grpc_ratios = [g / r for r, g in grpc_rounds]
-    print(f"gRPC c8 / REST c8, median of the rounds' ratios: {statistics.median(grpc_ratios):.2f}x (target >= 1.0x; "
-          f"rounds: {', '.join(f'{r:.2f}x' for r in grpc_ratios)}; ratio of the medians: "
-          f"{grpc8_median / rest8_median:.2f}x)")
+    print(
+        f"gRPC c8 / REST c8, median of the rounds' ratios: {statistics.median(grpc_ratios):.2f}x (target >= 1.0x; "
+        f"rounds: {', '.join(f'{r:.2f}x' for r in grpc_ratios)}; ratio of the medians: "
+        f"{grpc8_median / rest8_median:.2f}x)"
+    )
     ratios = [b / u for u, b in rounds]  # each round measures both back to back: the machine's drift cancels
-    print(f"batching c32 / no batching c32, median of the rounds' ratios: {statistics.median(ratios):.2f}x "
-          f"(target >= 2x; rounds: {', '.join(f'{r:.2f}x' for r in ratios)}; ratio of the medians: "
-          f"{batched / unbatched:.2f}x)")
+    print(
+        f"batching c32 / no batching c32, median of the rounds' ratios: {statistics.median(ratios):.2f}x "
+        f"(target >= 2x; rounds: {', '.join(f'{r:.2f}x' for r in ratios)}; ratio of the medians: "
+        f"{batched / unbatched:.2f}x)"
+    )
     shutil.rmtree(workdir, ignore_errors=True)
     return 0
 

@@ -50,8 +50,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "test"))
 sys.path.insert(0, str(REPO / "test" / "multi_model"))
 sys.path.insert(0, str(REPO / "scripts"))
-import gated_model  # noqa: E402  (a model whose load waits until a file exists)
 import clients  # noqa: E402
+import gated_model  # noqa: E402  (a model whose load waits until a file exists)
 import model_dirs  # noqa: E402
 import paths  # noqa: E402
 import ports  # noqa: E402
@@ -134,8 +134,9 @@ def original_environment() -> Path:
     python = venv / "bin" / "python"
     if not python.exists():
         subprocess.run([sys.executable, "-m", "venv", venv], check=True)
-    subprocess.run([python, "-m", "pip", "install", "-q", "--disable-pip-version-check", *ORIGINAL_PACKAGES],
-                   check=True)
+    subprocess.run(
+        [python, "-m", "pip", "install", "-q", "--disable-pip-version-check", *ORIGINAL_PACKAGES], check=True
+    )
     return python
 
 
@@ -145,8 +146,13 @@ def check_invoke(port: int) -> None:
 
 
 def load(port: int, model: Path) -> None:
-    answer = clients.http_call(port, "POST", "/models", json.dumps({"model_name": "hp", "url": str(model)}),
-                               {"Content-Type": "application/json"})
+    answer = clients.http_call(
+        port,
+        "POST",
+        "/models",
+        json.dumps({"model_name": "hp", "url": str(model)}),
+        {"Content-Type": "application/json"},
+    )
     assert answer.status == 200, answer.body[:300]
 
 
@@ -158,23 +164,41 @@ def original_service(original: Path, python: Path, work: Path, env: dict[str, st
         (folder / sub).mkdir(parents=True)
     work.chmod(0o755)  # nginx's workers (nobody, under root) reach gunicorn's socket, as in the original's image
     for name in ORIGINAL_FILES:
-        (folder / "sagemaker" / name).write_bytes(subprocess.run(
-            ["git", "--git-dir", original, "show", f"HEAD:docker/build_artifacts/sagemaker/{name}"],
-            check=True, capture_output=True).stdout)
+        (folder / "sagemaker" / name).write_bytes(
+            subprocess.run(
+                ["git", "--git-dir", original, "show", f"HEAD:docker/build_artifacts/sagemaker/{name}"],
+                check=True,
+                capture_output=True,
+            ).stdout
+        )
     low, high = ports.free_port_range(20)
     port = ports.free_port()
     (folder / "nginx.conf").write_text(ORIGINAL_NGINX.format(folder=folder, port=port))
-    gunicorn = (f"{python.parent / 'gunicorn'} -b unix:{folder}/gunicorn.sock -k gevent --chdir /sagemaker "
-                f"--workers 1 --threads 1 --log-level warning --timeout 60 -e SAGEMAKER_MULTI_MODEL=true "
-                f"-e SAGEMAKER_SAFE_PORT_RANGE={low}-{high} -e SAGEMAKER_TFS_WAIT_TIME_SECONDS=60 "
-                "python_service:app")
+    gunicorn = (
+        f"{python.parent / 'gunicorn'} -b unix:{folder}/gunicorn.sock -k gevent --chdir /sagemaker "
+        f"--workers 1 --threads 1 --log-level warning --timeout 60 -e SAGEMAKER_MULTI_MODEL=true "
+        f"-e SAGEMAKER_SAFE_PORT_RANGE={low}-{high} -e SAGEMAKER_TFS_WAIT_TIME_SECONDS=60 "
+        "python_service:app"
+    )
     made = not Path("/sagemaker").exists()  # a mount point for the namespace's bind mount, removed after
     Path("/sagemaker").mkdir(exist_ok=True)
     try:
-        with processes.Background(["unshare", "--mount", "--propagation", "private", "sh", "-c",
-                                   f"mount --bind {folder / 'sagemaker'} /sagemaker && exec {gunicorn}"],
-                                  env=env, stop_timeout=10) as service, \
-                processes.Background(["nginx", "-c", folder / "nginx.conf", "-e", "stderr"], stop_timeout=10):
+        with (
+            processes.Background(
+                [
+                    "unshare",
+                    "--mount",
+                    "--propagation",
+                    "private",
+                    "sh",
+                    "-c",
+                    f"mount --bind {folder / 'sagemaker'} /sagemaker && exec {gunicorn}",
+                ],
+                env=env,
+                stop_timeout=10,
+            ) as service,
+            processes.Background(["nginx", "-c", folder / "nginx.conf", "-e", "stderr"], stop_timeout=10),
+        ):
             service.wait_until(lambda: (folder / "gunicorn.sock").exists(), timeout=60, what="listening")
             processes.wait_for(lambda: ports.port_is_open(port), what="the original's nginx listening")
             yield port
@@ -193,8 +217,10 @@ def versus_original(original: Path, duration: int, rounds: int) -> dict:
         model = model_dirs.copy_model(paths.HALF_PLUS_TWO, work / "models", "hp")
         lua = lua_script(work, ["/models/hp/invoke"])
         rows: dict[int, list[tuple[dict, dict]]] = {8: [], 1: []}
-        with serve_stack.Stack(work / "models", {**env, "SAGEMAKER_MULTI_MODEL": "true"}) as stack, \
-                original_service(original, python, work, env) as port:
+        with (
+            serve_stack.Stack(work / "models", {**env, "SAGEMAKER_MULTI_MODEL": "true"}) as stack,
+            original_service(original, python, work, env) as port,
+        ):
             urls = {"ours": stack.url, "the original": f"http://127.0.0.1:{port}"}
             for url in urls.values():
                 load(int(url.rsplit(":", 1)[1]), model)
@@ -203,18 +229,26 @@ def versus_original(original: Path, duration: int, rounds: int) -> dict:
                 for connections in (8, 1):
                     ours, theirs = (wrk(url, lua, connections, duration) for url in urls.values())
                     rows[connections].append((ours, theirs))
-                    print(f"round {number} c{connections}: ours {ours['requests_per_s']} req/s (p50 "
-                          f"{ours['p50_ms']} ms), the original {theirs['requests_per_s']} req/s (p50 "
-                          f"{theirs['p50_ms']} ms): {ours['requests_per_s'] / theirs['requests_per_s']:.1f}x",
-                          flush=True)
+                    print(
+                        f"round {number} c{connections}: ours {ours['requests_per_s']} req/s (p50 "
+                        f"{ours['p50_ms']} ms), the original {theirs['requests_per_s']} req/s (p50 "
+                        f"{theirs['p50_ms']} ms): {ours['requests_per_s'] / theirs['requests_per_s']:.1f}x",
+                        flush=True,
+                    )
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    medians = {connections: statistics.median(ours["requests_per_s"] / theirs["requests_per_s"]
-                                              for ours, theirs in pairs) for connections, pairs in rows.items()}
-    print(f"\nmulti-model invoke, ours vs the original, median of {rounds} rounds: c8 {medians[8]:.1f}x (target >= "
-          f"10x) {'✓' if medians[8] >= 10 else '✗'}; c1 {medians[1]:.1f}x")
-    return {"versus_original": {f"c{c}": pairs for c, pairs in rows.items()},
-            "invoke_vs_original": {f"c{c}": round(m, 2) for c, m in medians.items()}}
+    medians = {
+        connections: statistics.median(ours["requests_per_s"] / theirs["requests_per_s"] for ours, theirs in pairs)
+        for connections, pairs in rows.items()
+    }
+    print(
+        f"\nmulti-model invoke, ours vs the original, median of {rounds} rounds: c8 {medians[8]:.1f}x (target >= "
+        f"10x) {'✓' if medians[8] >= 10 else '✗'}; c1 {medians[1]:.1f}x"
+    )
+    return {
+        "versus_original": {f"c{c}": pairs for c, pairs in rows.items()},
+        "invoke_vs_original": {f"c{c}": round(m, 2) for c, m in medians.items()},
+    }
 
 
 def main() -> int:
@@ -222,8 +256,12 @@ def main() -> int:
     parser.add_argument("--duration", type=int, default=5, help="seconds of each wrk row")
     parser.add_argument("--loads", type=int, default=50, help="loads measured for the load latency")
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
-    parser.add_argument("--versus-original", type=Path, metavar="GIT_DIR",
-                        help="only: invocations, ours vs the original's, against the stand-in")
+    parser.add_argument(
+        "--versus-original",
+        type=Path,
+        metavar="GIT_DIR",
+        help="only: invocations, ours vs the original's, against the stand-in",
+    )
     parser.add_argument("--rounds", type=int, default=5, help="with --versus-original: alternating rounds")
     args = parser.parse_args()
     for tool in ("nginx", "wrk"):
@@ -246,8 +284,11 @@ def main() -> int:
         stack.start()
         model_server = stack.pid_of("tfs-0")
         workers = worker_pids(stack.pid_of("gunicorn-supervised"))
-        print(f"multi-model stack: {len(workers)} gunicorn worker(s), 1 model server; body {BODY}; "
-              f"wrk {args.duration} s per row", flush=True)
+        print(
+            f"multi-model stack: {len(workers)} gunicorn worker(s), 1 model server; body {BODY}; "
+            f"wrk {args.duration} s per row",
+            flush=True,
+        )
 
         # load latency: load and unload one small model, again and again
         seconds = []
@@ -257,36 +298,49 @@ def main() -> int:
             seconds.append(time.perf_counter() - started)
             assert answer.status == 200, answer.text
             assert clients.http_call(stack.port, "DELETE", "/models/probe").status == 200
-        results["load_ms"] = {"p50": round(1000 * statistics.median(seconds), 1),
-                              "p99": round(1000 * percentile(seconds, 99), 1), "loads": len(seconds)}
-        print(f"load latency over {len(seconds)} loads: p50 {results['load_ms']['p50']} ms, "
-              f"p99 {results['load_ms']['p99']} ms", flush=True)
+        results["load_ms"] = {
+            "p50": round(1000 * statistics.median(seconds), 1),
+            "p99": round(1000 * percentile(seconds, 99), 1),
+            "loads": len(seconds),
+        }
+        print(
+            f"load latency over {len(seconds)} loads: p50 {results['load_ms']['p50']} ms, "
+            f"p99 {results['load_ms']['p99']} ms",
+            flush=True,
+        )
 
         # memory: 20 models loaded
         before = rss_kb(model_server), sum(map(rss_kb, workers))
         for i in range(SPREAD):
             assert post(stack, "/models", {"model_name": f"m{i:02d}", "url": str(root / f"m{i:02d}")}).status == 200
         after = rss_kb(model_server), sum(map(rss_kb, workers))
-        results["rss_per_model_kb"] = {"model_server": round((after[0] - before[0]) / SPREAD),
-                                       "gunicorn_workers": round((after[1] - before[1]) / SPREAD)}
-        print(f"resident memory per loaded model: model server {results['rss_per_model_kb']['model_server']} kB, "
-              f"gunicorn workers (all) {results['rss_per_model_kb']['gunicorn_workers']} kB", flush=True)
+        results["rss_per_model_kb"] = {
+            "model_server": round((after[0] - before[0]) / SPREAD),
+            "gunicorn_workers": round((after[1] - before[1]) / SPREAD),
+        }
+        print(
+            f"resident memory per loaded model: model server {results['rss_per_model_kb']['model_server']} kB, "
+            f"gunicorn workers (all) {results['rss_per_model_kb']['gunicorn_workers']} kB",
+            flush=True,
+        )
 
         # throughput: spread over 20 models vs one model (after a warm-up: a model's first runs go to threads
         # until the model server knows their cost)
         for i in range(SPREAD):
             for _ in range(20):
                 assert post(stack, f"/models/m{i:02d}/invoke", json.loads(BODY)).status == 200
-        spread = wrk(stack.url, lua_script(work, [f"/models/m{i:02d}/invoke" for i in range(SPREAD)]), 8,
-                     args.duration)
+        spread = wrk(stack.url, lua_script(work, [f"/models/m{i:02d}/invoke" for i in range(SPREAD)]), 8, args.duration)
         one = wrk(stack.url, lua_script(work, ["/models/m00/invoke"]), 8, args.duration)
         results["c8_spread_20_models"], results["c8_one_model"] = spread, one
         ratio = spread["requests_per_s"] / one["requests_per_s"]
         results["spread_vs_one"] = round(ratio, 3)
-        print(f"c8 over {SPREAD} models: {spread['requests_per_s']} req/s (p50 {spread['p50_ms']} / p99 "
-              f"{spread['p99_ms']} ms, errors {spread['non_2xx'] + spread['socket_errors']}); one model: "
-              f"{one['requests_per_s']} req/s (p50 {one['p50_ms']} / p99 {one['p99_ms']} ms): {100 * ratio:.1f}% "
-              "(target >= 90%)", flush=True)
+        print(
+            f"c8 over {SPREAD} models: {spread['requests_per_s']} req/s (p50 {spread['p50_ms']} / p99 "
+            f"{spread['p99_ms']} ms, errors {spread['non_2xx'] + spread['socket_errors']}); one model: "
+            f"{one['requests_per_s']} req/s (p50 {one['p50_ms']} / p99 {one['p99_ms']} ms): {100 * ratio:.1f}% "
+            "(target >= 90%)",
+            flush=True,
+        )
 
         # invocations of A while B's load waits at its gate for the whole row
         with ThreadPoolExecutor(1) as pool:
@@ -299,10 +353,13 @@ def main() -> int:
             gate.open()
             assert gated.result().status == 200
         results["c8_one_model_during_a_waiting_load"] = waiting
-        print(f"c8 model A during one load of B that waited the whole row (still loading at its end: "
-              f"{still_loading}): {waiting['requests_per_s']} req/s, p99 {waiting['p99_ms']} ms vs {one['p99_ms']} ms "
-              f"idle: {waiting['p99_ms'] / one['p99_ms']:.2f}x (target <= 2x; errors "
-              f"{waiting['non_2xx'] + waiting['socket_errors']})", flush=True)
+        print(
+            f"c8 model A during one load of B that waited the whole row (still loading at its end: "
+            f"{still_loading}): {waiting['requests_per_s']} req/s, p99 {waiting['p99_ms']} ms vs {one['p99_ms']} ms "
+            f"idle: {waiting['p99_ms'] / one['p99_ms']:.2f}x (target <= 2x; errors "
+            f"{waiting['non_2xx'] + waiting['socket_errors']})",
+            flush=True,
+        )
 
         # invocations of A while B loads and unloads in a loop, vs A idle
         stop = threading.Event()
@@ -323,9 +380,12 @@ def main() -> int:
             loader.join()
         results["c8_one_model_while_loading"] = busy
         results["p99_while_loading_vs_idle"] = round(busy["p99_ms"] / one["p99_ms"], 2)
-        print(f"c8 model A while model B was loaded and unloaded {len(cycles)} times: {busy['requests_per_s']} req/s,"
-              f" p50 {busy['p50_ms']} ms, p99 {busy['p99_ms']} ms vs {one['p99_ms']} ms idle: {busy['p99_ms'] / one['p99_ms']:.2f}x "
-              f"(target <= 2x; errors {busy['non_2xx'] + busy['socket_errors']})", flush=True)
+        print(
+            f"c8 model A while model B was loaded and unloaded {len(cycles)} times: {busy['requests_per_s']} req/s,"
+            f" p50 {busy['p50_ms']} ms, p99 {busy['p99_ms']} ms vs {one['p99_ms']} ms idle: {busy['p99_ms'] / one['p99_ms']:.2f}x "
+            f"(target <= 2x; errors {busy['non_2xx'] + busy['socket_errors']})",
+            flush=True,
+        )
     finally:
         stack.stop()
         shutil.rmtree(work, ignore_errors=True)

@@ -83,8 +83,8 @@ import paths  # noqa: E402
 import ports  # noqa: E402
 import processes  # noqa: E402
 import serve_stack  # noqa: E402
-from sagemaker_tfs.stack import nginx  # noqa: E402  (the product's nginx settings, which the reference mirrors)
 from sagemaker_tfs.config import Settings  # noqa: E402
+from sagemaker_tfs.stack import nginx  # noqa: E402  (the product's nginx settings, which the reference mirrors)
 
 MODEL = "half_plus_three"
 VERSION = 123
@@ -93,15 +93,15 @@ CONCURRENCY = (1, 8, 32)
 SCRIPTS = {
     "no script": None,
     "no script (app)": None,
-    "pair": '''\
+    "pair": """\
 def input_handler(data, context):
     return data.read()
 
 
 def output_handler(response, context):
     return response.content, "application/json"
-''',
-    "handler (requests)": '''\
+""",
+    "handler (requests)": """\
 import requests
 
 session = requests.Session()  # keep-alive to the model server, per worker
@@ -110,13 +110,13 @@ session = requests.Session()  # keep-alive to the model server, per worker
 def handler(data, context):
     response = session.post(context.rest_uri, data=data.read(), timeout=context.timeout)
     return response.content, "application/json"
-''',
-    "handler (session)": '''\
+""",
+    "handler (session)": """\
 def handler(data, context):
     response = context.session.post(context.rest_uri, data=data.read(), timeout=context.timeout)
     return response.content, "application/json"
-''',
-    "toolkit": '''\
+""",
+    "toolkit": """\
 def input_fn(input_data, content_type):
     return input_data
 
@@ -127,7 +127,7 @@ def predict_fn(data, model):
 
 def output_fn(prediction, accept):
     return prediction
-''',
+""",
 }
 REFERENCE = "reference"
 APP_ONLY = {"no script (app)": {"SAGEMAKER_NGINX_DIRECT_INVOCATIONS": "false"}}  # extra settings of a target
@@ -139,17 +139,35 @@ NO_SCRIPT_BODIES = {
     "named model": (REQUEST_BODY, "application/json", [3.5, 4.0, 5.5], ("stand-in", "model server"), None, NAMED),
     "CSV": ("1.0\n2.0\n5.0", "text/csv", [3.5, 4.0, 5.5], ("stand-in", "model server"), None, {}),
     "flat list": ("[1.0, 2.0, 5.0]", "application/json", [[3.5, 4.0, 5.5]], ("model server",), None, {}),
-    "1 MB": ('{"instances": [' + ", ".join(["1.0"] * MB_INSTANCES) + "]}", "application/json", None,
-             ("stand-in", "model server"), (1,), {}),
-    "10 MB": ('{"instances": [' + ", ".join(["1.0"] * (10 * MB_INSTANCES)) + "]}", "application/json", None,
-              ("stand-in", "model server"), (1,), {}),
+    "1 MB": (
+        '{"instances": [' + ", ".join(["1.0"] * MB_INSTANCES) + "]}",
+        "application/json",
+        None,
+        ("stand-in", "model server"),
+        (1,),
+        {},
+    ),
+    "10 MB": (
+        '{"instances": [' + ", ".join(["1.0"] * (10 * MB_INSTANCES)) + "]}",
+        "application/json",
+        None,
+        ("stand-in", "model server"),
+        (1,),
+        {},
+    ),
 }
 TARGETS = (REFERENCE, *SCRIPTS)
 
-STANDIN_STATUS = json.dumps({"model_version_status": [{"version": str(VERSION), "state": "AVAILABLE", "status": {
-    "error_code": "OK", "error_message": ""}}]}, indent=1)
+STANDIN_STATUS = json.dumps(
+    {
+        "model_version_status": [
+            {"version": str(VERSION), "state": "AVAILABLE", "status": {"error_code": "OK", "error_message": ""}}
+        ]
+    },
+    indent=1,
+)
 STANDIN_PREDICTIONS = '{\n    "predictions": [3.5, 4.0, 5.5\n    ]\n}'
-STANDIN_BINARY = '''\
+STANDIN_BINARY = """\
 #!/bin/sh
 # A near-zero-cost stand-in for tensorflow_model_server: nginx answering canned bodies on --rest_api_port, and on
 # --port a gRPC server answering HandleReloadConfigRequest (a multi-model endpoint's loads) with an empty success.
@@ -159,10 +177,10 @@ conf="$STANDIN_DIR/standin-$port.conf"
 mkdir -p "$STANDIN_DIR/temp-$port"
 sed -e "s/@PORT@/$port/g" -e "s|@TEMP@|$STANDIN_DIR/temp-$port|g" "$STANDIN_DIR/standin.conf.in" > "$conf"
 exec nginx -c "$conf" -e stderr
-'''
+"""
 
 
-GRPC_STANDIN = '''\
+GRPC_STANDIN = """\
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
@@ -175,7 +193,7 @@ server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
 server.add_insecure_port(f"127.0.0.1:{sys.argv[1]}")
 server.start()
 server.wait_for_termination()
-'''
+"""
 
 
 def make_standin(root: Path) -> dict[str, str]:
@@ -188,8 +206,11 @@ def make_standin(root: Path) -> dict[str, str]:
     binary = standin / "bin" / "tensorflow_model_server"
     binary.write_text(STANDIN_BINARY)
     binary.chmod(0o755)
-    return {"PATH": f"{standin / 'bin'}:{os.environ['PATH']}", "STANDIN_DIR": str(standin),
-            "STANDIN_PYTHON": sys.executable}
+    return {
+        "PATH": f"{standin / 'bin'}:{os.environ['PATH']}",
+        "STANDIN_DIR": str(standin),
+        "STANDIN_PYTHON": sys.executable,
+    }
 
 
 def standin_template() -> str:
@@ -267,9 +288,13 @@ def reference_proxy(root: Path, standin: Path) -> Iterator[str]:
     config.write_text(reference_config(folder, port, backend_port))
     with contextlib.ExitStack() as started:
         for args, env, listening in (
-                ([standin / "bin" / "tensorflow_model_server", f"--rest_api_port={backend_port}"],
-                 {"STANDIN_DIR": str(standin)}, backend_port),
-                (nginx.command(config, nginx.version()), {}, port)):
+            (
+                [standin / "bin" / "tensorflow_model_server", f"--rest_api_port={backend_port}"],
+                {"STANDIN_DIR": str(standin)},
+                backend_port,
+            ),
+            (nginx.command(config, nginx.version()), {}, port),
+        ):
             process = processes.Background(args, env=env, stop_timeout=10)
             started.callback(process.log_path.unlink, missing_ok=True)
             started.enter_context(process)
@@ -281,10 +306,16 @@ _UNIT = {"us": 1e-3, "ms": 1.0, "s": 1e3}
 
 
 def wrk(url: str, lua: Path, connections: int, duration: int) -> dict:
-    out = subprocess.run(["wrk", f"-t{min(2, connections)}", f"-c{connections}", f"-d{duration}s", "--latency",
-                          "-s", str(lua), url], capture_output=True, text=True, check=True).stdout
-    result = {"requests_per_s": round(float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))),
-              "requests": int(re.search(r"(\d+) requests in", out).group(1))}
+    out = subprocess.run(
+        ["wrk", f"-t{min(2, connections)}", f"-c{connections}", f"-d{duration}s", "--latency", "-s", str(lua), url],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    result = {
+        "requests_per_s": round(float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))),
+        "requests": int(re.search(r"(\d+) requests in", out).group(1)),
+    }
     for pct, value, unit in re.findall(r"^\s+(50|99)%\s+([\d.]+)(us|ms|s)\s*$", out, re.M):
         result[f"p{pct}_ms"] = round(float(value) * _UNIT[unit], 3)
     errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
@@ -309,8 +340,13 @@ class WrongAnswer(Exception):
     """A target's first request did not get the expected answer: the target is reported failed, not measured."""
 
 
-def check_answer(url: str, body: str = REQUEST_BODY, content_type: str = "application/json",
-                 expected: list | None = [3.5, 4.0, 5.5], headers: dict[str, str] | None = None) -> None:
+def check_answer(
+    url: str,
+    body: str = REQUEST_BODY,
+    content_type: str = "application/json",
+    expected: list | None = [3.5, 4.0, 5.5],
+    headers: dict[str, str] | None = None,
+) -> None:
     """The first request's answer is 200 with the `expected` predictions (None: any 200); else WrongAnswer."""
     request = urllib.request.Request(url, body.encode(), {"Content-Type": content_type, **(headers or {})})
     try:
@@ -328,8 +364,16 @@ def check_answer(url: str, body: str = REQUEST_BODY, content_type: str = "applic
         raise WrongAnswer(f"answered {body[:300].decode(errors='replace')}")
 
 
-def run_backend(name: str, env: dict[str, str], root: Path, lua: Path, duration: int, table: list,
-                targets: list[str], concurrency: list[int]) -> None:
+def run_backend(
+    name: str,
+    env: dict[str, str],
+    root: Path,
+    lua: Path,
+    duration: int,
+    table: list,
+    targets: list[str],
+    concurrency: list[int],
+) -> None:
     for target in (t for t in targets if t in SCRIPTS):
         script = SCRIPTS[target]
         stack = serve_stack.Stack(model_folder(root, script), env={**env, **APP_ONLY.get(target, {})})
@@ -340,14 +384,18 @@ def run_backend(name: str, env: dict[str, str], root: Path, lua: Path, duration:
             shutil.rmtree(stack.runtime_dir, ignore_errors=True)
 
 
-def paired_rounds(root: Path, lua: Path, duration: int, rounds: int,
-                  variants: dict[str, tuple[str, dict[str, str]]]) -> list[float]:
+def paired_rounds(
+    root: Path, lua: Path, duration: int, rounds: int, variants: dict[str, tuple[str, dict[str, str]]]
+) -> list[float]:
     """Requests/s at c8 of two variants ({label: (target, environment)}), measured alternately on two stacks up
     side by side, so that the machine's changing load weighs on both alike; per round, the second's rate over the
     first's."""
-    stacks = {label: serve_stack.Stack(model_folder(root / label.replace(" ", "-"), SCRIPTS[target]),
-                                       env={**env, **APP_ONLY.get(target, {})})
-              for label, (target, env) in variants.items()}
+    stacks = {
+        label: serve_stack.Stack(
+            model_folder(root / label.replace(" ", "-"), SCRIPTS[target]), env={**env, **APP_ONLY.get(target, {})}
+        )
+        for label, (target, env) in variants.items()
+    }
     first, second = stacks
     ratios = []
     try:
@@ -358,11 +406,15 @@ def paired_rounds(root: Path, lua: Path, duration: int, rounds: int,
             except WrongAnswer as exc:
                 raise SystemExit(f"{label} failed: {exc}") from None
         for number in range(1, rounds + 1):
-            rates = {label: wrk(f"{stack.url}/invocations", lua, 8, duration)["requests_per_s"]
-                     for label, stack in stacks.items()}
+            rates = {
+                label: wrk(f"{stack.url}/invocations", lua, 8, duration)["requests_per_s"]
+                for label, stack in stacks.items()
+            }
             ratios.append(rates[second] / rates[first])
-            print(f"round {number}: {first} {rates[first]} req/s, {second} {rates[second]} req/s: "
-                  f"{ratios[-1]:.0%}", flush=True)
+            print(
+                f"round {number}: {first} {rates[first]} req/s, {second} {rates[second]} req/s: {ratios[-1]:.0%}",
+                flush=True,
+            )
     finally:
         for stack in stacks.values():
             stack.stop()
@@ -381,27 +433,42 @@ def direct_rounds(root: Path, lua: Path, standin: Path, env: dict[str, str], dur
     added: dict[str, list[float]] = {"no script": [], "named model": []}
     with reference_proxy(root, standin) as reference, serve_stack.Stack(model_folder(root, None), env=env) as stack:
         low = int(stack.env["SAGEMAKER_SAFE_PORT_RANGE"].split("-")[0])
-        urls = {"reference": (reference, lua), "no script": (f"{stack.url}/invocations", lua),
-                "named model": (f"{stack.url}/invocations", named),
-                "stand-in": (f"http://127.0.0.1:{low + 1}/v1/models/{MODEL}:predict", lua)}
+        urls = {
+            "reference": (reference, lua),
+            "no script": (f"{stack.url}/invocations", lua),
+            "named model": (f"{stack.url}/invocations", named),
+            "stand-in": (f"http://127.0.0.1:{low + 1}/v1/models/{MODEL}:predict", lua),
+        }
         for url, _ in urls.values():
             check_answer(url)
         check_answer(urls["named model"][0], headers=NAMED)
         for number in range(1, rounds + 1):
-            c8 = {label: wrk(url, script, 8, duration)["requests_per_s"] for label, (url, script) in urls.items()
-                  if label != "stand-in"}
+            c8 = {
+                label: wrk(url, script, 8, duration)["requests_per_s"]
+                for label, (url, script) in urls.items()
+                if label != "stand-in"
+            }
             c1 = {label: wrk(url, script, 1, duration)["p50_ms"] for label, (url, script) in urls.items()}
             for label in ratios:
                 ratios[label].append(c8[label] / c8["reference"])
                 added[label].append(c1[label] - c1["reference"])
-            print(f"round {number}: c8 req/s " + ", ".join(f"{label} {rate}" for label, rate in c8.items())
-                  + "; c1 p50 ms " + ", ".join(f"{label} {p50:.3f}" for label, p50 in c1.items()), flush=True)
+            print(
+                f"round {number}: c8 req/s "
+                + ", ".join(f"{label} {rate}" for label, rate in c8.items())
+                + "; c1 p50 ms "
+                + ", ".join(f"{label} {p50:.3f}" for label, p50 in c1.items()),
+                flush=True,
+            )
     for label in ratios:
         ratio, p50 = sorted(ratios[label])[rounds // 2], sorted(added[label])[rounds // 2]
-        print(f"\n{label} (direct route) vs the reference at c8, median of {rounds} rounds: {ratio:.2f}x (target >= "
-              f"0.85x) {'✓' if ratio >= 0.85 else '✗'}")
-        print(f"p50 {label} adds at c1 over what the reference adds, median: {p50:.3f} ms (target <= 0.015 ms) "
-              f"{'✓' if p50 <= 0.015 else '✗'}")
+        print(
+            f"\n{label} (direct route) vs the reference at c8, median of {rounds} rounds: {ratio:.2f}x (target >= "
+            f"0.85x) {'✓' if ratio >= 0.85 else '✗'}"
+        )
+        print(
+            f"p50 {label} adds at c1 over what the reference adds, median: {p50:.3f} ms (target <= 0.015 ms) "
+            f"{'✓' if p50 <= 0.015 else '✗'}"
+        )
 
 
 class KeptAlive:
@@ -409,9 +476,15 @@ class KeptAlive:
 
     def __init__(self, port: int, path: str, headers: dict[str, str] | None = None):
         self.port = port
-        head = "".join(f"{name}: {value}\r\n" for name, value in {
-            "Host": "x", "Content-Type": "application/json", **(headers or {}),
-            "Content-Length": str(len(REQUEST_BODY))}.items())
+        head = "".join(
+            f"{name}: {value}\r\n"
+            for name, value in {
+                "Host": "x",
+                "Content-Type": "application/json",
+                **(headers or {}),
+                "Content-Length": str(len(REQUEST_BODY)),
+            }.items()
+        )
         self.request = f"POST {path} HTTP/1.1\r\n{head}\r\n{REQUEST_BODY}".encode()
         self.sock: socket.socket | None = None
 
@@ -446,13 +519,16 @@ def latency_pairs(root: Path, standin: Path, env: dict[str, str], count: int) ->
     with reference_proxy(root, standin) as reference, serve_stack.Stack(model_folder(root, None), env=env) as stack:
         low = int(stack.env["SAGEMAKER_SAFE_PORT_RANGE"].split("-")[0])
         backend = int(re.search(r"server 127\.0\.0\.1:(\d+);", (root / "reference" / "nginx.conf").read_text())[1])
-        targets = {"reference": KeptAlive(int(reference.rsplit(":", 1)[1].split("/")[0]), "/invocations"),
-                   "no script": KeptAlive(stack.port, "/invocations"),
-                   "named model": KeptAlive(stack.port, "/invocations", NAMED),
-                   "no script, with a client's request id": KeptAlive(stack.port, "/invocations",
-                                                                     {"X-Amzn-RequestId": "benchmark"}),
-                   "reference's stand-in": KeptAlive(backend, f"/v1/models/{MODEL}:predict"),
-                   "stack's stand-in": KeptAlive(low + 1, f"/v1/models/{MODEL}:predict")}
+        targets = {
+            "reference": KeptAlive(int(reference.rsplit(":", 1)[1].split("/")[0]), "/invocations"),
+            "no script": KeptAlive(stack.port, "/invocations"),
+            "named model": KeptAlive(stack.port, "/invocations", NAMED),
+            "no script, with a client's request id": KeptAlive(
+                stack.port, "/invocations", {"X-Amzn-RequestId": "benchmark"}
+            ),
+            "reference's stand-in": KeptAlive(backend, f"/v1/models/{MODEL}:predict"),
+            "stack's stand-in": KeptAlive(low + 1, f"/v1/models/{MODEL}:predict"),
+        }
         for target in targets.values():
             for _ in range(200):  # warm-up
                 target.exchange()
@@ -462,18 +538,24 @@ def latency_pairs(root: Path, standin: Path, env: dict[str, str], count: int) ->
             order = order[1:] + order[:1]
             for name in order:
                 times[name].append(targets[name].exchange())
-    print(f"c1 latency, {count} turns: p50 " + ", ".join(f"{name} {sorted(t)[count // 2] / 1000:.1f} µs"
-                                                       for name, t in times.items()))
-    for name, base in (("no script", "reference"), ("named model", "reference"),
-                       ("no script, with a client's request id", "reference"),
-                       ("stack's stand-in", "reference's stand-in")):
+    print(
+        f"c1 latency, {count} turns: p50 "
+        + ", ".join(f"{name} {sorted(t)[count // 2] / 1000:.1f} µs" for name, t in times.items())
+    )
+    for name, base in (
+        ("no script", "reference"),
+        ("named model", "reference"),
+        ("no script, with a client's request id", "reference"),
+        ("stack's stand-in", "reference's stand-in"),
+    ):
         added = sorted(b - a for a, b in zip(times[base], times[name]))[count // 2] / 1000
         target = " (target <= 15 µs) " + ("✓" if added <= 15 else "✗") if base == "reference" else ""
         print(f"{name} over {base}, median of the paired differences: {added:.1f} µs{target}")
 
 
-def measure(stack: serve_stack.Stack, name: str, target: str, lua: Path, duration: int, table: list,
-            concurrency: list[int]) -> None:
+def measure(
+    stack: serve_stack.Stack, name: str, target: str, lua: Path, duration: int, table: list, concurrency: list[int]
+) -> None:
     """The rows of one stack: its target at each concurrency (and the model server directly, once per backend)."""
     with stack:
         low = int(stack.env["SAGEMAKER_SAFE_PORT_RANGE"].split("-")[0])
@@ -486,17 +568,27 @@ def measure(stack: serve_stack.Stack, name: str, target: str, lua: Path, duratio
         if target in ("no script", "no script (app)"):
             for suffix, (body, content_type, expected, backends, levels, headers) in NO_SCRIPT_BODIES.items():
                 if name in backends:
-                    measure_url(urls[target], name, f"{target}: {suffix}",
-                                wrk_script(lua.parent, body, content_type, headers), duration, table,
-                                list(levels or concurrency), (body, content_type, expected, headers), workers)
+                    measure_url(
+                        urls[target],
+                        name,
+                        f"{target}: {suffix}",
+                        wrk_script(lua.parent, body, content_type, headers),
+                        duration,
+                        table,
+                        list(levels or concurrency),
+                        (body, content_type, expected, headers),
+                        workers,
+                    )
 
 
 def wrk_script(folder: Path, body: str, content_type: str, headers: dict[str, str] | None = None) -> Path:
     """wrk's Lua script posting `body` (text without `]==]`) as `content_type`, with other `headers`."""
     headers = {"Content-Type": content_type, **(headers or {})}
     path = folder / f"post-{abs(hash((body, tuple(headers.items()))))}.lua"
-    path.write_text(f"wrk.method = 'POST'\nwrk.body = [==[{body}]==]\n"
-                    + "".join(f"wrk.headers['{name}'] = '{value}'\n" for name, value in headers.items()))
+    path.write_text(
+        f"wrk.method = 'POST'\nwrk.body = [==[{body}]==]\n"
+        + "".join(f"wrk.headers['{name}'] = '{value}'\n" for name, value in headers.items())
+    )
     return path
 
 
@@ -526,8 +618,17 @@ def cpu_seconds(pids: list[int]) -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
-def measure_url(url: str, name: str, label: str, lua: Path, duration: int, table: list,
-                concurrency: list[int], check: tuple = (), workers: list[int] = ()) -> None:
+def measure_url(
+    url: str,
+    name: str,
+    label: str,
+    lua: Path,
+    duration: int,
+    table: list,
+    concurrency: list[int],
+    check: tuple = (),
+    workers: list[int] = (),
+) -> None:
     """The rows of one URL, one per concurrency; or, when its first answer is wrong, one row saying why. With the
     app's worker pids, the row also has their CPU per request (`worker_us`, user + system, from /proc)."""
     try:
@@ -542,16 +643,21 @@ def measure_url(url: str, name: str, label: str, lua: Path, duration: int, table
         if workers:
             row["worker_us"] = round((cpu_seconds(workers) - before) / max(1, row["requests"]) * 1e6, 1)
         table.append(row)
-        print(f"{name:12} {label:30} c{connections:<3} {row['requests_per_s']:7} req/s  "
-              f"p50 {row['p50_ms']:7.3f} ms  p99 {row['p99_ms']:7.3f} ms"
-              + (f"  worker CPU {row['worker_us']:6.1f} µs/req" if workers else "")
-              + (f"  ({row['non_2xx']} not 2xx)" if row["non_2xx"] else "")
-              + (f"  ({row['socket_errors']} socket errors)" if row["socket_errors"] else ""), flush=True)
+        print(
+            f"{name:12} {label:30} c{connections:<3} {row['requests_per_s']:7} req/s  "
+            f"p50 {row['p50_ms']:7.3f} ms  p99 {row['p99_ms']:7.3f} ms"
+            + (f"  worker CPU {row['worker_us']:6.1f} µs/req" if workers else "")
+            + (f"  ({row['non_2xx']} not 2xx)" if row["non_2xx"] else "")
+            + (f"  ({row['socket_errors']} socket errors)" if row["socket_errors"] else ""),
+            flush=True,
+        )
 
 
 def figure(table: list[dict], backend: str, target: str, connections: int, key: str) -> float | None:
-    return next((r[key] for r in table if (r["backend"], r["target"], r.get("concurrency")) == (backend, target,
-                                                                                              connections)), None)
+    return next(
+        (r[key] for r in table if (r["backend"], r["target"], r.get("concurrency")) == (backend, target, connections)),
+        None,
+    )
 
 
 COMPARE = {">=": operator.ge, "<=": operator.le, "<": operator.lt}
@@ -578,8 +684,14 @@ def headlines(table: list[dict]) -> dict:
 
     found: dict = {"targets_met": {}}
 
-    def headline(key: str, what: str, needs: tuple[str, ...], value: tuple[float, str] | None, shown: str,
-                 target: tuple[str, float] | None = None) -> None:
+    def headline(
+        key: str,
+        what: str,
+        needs: tuple[str, ...],
+        value: tuple[float, str] | None,
+        shown: str,
+        target: tuple[str, float] | None = None,
+    ) -> None:
         if not set(needs) <= tried:
             return
         broken = "; ".join(f"{name} failed: {failed[name]}" for name in needs if name in failed)
@@ -603,32 +715,76 @@ def headlines(table: list[dict]) -> dict:
 
     print()
     reference = rate_c8(REFERENCE)
-    headline("reference_standin_c8", "reference (nginx -> stand-in) at c8", (REFERENCE,),
-             None if reference is None else (reference, ""), "{:.0f} req/s")
-    for target, least in (("no script", 0.85), ("no script: named model", 0.85), ("no script (app)", None),
-                          ("no script (app): named model", None), ("pair", 0.25), ("handler (session)", None),
-                          ("toolkit", None)):
-        headline(f"{slug(target)}_vs_reference_c8", f"{target} vs the reference at c8", (target, REFERENCE),
-                 ratio_c8(target, REFERENCE), "{:.2f}x", None if least is None else (">=", least))
-    headline("no_script_added_p50_c1_ms", "p50 added at c1 by no script over the stand-in called directly",
-             ("no script", "direct"), added_p50_c1("no script"), "{:.3f} ms")
+    headline(
+        "reference_standin_c8",
+        "reference (nginx -> stand-in) at c8",
+        (REFERENCE,),
+        None if reference is None else (reference, ""),
+        "{:.0f} req/s",
+    )
+    for target, least in (
+        ("no script", 0.85),
+        ("no script: named model", 0.85),
+        ("no script (app)", None),
+        ("no script (app): named model", None),
+        ("pair", 0.25),
+        ("handler (session)", None),
+        ("toolkit", None),
+    ):
+        headline(
+            f"{slug(target)}_vs_reference_c8",
+            f"{target} vs the reference at c8",
+            (target, REFERENCE),
+            ratio_c8(target, REFERENCE),
+            "{:.2f}x",
+            None if least is None else (">=", least),
+        )
+    headline(
+        "no_script_added_p50_c1_ms",
+        "p50 added at c1 by no script over the stand-in called directly",
+        ("no script", "direct"),
+        added_p50_c1("no script"),
+        "{:.3f} ms",
+    )
     reference_p50 = added_p50_c1(REFERENCE)
     for target in ("no script", "no script: named model"):
         added = added_p50_c1(target)
-        headline(f"{slug(target)}_added_p50_c1_over_reference_ms",
-                 f"p50 added at c1 by {target} over what the reference adds", (target, REFERENCE, "direct"),
-                 None if None in (added, reference_p50) else (added[0] - reference_p50[0], ""), "{:.3f} ms",
-                 ("<=", 0.015))
-    headline("no_script_app_added_p50_c1_ms", "p50 added at c1 by no script (app) over the stand-in called directly",
-             ("no script (app)", "direct"), added_p50_c1("no script (app)"), "{:.3f} ms")
+        headline(
+            f"{slug(target)}_added_p50_c1_over_reference_ms",
+            f"p50 added at c1 by {target} over what the reference adds",
+            (target, REFERENCE, "direct"),
+            None if None in (added, reference_p50) else (added[0] - reference_p50[0], ""),
+            "{:.3f} ms",
+            ("<=", 0.015),
+        )
+    headline(
+        "no_script_app_added_p50_c1_ms",
+        "p50 added at c1 by no script (app) over the stand-in called directly",
+        ("no script (app)", "direct"),
+        added_p50_c1("no script (app)"),
+        "{:.3f} ms",
+    )
     for target in ("handler (session)", "toolkit"):
-        headline(f"{slug(target)}_vs_pair_standin_c8", f"{target} vs pair at c8", (target, "pair"),
-                 ratio_c8(target, "pair"), "{:.0%}", (">=", 0.90))
+        headline(
+            f"{slug(target)}_vs_pair_standin_c8",
+            f"{target} vs pair at c8",
+            (target, "pair"),
+            ratio_c8(target, "pair"),
+            "{:.0%}",
+            (">=", 0.90),
+        )
     pair = rate_c8("pair")
-    headline("pair_standin_c8", "pair at c8", ("pair",), None if pair is None else (pair, ""), "{:.0f} req/s",
-             (">=", 2500))
-    headline("added_p50_c1_ms", "p50 added at c1 by the pair over the stand-in called directly", ("pair", "direct"),
-             added_p50_c1("pair"), "{:.3f} ms", ("<", 1.0))
+    headline(
+        "pair_standin_c8", "pair at c8", ("pair",), None if pair is None else (pair, ""), "{:.0f} req/s", (">=", 2500)
+    )
+    headline(
+        "added_p50_c1_ms",
+        "p50 added at c1 by the pair over the stand-in called directly",
+        ("pair", "direct"),
+        added_p50_c1("pair"),
+        "{:.3f} ms",
+        ("<", 1.0),
+    )
     return found
 
 
@@ -636,25 +792,47 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--duration", type=int, default=5, help="seconds per measurement")
     parser.add_argument("--json", type=Path, help="write the results here")
-    parser.add_argument("--metrics-overhead", action="store_true",
-                        help="only the cost of SAGEMAKER_METRICS: the pair vs the stand-in at c8, off and on, in "
-                             "alternating rounds (--paired-rounds, default 5)")
+    parser.add_argument(
+        "--metrics-overhead",
+        action="store_true",
+        help="only the cost of SAGEMAKER_METRICS: the pair vs the stand-in at c8, off and on, in "
+        "alternating rounds (--paired-rounds, default 5)",
+    )
     parser.add_argument("--backends", default="stand-in,model server", help="comma-separated (default: both)")
-    parser.add_argument("--targets", default=",".join(TARGETS),
-                        help=f"comma-separated among: {', '.join(TARGETS)} (default: all; quote the argument)")
+    parser.add_argument(
+        "--targets",
+        default=",".join(TARGETS),
+        help=f"comma-separated among: {', '.join(TARGETS)} (default: all; quote the argument)",
+    )
     parser.add_argument("--concurrency", default=",".join(map(str, CONCURRENCY)), help="comma-separated levels")
-    parser.add_argument("--paired-rounds", type=int, default=0,
-                        help="only toolkit vs pair against the stand-in at c8, in this many alternating rounds "
-                             "(with --metrics-overhead: metrics off vs on)")
-    parser.add_argument("--direct-rounds", type=int, default=0,
-                        help="only no script (the direct route) vs the reference against the stand-in, in this many "
-                             "alternating rounds at c8 and c1")
-    parser.add_argument("--latency-pairs", type=int, default=0,
-                        help="only: c1 latency of no script (plain, named model) against the reference as the median "
-                             "of this many paired differences (one request to each in turn)")
-    parser.add_argument("--fallback-rounds", type=int, default=0,
-                        help="only a flat list against the real model server at c8, the direct route off vs on (nginx "
-                             "sends it to the app by its body), in this many alternating rounds")
+    parser.add_argument(
+        "--paired-rounds",
+        type=int,
+        default=0,
+        help="only toolkit vs pair against the stand-in at c8, in this many alternating rounds "
+        "(with --metrics-overhead: metrics off vs on)",
+    )
+    parser.add_argument(
+        "--direct-rounds",
+        type=int,
+        default=0,
+        help="only no script (the direct route) vs the reference against the stand-in, in this many "
+        "alternating rounds at c8 and c1",
+    )
+    parser.add_argument(
+        "--latency-pairs",
+        type=int,
+        default=0,
+        help="only: c1 latency of no script (plain, named model) against the reference as the median "
+        "of this many paired differences (one request to each in turn)",
+    )
+    parser.add_argument(
+        "--fallback-rounds",
+        type=int,
+        default=0,
+        help="only a flat list against the real model server at c8, the direct route off vs on (nginx "
+        "sends it to the app by its body), in this many alternating rounds",
+    )
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))  # stop what was started, as on ^C
     backends = args.backends.split(",")
@@ -668,12 +846,17 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"{tool} is not installed (scripts/install.sh installs it)")
     root = Path(tempfile.mkdtemp(prefix="benchmark-proxy-"))
     lua = root / "post.lua"
-    lua.write_text(f"wrk.method = 'POST'\nwrk.body = '{REQUEST_BODY}'\nwrk.headers['Content-Type'] = 'application/json'\n")
+    lua.write_text(
+        f"wrk.method = 'POST'\nwrk.body = '{REQUEST_BODY}'\nwrk.headers['Content-Type'] = 'application/json'\n"
+    )
     standin_env = make_standin(root)
     standin = Path(standin_env["STANDIN_DIR"])
     settings = Settings.from_env()  # what serve will use: its defaults unless SAGEMAKER_* variables are set here
-    print(f"{os.cpu_count()} cores; gunicorn: {settings.gunicorn_workers} {settings.gunicorn_worker_class} worker(s) "
-          f"x {settings.gunicorn_threads} thread(s); body {REQUEST_BODY}; wrk {args.duration} s per row", flush=True)
+    print(
+        f"{os.cpu_count()} cores; gunicorn: {settings.gunicorn_workers} {settings.gunicorn_worker_class} worker(s) "
+        f"x {settings.gunicorn_threads} thread(s); body {REQUEST_BODY}; wrk {args.duration} s per row",
+        flush=True,
+    )
     table: list[dict] = []
     if args.direct_rounds:
         try:
@@ -689,13 +872,19 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.fallback_rounds:
         try:
-            ratios = paired_rounds(root, wrk_script(root, NO_SCRIPT_BODIES["flat list"][0], "application/json"),
-                                   args.duration, args.fallback_rounds,
-                                   {"route off": ("no script (app)", {}), "route on": ("no script", {})})
+            ratios = paired_rounds(
+                root,
+                wrk_script(root, NO_SCRIPT_BODIES["flat list"][0], "application/json"),
+                args.duration,
+                args.fallback_rounds,
+                {"route off": ("no script (app)", {}), "route on": ("no script", {})},
+            )
         finally:
             shutil.rmtree(root, ignore_errors=True)
-        print(f"\nflat list against the model server at c8, route on vs off, median of {len(ratios)} rounds: "
-              f"{ratios[len(ratios) // 2]:.0%} (rounds {', '.join(f'{r:.0%}' for r in ratios)})")
+        print(
+            f"\nflat list against the model server at c8, route on vs off, median of {len(ratios)} rounds: "
+            f"{ratios[len(ratios) // 2]:.0%} (rounds {', '.join(f'{r:.0%}' for r in ratios)})"
+        )
         return 0
     if args.metrics_overhead or args.paired_rounds:
         # the pass-through pair with SAGEMAKER_METRICS off and on, or the pair and the toolkit script
@@ -711,11 +900,15 @@ def main(argv: list[str] | None = None) -> int:
         median = ratios[len(ratios) // 2]
         rounds = ", ".join(f"{r:.0%}" for r in ratios)
         if args.metrics_overhead:
-            print(f"\nmetrics on vs off, pair vs the stand-in at c8, median of {len(ratios)} rounds: {1 - median:.1%} "
-                  f"of the requests/s lost (target <= 5%; on/off per round {rounds})")
+            print(
+                f"\nmetrics on vs off, pair vs the stand-in at c8, median of {len(ratios)} rounds: {1 - median:.1%} "
+                f"of the requests/s lost (target <= 5%; on/off per round {rounds})"
+            )
         else:
-            print(f"\ntoolkit vs pair against the stand-in at c8, median of {len(ratios)} rounds: {median:.0%} "
-                  f"(target >= 90%; rounds {rounds})")
+            print(
+                f"\ntoolkit vs pair against the stand-in at c8, median of {len(ratios)} rounds: {median:.0%} "
+                f"(target >= 90%; rounds {rounds})"
+            )
         return 0
     try:
         if "stand-in" in backends and REFERENCE in targets:
@@ -732,26 +925,41 @@ def main(argv: list[str] | None = None) -> int:
     for backend in ("stand-in", "model server"):  # the direct route on vs off, for the bodies it does not take too
         for suffix in NO_SCRIPT_BODIES:
             for connections in (8, 1):
-                on, off = (figure(table, backend, f"{target}: {suffix}", connections, "requests_per_s")
-                           for target in ("no script", "no script (app)"))
-                p50s = [figure(table, backend, f"{target}: {suffix}", connections, "p50_ms")
-                        for target in ("no script", "no script (app)")]
+                on, off = (
+                    figure(table, backend, f"{target}: {suffix}", connections, "requests_per_s")
+                    for target in ("no script", "no script (app)")
+                )
+                p50s = [
+                    figure(table, backend, f"{target}: {suffix}", connections, "p50_ms")
+                    for target in ("no script", "no script (app)")
+                ]
                 if on and off:
-                    print(f"{backend}: {suffix} at c{connections}, direct route on vs off: {on} / {off} req/s "
-                          f"({on / off:.2f}x), p50 {p50s[0]:.3f} / {p50s[1]:.3f} ms")
+                    print(
+                        f"{backend}: {suffix} at c{connections}, direct route on vs off: {on} / {off} req/s "
+                        f"({on / off:.2f}x), p50 {p50s[0]:.3f} / {p50s[1]:.3f} ms"
+                    )
                     key = re.sub(r"\W+", "_", f"{backend} {suffix} c{connections} on vs off")
                     found[key] = round(on / off, 3)
                     break
     for target in SCRIPTS:
-        rate, direct = figure(table, "model server", target, 8, "requests_per_s"), figure(
-            table, "model server", "direct", 8, "requests_per_s")
+        rate, direct = (
+            figure(table, "model server", target, 8, "requests_per_s"),
+            figure(table, "model server", "direct", 8, "requests_per_s"),
+        )
         p50, direct_p50 = (figure(table, "model server", label, 1, "p50_ms") for label in (target, "direct"))
         if None not in (rate, direct, p50, direct_p50):
-            print(f"model server: {target} reaches {rate / direct:.0%} of the direct rate at c8 and adds "
-                  f"{p50 - direct_p50:.3f} ms to the p50 at c1")
+            print(
+                f"model server: {target} reaches {rate / direct:.0%} of the direct rate at c8 and adds "
+                f"{p50 - direct_p50:.3f} ms to the p50 at c1"
+            )
     if args.json:
-        args.json.write_text(json.dumps({"cores": os.cpu_count(), "duration_s": args.duration, "body": REQUEST_BODY,
-                                         "rows": table, **found}, indent=2) + "\n")
+        args.json.write_text(
+            json.dumps(
+                {"cores": os.cpu_count(), "duration_s": args.duration, "body": REQUEST_BODY, "rows": table, **found},
+                indent=2,
+            )
+            + "\n"
+        )
     return 0
 
 

@@ -27,8 +27,15 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "test"))
 sys.path.insert(0, str(REPO / "scripts"))
 import serve_stack  # noqa: E402
-from benchmark_proxy import (KeptAlive, make_standin, model_folder, wrk, wrk_script, REQUEST_BODY,  # noqa: E402
-                             SCRIPTS)
+from benchmark_proxy import (
+    REQUEST_BODY,  # noqa: E402
+    SCRIPTS,
+    KeptAlive,
+    make_standin,
+    model_folder,
+    wrk,
+    wrk_script,
+)
 
 RUNTIME_PATH = "/endpoints/local/invocations"
 
@@ -52,29 +59,36 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def measure(stack: serve_stack.Stack, target: str, lua: Path, args: argparse.Namespace) -> None:
-    targets = {"/invocations": KeptAlive(stack.port, "/invocations"),
-               "InvokeEndpoint": KeptAlive(stack.port, RUNTIME_PATH)}
+    targets = {
+        "/invocations": KeptAlive(stack.port, "/invocations"),
+        "InvokeEndpoint": KeptAlive(stack.port, RUNTIME_PATH),
+    }
     for kept in targets.values():
         for _ in range(200):  # warm-up
             kept.exchange()
     times: dict[str, list[int]] = {name: [] for name in targets}
     for turn in range(args.pairs):
-        for name in (list(targets) if turn % 2 else list(targets)[::-1]):
+        for name in list(targets) if turn % 2 else list(targets)[::-1]:
             times[name].append(targets[name].exchange())
     added = statistics.median(b - a for a, b in zip(times["/invocations"], times["InvokeEndpoint"])) / 1000
     p50 = {name: statistics.median(t) / 1000 for name, t in times.items()}
-    print(f"{target}: c1, {args.pairs} pairs: p50 /invocations {p50['/invocations']:.0f} µs, InvokeEndpoint "
-          f"{p50['InvokeEndpoint']:.0f} µs; the runtime API adds {added:.0f} µs (median of paired differences)")
+    print(
+        f"{target}: c1, {args.pairs} pairs: p50 /invocations {p50['/invocations']:.0f} µs, InvokeEndpoint "
+        f"{p50['InvokeEndpoint']:.0f} µs; the runtime API adds {added:.0f} µs (median of paired differences)"
+    )
     shares = []
     for _ in range(args.rounds):
         plain = wrk(stack.url + "/invocations", lua, 8, args.duration)
         runtime = wrk(stack.url + RUNTIME_PATH, lua, 8, args.duration)
         assert plain["non_2xx"] == runtime["non_2xx"] == 0, (plain, runtime)
         shares.append(runtime["requests_per_s"] / plain["requests_per_s"])
-        print(f"{target}: c8 round: /invocations {plain['requests_per_s']} req/s, InvokeEndpoint "
-              f"{runtime['requests_per_s']} req/s")
-    print(f"{target}: c8: InvokeEndpoint at {statistics.median(shares):.2f}x /invocations' rate (median of "
-          f"{args.rounds})")
+        print(
+            f"{target}: c8 round: /invocations {plain['requests_per_s']} req/s, InvokeEndpoint "
+            f"{runtime['requests_per_s']} req/s"
+        )
+    print(
+        f"{target}: c8: InvokeEndpoint at {statistics.median(shares):.2f}x /invocations' rate (median of {args.rounds})"
+    )
 
 
 if __name__ == "__main__":

@@ -34,8 +34,8 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchmark_model_server import REPO, Server  # noqa: E402
@@ -103,8 +103,9 @@ class GrpcCaller:
         from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
         self.tf = tf
-        self.channel = grpc.insecure_channel(f"127.0.0.1:{port}", options=[
-            ("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)])
+        self.channel = grpc.insecure_channel(
+            f"127.0.0.1:{port}", options=[("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)]
+        )
         self.stub = prediction_service_pb2_grpc.PredictionServiceStub(self.channel)
         self.request = predict_pb2.PredictRequest()
         self.request.model_spec.name = model
@@ -170,6 +171,7 @@ def model_server_part(args, workdir: Path) -> list[tuple[str, float, float]]:
 
 # ---- invocations: the whole container ----
 
+
 def serve(workdir: Path, script: str | None = None):
     """`serve` (nginx, gunicorn with the app, the embedded model server) for half_plus_two on free ports, with
     `script` as code/inference.py; returns the started serve_stack.Stack (test/serve_stack.py)."""
@@ -193,7 +195,7 @@ class InvocationsCaller(RestCaller):
 
 
 # a script's binary call: the NPY body's array through context.predict_arrays, the output array as NPY
-PREDICT_ARRAYS_SCRIPT = '''
+PREDICT_ARRAYS_SCRIPT = """
 import io
 
 import numpy as np
@@ -204,11 +206,12 @@ def handler(data, context):
     buffer = io.BytesIO()
     np.save(buffer, outputs["y"])
     return buffer.getvalue(), "application/x-npy"
-'''
+"""
 
 
-def concurrent_medians(calls: dict[str, Callable[[], Callable[[], object]]], clients: int, count: int,
-                       warmup: int) -> dict[str, float]:
+def concurrent_medians(
+    calls: dict[str, Callable[[], Callable[[], object]]], clients: int, count: int, warmup: int
+) -> dict[str, float]:
     """Per kind of call in turn, `clients` threads each making `count` calls (each thread its own caller, from the
     factory); the median seconds of all of a kind's calls."""
     import concurrent.futures
@@ -259,8 +262,9 @@ def invocations_part(args, workdir: Path) -> list[tuple[str, dict[str, float]]]:
                 "script": lambda: InvocationsCaller(port["script"], npy_body, NPY, NPY),
             }
             if batch == 1:  # 32 images are 100 MB of JSON: one image says what JSON costs
-                kinds["json"] = lambda: InvocationsCaller(port["default"], json_body, "application/json",
-                                                          "application/json")
+                kinds["json"] = lambda: InvocationsCaller(
+                    port["default"], json_body, "application/json", "application/json"
+                )
             check = InvocationsCaller(port["default"], npy_body, NPY, NPY)
             answer = np.load(io.BytesIO(check()))
             check.close()
@@ -284,14 +288,20 @@ def print_table(title: str, rows: list[tuple[str, float, float]]) -> None:
     for label, rest, grpc_seconds in rows:
         ratio = rest / grpc_seconds
         mark = "ok" if ratio <= TARGET_RATIO else "MISSED"
-        print(f"{label:<{width}}  {rest * 1e3:>9.1f}  {grpc_seconds * 1e3:>9.1f}  {ratio:>8.2f}x  "
-              f"<= {TARGET_RATIO:g}x {mark}")
+        print(
+            f"{label:<{width}}  {rest * 1e3:>9.1f}  {grpc_seconds * 1e3:>9.1f}  {ratio:>8.2f}x  "
+            f"<= {TARGET_RATIO:g}x {mark}"
+        )
 
 
 def print_invocations(title: str, rows: list[tuple[str, dict[str, float]]]) -> None:
     print(f"{title}: medians per call")
-    kinds = (("npy", "NPY in/out", 1.5), ("npy_json", "NPY in, JSON", None), ("json", "JSON in/out", 3.0),
-             ("script", "predict_arrays", None))
+    kinds = (
+        ("npy", "NPY in/out", 1.5),
+        ("npy_json", "NPY in, JSON", None),
+        ("json", "JSON in/out", 3.0),
+        ("script", "predict_arrays", None),
+    )
     print(f"{'case':<16}  {'gRPC ms':>8}  " + "  ".join(f"{name:>14} ms  x gRPC" for _, name, _ in kinds))
     for label, medians in rows:
         grpc_seconds = medians["grpc"]
@@ -307,9 +317,15 @@ def print_invocations(title: str, rows: list[tuple[str, dict[str, float]]]) -> N
     print("targets: NPY in/out <= 1.5x the model server's gRPC call, JSON <= 3x")
 
 
-PARTS = {"model_server": ("embedded model server, REST predict vs gRPC Predict", model_server_part, print_table),
-         "invocations": ("/invocations through serve (nginx, gunicorn, the app, the embedded model server) vs the "
-                         "model server's gRPC Predict", invocations_part, print_invocations)}
+PARTS = {
+    "model_server": ("embedded model server, REST predict vs gRPC Predict", model_server_part, print_table),
+    "invocations": (
+        "/invocations through serve (nginx, gunicorn, the app, the embedded model server) vs the "
+        "model server's gRPC Predict",
+        invocations_part,
+        print_invocations,
+    ),
+}
 
 
 def main() -> int:

@@ -77,12 +77,23 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-tflite-") as tmp:
         workdir = Path(tmp)
-        server = Server(workdir, batching=False, extra=("--prefer_tflite_model",),
-                        models={"tflite": TESTDATA / "saved_model_half_plus_two_tflite",
-                                "saved_model": TESTDATA / "saved_model_half_plus_two_cpu"})
+        server = Server(
+            workdir,
+            batching=False,
+            extra=("--prefer_tflite_model",),
+            models={
+                "tflite": TESTDATA / "saved_model_half_plus_two_tflite",
+                "saved_model": TESTDATA / "saved_model_half_plus_two_cpu",
+            },
+        )
         try:
-            rounds = [(wrk(server.rest_port, 8, args.seconds, workdir, "tflite"),
-                       wrk(server.rest_port, 8, args.seconds, workdir, "saved_model")) for _ in range(args.rounds)]
+            rounds = [
+                (
+                    wrk(server.rest_port, 8, args.seconds, workdir, "tflite"),
+                    wrk(server.rest_port, 8, args.seconds, workdir, "saved_model"),
+                )
+                for _ in range(args.rounds)
+            ]
         finally:
             server.stop()
         without, with_file = load_rounds(workdir, args.load_rounds)
@@ -95,8 +106,10 @@ def main() -> None:
     print(f"Load of half_plus_three ({args.load_rounds} alternating rounds):")
     print(f"  without a warm-up file           {statistics.median(without) * 1000:8.1f} ms (median)")
     print(f"  with {RECORDS} warm-up records       {statistics.median(with_file) * 1000:8.1f} ms (median)")
-    print(f"  added by warm-up                 {added * 1000:8.1f} ms (median of the rounds' differences); "
-          f"target < 1000 ms: {'met' if added < 1 else 'NOT met'}")
+    print(
+        f"  added by warm-up                 {added * 1000:8.1f} ms (median of the rounds' differences); "
+        f"target < 1000 ms: {'met' if added < 1 else 'NOT met'}"
+    )
 
 
 if __name__ == "__main__":

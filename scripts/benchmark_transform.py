@@ -75,9 +75,17 @@ def plain_requests(url: str, bodies: list[bytes], concurrency: int) -> float:
 
 
 def job(url: str, data: Path, out: Path, strategy: str, concurrency: int) -> dict:
-    description = transform(url, data=str(data), output_path=str(out), content_type=CONTENT_TYPE,
-                            accept=CONTENT_TYPE, split_type="Line", strategy=strategy,
-                            max_payload=6, max_concurrent_transforms=concurrency)
+    description = transform(
+        url,
+        data=str(data),
+        output_path=str(out),
+        content_type=CONTENT_TYPE,
+        accept=CONTENT_TYPE,
+        split_type="Line",
+        strategy=strategy,
+        max_payload=6,
+        max_concurrent_transforms=concurrency,
+    )
     if description["TransformJobStatus"] != "Completed":
         raise SystemExit(f"{strategy} job failed: {json.dumps(description['LocalRun']['Objects'], indent=2)}")
     return description["LocalRun"]["Summary"]
@@ -123,11 +131,15 @@ def main() -> int:
         "multi_over_single": round(multi["RecordsPerSecond"] / single["RecordsPerSecond"], 1),
     }
     print(f"plain /invocations      {figures['plain_requests_per_second']:>12,.0f} records/s")
-    print(f"SingleRecord job        {figures['single_record_per_second']:>12,.0f} records/s "
-          f"(runner overhead {figures['runner_overhead_percent']:+.1f} %, target <= +20 %)")
-    print(f"MultiRecord job (6 MB)  {figures['multi_record_per_second']:>12,.0f} records/s "
-          f"in {figures['multi_record_requests']} requests ({figures['multi_over_single']:.1f}x SingleRecord, "
-          f"target >= 20x)")
+    print(
+        f"SingleRecord job        {figures['single_record_per_second']:>12,.0f} records/s "
+        f"(runner overhead {figures['runner_overhead_percent']:+.1f} %, target <= +20 %)"
+    )
+    print(
+        f"MultiRecord job (6 MB)  {figures['multi_record_per_second']:>12,.0f} records/s "
+        f"in {figures['multi_record_requests']} requests ({figures['multi_over_single']:.1f}x SingleRecord, "
+        f"target >= 20x)"
+    )
     if args.json:
         Path(args.json).write_text(json.dumps(figures, indent=2) + "\n")
     met = figures["runner_overhead_percent"] <= 20 and figures["multi_over_single"] >= 20

@@ -44,7 +44,7 @@ import serve_stack  # noqa: E402
 
 CLASSES = ("loop", "connections")
 BEFORE = "before"  # the stack of --before REV
-BLOCKING_PAIR = '''\
+BLOCKING_PAIR = """\
 import select
 
 
@@ -55,8 +55,8 @@ def input_handler(data, context):
 
 def output_handler(response, context):
     return response.content, "application/json"
-'''
-SLOW_STANDIN = '''\
+"""
+SLOW_STANDIN = """\
 import asyncio
 import re
 import sys
@@ -91,13 +91,13 @@ async def main():
     await server.serve_forever()
 
 asyncio.run(main())
-'''
-SLOW_BINARY = '''\
+"""
+SLOW_BINARY = """\
 #!/bin/sh
 # tensorflow_model_server's stand-in answering each predict after $STANDIN_DELAY seconds (asyncio, Python)
 for arg; do case "$arg" in --rest_api_port=*) port="${arg#*=}";; esac; done
 exec "$STANDIN_PYTHON" "$STANDIN_DIR/slow_standin.py" "$port" "$STANDIN_DELAY" "$STANDIN_STATUS" "$STANDIN_PREDICTIONS"
-'''
+"""
 
 
 def slow_standin(root: Path, delay: float) -> dict[str, str]:
@@ -107,18 +107,37 @@ def slow_standin(root: Path, delay: float) -> dict[str, str]:
     binary = folder / "bin" / "tensorflow_model_server"
     binary.write_text(SLOW_BINARY)
     binary.chmod(0o755)
-    return {"PATH": f"{folder / 'bin'}:{os.environ['PATH']}", "STANDIN_DIR": str(folder),
-            "STANDIN_PYTHON": sys.executable, "STANDIN_DELAY": str(delay), "STANDIN_STATUS": proxy.STANDIN_STATUS,
-            "STANDIN_PREDICTIONS": proxy.STANDIN_PREDICTIONS}
+    return {
+        "PATH": f"{folder / 'bin'}:{os.environ['PATH']}",
+        "STANDIN_DIR": str(folder),
+        "STANDIN_PYTHON": sys.executable,
+        "STANDIN_DELAY": str(delay),
+        "STANDIN_STATUS": proxy.STANDIN_STATUS,
+        "STANDIN_PREDICTIONS": proxy.STANDIN_PREDICTIONS,
+    }
 
 
 def syscalls(pids: list[int], seconds: int) -> subprocess.Popen | None:
     """perf counting the system calls of these processes for `seconds`, or None without perf."""
     if not shutil.which("perf"):
         return None
-    return subprocess.Popen(["perf", "stat", "-x,", "-e", "raw_syscalls:sys_enter", "-p", ",".join(map(str, pids)),
-                             "--", "sleep", str(seconds)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True)
+    return subprocess.Popen(
+        [
+            "perf",
+            "stat",
+            "-x,",
+            "-e",
+            "raw_syscalls:sys_enter",
+            "-p",
+            ",".join(map(str, pids)),
+            "--",
+            "sleep",
+            str(seconds),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def counted(process: subprocess.Popen | None) -> int | None:
@@ -141,10 +160,12 @@ def run(url: str, lua: Path, connections: int, duration: int, workers: list[int]
 
 
 def shown(row: dict) -> str:
-    return (f"{row['requests_per_s']:7} req/s  p50 {row['p50_ms']:7.3f} ms"
-            + (f"  worker {row['worker_us']:6.1f} µs/req" if "worker_us" in row else "")
-            + (f"  {row['syscalls']:4.1f} syscalls/req" if "syscalls" in row else "")
-            + (f"  ({row['non_2xx']} not 2xx)" if row["non_2xx"] else ""))
+    return (
+        f"{row['requests_per_s']:7} req/s  p50 {row['p50_ms']:7.3f} ms"
+        + (f"  worker {row['worker_us']:6.1f} µs/req" if "worker_us" in row else "")
+        + (f"  {row['syscalls']:4.1f} syscalls/req" if "syscalls" in row else "")
+        + (f"  ({row['non_2xx']} not 2xx)" if row["non_2xx"] else "")
+    )
 
 
 @contextlib.contextmanager
@@ -173,8 +194,13 @@ def rounds(name: str, found: dict, lua: Path, connections: int, duration: int, c
     medians = {}
     for variant, measured in rows.items():
         ordered = sorted(measured, key=lambda r: r["requests_per_s"])
-        median = {**ordered[len(ordered) // 2], "worker_us": statistics.median(
-            r["worker_us"] for r in ordered), "target": name, "class": variant, "concurrency": connections}
+        median = {
+            **ordered[len(ordered) // 2],
+            "worker_us": statistics.median(r["worker_us"] for r in ordered),
+            "target": name,
+            "class": variant,
+            "concurrency": connections,
+        }
         if all("syscalls" in r for r in ordered):
             median["syscalls"] = statistics.median(r["syscalls"] for r in ordered)
         medians[variant] = median
@@ -210,11 +236,14 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"{tool} is not installed (scripts/install.sh installs it)")
     root = Path(tempfile.mkdtemp(prefix="benchmark-workers-"))
     lua = root / "post.lua"
-    lua.write_text(f"wrk.method = 'POST'\nwrk.body = '{proxy.REQUEST_BODY}'\n"
-                   "wrk.headers['Content-Type'] = 'application/json'\n")
+    lua.write_text(
+        f"wrk.method = 'POST'\nwrk.body = '{proxy.REQUEST_BODY}'\nwrk.headers['Content-Type'] = 'application/json'\n"
+    )
     standin_env = proxy.make_standin(root)
-    print(f"{os.cpu_count()} cores; wrk {args.duration} s per row, medians of {args.rounds} alternating rounds",
-          flush=True)
+    print(
+        f"{os.cpu_count()} cores; wrk {args.duration} s per row, medians of {args.rounds} alternating rounds",
+        flush=True,
+    )
     table: list[dict] = []
     results: dict = {}
     stack = contextlib.ExitStack()
@@ -255,24 +284,39 @@ def main(argv: list[str] | None = None) -> int:
     today = BEFORE if BEFORE in variants else "connections"  # what the targets compare with
     loop_pair, today_pair = c8["pair"]["loop"], c8["pair"][today]
     ratio = loop_pair["requests_per_s"] / results["reference_c8"]
-    check("pair vs the reference at c8", ratio, f"{ratio:.2f}x (target >= 0.35x; {today}: "
-          f"{today_pair['requests_per_s'] / results['reference_c8']:.2f}x)", ratio >= 0.35)
+    check(
+        "pair vs the reference at c8",
+        ratio,
+        f"{ratio:.2f}x (target >= 0.35x; {today}: {today_pair['requests_per_s'] / results['reference_c8']:.2f}x)",
+        ratio >= 0.35,
+    )
     for target in ("handler (session)", "toolkit"):
         share = c8[target]["loop"]["requests_per_s"] / loop_pair["requests_per_s"]
         check(f"{target} vs pair at c8", share, f"{share:.0%} (target >= 90%)", share >= 0.9)
     cpu = loop_pair["worker_us"] / today_pair["worker_us"]
-    check(f"worker CPU per pair request, loop vs {today}", cpu,
-          f"{cpu:.0%} ({loop_pair['worker_us']:.0f} vs {today_pair['worker_us']:.0f} µs; target <= 60%)", cpu <= 0.6)
+    check(
+        f"worker CPU per pair request, loop vs {today}",
+        cpu,
+        f"{cpu:.0%} ({loop_pair['worker_us']:.0f} vs {today_pair['worker_us']:.0f} µs; target <= 60%)",
+        cpu <= 0.6,
+    )
     if "syscalls" in loop_pair:
-        check("system calls per pair request (loop)", loop_pair["syscalls"],
-              f"{loop_pair['syscalls']:.1f} ({today}: {today_pair.get('syscalls', float('nan')):.1f}; "
-              "target <= 8)", loop_pair["syscalls"] <= 8)
+        check(
+            "system calls per pair request (loop)",
+            loop_pair["syscalls"],
+            f"{loop_pair['syscalls']:.1f} ({today}: {today_pair.get('syscalls', float('nan')):.1f}; target <= 8)",
+            loop_pair["syscalls"] <= 8,
+        )
     for name, rows in (("pair, 5 ms model, c32", slow_model), ("5 ms input_handler, c32", blocking)):
         share = rows["loop"]["requests_per_s"] / rows[today]["requests_per_s"]
         check(f"{name}: loop vs {today}", share, f"{share:.0%} (target >= 100%, within noise)", share >= 0.95)
     p50 = results["pair_p50_c1_ms"]
-    check(f"pair p50 at c1, loop vs {today}", p50["loop"] - p50[today],
-          f"{p50['loop']:.3f} vs {p50[today]:.3f} ms (target: not higher)", p50["loop"] <= p50[today])
+    check(
+        f"pair p50 at c1, loop vs {today}",
+        p50["loop"] - p50[today],
+        f"{p50['loop']:.3f} vs {p50[today]:.3f} ms (target: not higher)",
+        p50["loop"] <= p50[today],
+    )
     if args.json:
         args.json.write_text(json.dumps({"rows": table, **results}, indent=1))
     return 0

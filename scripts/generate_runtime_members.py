@@ -29,8 +29,16 @@ def members() -> dict[str, list[tuple]]:
         rows = []
         for name, member in shape.members.items():
             constraints = {key: member.metadata[key] for key in KEYS if key in member.metadata}
-            rows.append((name, member.type_name, member.serialization.get("location", "body"),
-                         member.serialization.get("name", name), name in shape.required_members, constraints))
+            rows.append(
+                (
+                    name,
+                    member.type_name,
+                    member.serialization.get("location", "body"),
+                    member.serialization.get("name", name),
+                    name in shape.required_members,
+                    constraints,
+                )
+            )
         table[operation] = rows
     return table
 

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import torch
 
-SCRIPT = r'''
+SCRIPT = r"""
 import json
 import os
 
@@ -70,7 +70,7 @@ def predict_fn(rows, model):
 
 def output_fn(prediction, accept):
     return json.dumps(prediction)
-'''
+"""
 SIZES = [256, 1024, 1024, 16]
 ROWS, BATCH = 512, 16
 LINE = re.compile(r"INFO serve: (GPUs: (\d+) seen by CUDA .*)$", re.M)
@@ -89,15 +89,23 @@ def free_port() -> int:
 
 def gpu_memory_used() -> dict[str, int]:
     """{GPU index: MiB used}, per nvidia-smi."""
-    out = subprocess.run(["nvidia-smi", "--query-gpu=index,memory.used", "--format=csv,noheader,nounits"],
-                         capture_output=True, text=True, timeout=60).stdout
+    out = subprocess.run(
+        ["nvidia-smi", "--query-gpu=index,memory.used", "--format=csv,noheader,nounits"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    ).stdout
     return {index.strip(): int(used) for index, used in (line.split(",") for line in out.splitlines() if "," in line)}
 
 
 def process_memory() -> dict[int, int]:
     """{pid: MiB} of the processes nvidia-smi sees on the GPUs (none in some containers, whose pids it cannot map)."""
-    out = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
-                         capture_output=True, text=True, timeout=60).stdout
+    out = subprocess.run(
+        ["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    ).stdout
     found = {}
     for line in out.splitlines():
         parts = [part.strip() for part in line.split(",")]
@@ -152,10 +160,17 @@ def main() -> int:
 
     before = gpu_memory_used()
     port = free_port()
-    env = {name: value for name, value in os.environ.items()  # default settings: none of ours is set
-           if not name.startswith(("SAGEMAKER_", "TFS_"))}
-    env.update(SAGEMAKER_BIND_TO_PORT=str(port), SAGEMAKER_MODEL_DIR=str(model_dir),
-               SAGEMAKER_RUNTIME_DIR=str(work / "runtime"), PYTHONUNBUFFERED="1")
+    env = {
+        name: value
+        for name, value in os.environ.items()  # default settings: none of ours is set
+        if not name.startswith(("SAGEMAKER_", "TFS_"))
+    }
+    env.update(
+        SAGEMAKER_BIND_TO_PORT=str(port),
+        SAGEMAKER_MODEL_DIR=str(model_dir),
+        SAGEMAKER_RUNTIME_DIR=str(work / "runtime"),
+        PYTHONUNBUFFERED="1",
+    )
     log_path = work / "serve.log"
     serve = Path(sys.executable).parent / "serve"
     with open(log_path, "wb") as log:
@@ -175,8 +190,14 @@ def main() -> int:
                 os.killpg(proc.pid, signal.SIGKILL)
 
 
-def check(proc: subprocess.Popen, port: int, log_path: Path, inputs: torch.Tensor, reference: torch.Tensor,
-          before: dict[str, int]) -> int:
+def check(
+    proc: subprocess.Popen,
+    port: int,
+    log_path: Path,
+    inputs: torch.Tensor,
+    reference: torch.Tensor,
+    before: dict[str, int],
+) -> int:
     started = time.monotonic()
     while ping(port) != 200:
         if proc.poll() is not None:
@@ -207,8 +228,10 @@ def check(proc: subprocess.Popen, port: int, log_path: Path, inputs: torch.Tenso
         while set(answered) != set(workers):
             rounds += 1
             if rounds > 20:
-                raise CheckFailed(f"after {rounds - 1} rounds of requests, only workers {sorted(answered)} of "
-                                  f"{sorted(workers)} answered")
+                raise CheckFailed(
+                    f"after {rounds - 1} rounds of requests, only workers {sorted(answered)} of "
+                    f"{sorted(workers)} answered"
+                )
             futures = {pool.submit(post, port, inputs[batch].tolist()): batch for batch in batches}
             for future, batch in futures.items():
                 answer = future.result()
@@ -216,27 +239,37 @@ def check(proc: subprocess.Popen, port: int, log_path: Path, inputs: torch.Tenso
                     raise CheckFailed(f"an answer came from pid {answer['pid']}, not one of the workers {workers}")
                 expected = f"cuda:{workers[answer['pid']][1]}"
                 if answer["device"] != expected or str(answer["gpu_id"]) != workers[answer["pid"]][1]:
-                    raise CheckFailed(f"worker {answer['pid']} computed on {answer['device']} with gpu_id "
-                                      f"{answer['gpu_id']}, expected {expected}")
+                    raise CheckFailed(
+                        f"worker {answer['pid']} computed on {answer['device']} with gpu_id "
+                        f"{answer['gpu_id']}, expected {expected}"
+                    )
                 got = torch.tensor(answer["outputs"], dtype=torch.float32)
                 if not torch.allclose(got, reference[batch], rtol=1e-4, atol=1e-5):
                     worst = (got - reference[batch]).abs().max().item()
-                    raise CheckFailed(f"worker {answer['pid']} on {answer['device']}: outputs differ from the CPU "
-                                      f"reference by up to {worst:g}")
+                    raise CheckFailed(
+                        f"worker {answer['pid']} on {answer['device']}: outputs differ from the CPU "
+                        f"reference by up to {worst:g}"
+                    )
                 answered[answer["pid"]] = answer
-    print(f"gpu-check: {len(batches) * rounds} requests of {BATCH} rows in {rounds} round(s): every answer computed "
-          f"on its worker's GPU and equal to the CPU reference (rtol 1e-4, atol 1e-5)")
+    print(
+        f"gpu-check: {len(batches) * rounds} requests of {BATCH} rows in {rounds} round(s): every answer computed "
+        f"on its worker's GPU and equal to the CPU reference (rtol 1e-4, atol 1e-5)"
+    )
 
     per_process = process_memory()
     after = gpu_memory_used()
     print("gpu-check: GPU memory per worker:")
     for pid, (slot, gpu_id) in sorted(workers.items(), key=lambda item: item[1][0]):
         smi = f"{per_process[pid]} MiB (nvidia-smi)" if pid in per_process else "n/a in nvidia-smi"
-        print(f"    worker slot {slot}, pid {pid}, gpu_id {gpu_id}: {smi}, PyTorch reserved "
-              f"{answered[pid]['torch_reserved_mib']:.1f} MiB")
+        print(
+            f"    worker slot {slot}, pid {pid}, gpu_id {gpu_id}: {smi}, PyTorch reserved "
+            f"{answered[pid]['torch_reserved_mib']:.1f} MiB"
+        )
     for index in sorted(after):
-        print(f"    GPU {index}: {after[index] - before.get(index, 0)} MiB more in use than before serve started "
-              f"({after[index]} MiB in use)")
+        print(
+            f"    GPU {index}: {after[index] - before.get(index, 0)} MiB more in use than before serve started "
+            f"({after[index]} MiB in use)"
+        )
     print(f"gpu-check: OK: {gpus} GPU(s), {len(workers)} worker(s), one per GPU")
     return 0
 

@@ -37,8 +37,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--write", action="store_true", help="rewrite the tables in docs/settings.md")
-    mode.add_argument("--check", action="store_true",
-                      help="fail when docs/settings.md's tables are not the generated ones")
+    mode.add_argument(
+        "--check", action="store_true", help="fail when docs/settings.md's tables are not the generated ones"
+    )
     args = parser.parse_args(argv)
     generated = markdown_table()
     if not (args.write or args.check):
@@ -49,8 +50,9 @@ def main(argv: list[str] | None = None) -> int:
         SETTINGS_PAGE.write_text(head + START + generated + END + tail)
         return 0
     if current != generated:
-        sys.stdout.writelines(difflib.unified_diff(current.splitlines(True), generated.splitlines(True),
-                                                   "docs/settings.md", "generated"))
+        sys.stdout.writelines(
+            difflib.unified_diff(current.splitlines(True), generated.splitlines(True), "docs/settings.md", "generated")
+        )
         print("docs/settings.md's variables differ from their declarations: run scripts/settings_table.py --write")
         return 1
     return 0

@@ -35,8 +35,9 @@ def export(source: Path, target: Path) -> None:
             subprocess.run(["cp", "-r", str(source / prefix), str(target / prefix)], check=True)
         return
     git = ["git", f"--git-dir={source}"]
-    names = subprocess.run([*git, "ls-tree", "-r", "--name-only", "HEAD", *NEEDED], check=True,
-                           capture_output=True, text=True).stdout.split("\n")
+    names = subprocess.run(
+        [*git, "ls-tree", "-r", "--name-only", "HEAD", *NEEDED], check=True, capture_output=True, text=True
+    ).stdout.split("\n")
     for name in filter(None, names):
         shown = subprocess.run([*git, "show", f"HEAD:{name}"], capture_output=True)
         if shown.returncode == 0:
@@ -58,11 +59,12 @@ def main() -> int:
             (tree / prefix).mkdir(parents=True, exist_ok=True)
         export(args.source.resolve(), tree)
         binary = tree / "tensorflow_serving/model_servers/tensorflow_model_server"
-        binary.write_text(f"#!/bin/sh\nexec {sys.executable} -m sagemaker_tfs.model_server \"$@\"\n")
+        binary.write_text(f'#!/bin/sh\nexec {sys.executable} -m sagemaker_tfs.model_server "$@"\n')
         binary.chmod(0o755)
         os.environ["TEST_SRCDIR"] = str(srcdir)
-        os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "container"),
-                                                                 os.environ.get("PYTHONPATH")]))
+        os.environ["PYTHONPATH"] = os.pathsep.join(
+            filter(None, [str(REPO / "container"), os.environ.get("PYTHONPATH")])
+        )
         import tensorflow_serving  # tensorflow-serving-api's package: the test's base module joins it
 
         tensorflow_serving.__path__.append(str(tree / "tensorflow_serving"))

@@ -58,8 +58,10 @@ def main() -> int:
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(source / name, target)
     version = importlib.metadata.version("tensorflow")
-    print(f"copied {len(files)} files of tensorflow {version} to {VENDORED}; set version = \"{version}\" "
-          f"in {VENDORED / 'pyproject.toml'}")
+    print(
+        f'copied {len(files)} files of tensorflow {version} to {VENDORED}; set version = "{version}" '
+        f"in {VENDORED / 'pyproject.toml'}"
+    )
     return 0
 
 

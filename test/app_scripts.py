@@ -1,7 +1,7 @@
 """The handler scripts the app's tests run, in-process (test/app) and under gunicorn (test/gunicorn_app)."""
 
 # handler(data, context); the request's "case" field says what to do. HANDLER_FILES go next to it in code/.
-HANDLER_SCRIPT = '''
+HANDLER_SCRIPT = """
 import json
 
 import falcon
@@ -52,12 +52,12 @@ def handler(data, context):
         raise falcon.HTTPError(falcon.HTTP_409, title="Conflict", description="already there",
                                headers={"Retry-After": "5"})
     return RETURNS[case]()
-'''
+"""
 
 HANDLER_FILES = {"helper.py": "def shout(text):\n    return text.upper()\n", "lib/libmodule.py": "LIB_VALUE = 42\n"}
 
 # input_handler + output_handler; the custom attribute case=<name> tells the script what to do.
-PAIR_SCRIPT = '''
+PAIR_SCRIPT = """
 import io
 import json
 
@@ -105,10 +105,10 @@ def output_handler(response, context):
         "url": response.url,
     }
     return json.dumps(described), "application/json"
-'''
+"""
 
 # the default codecs as a pair
-DEFAULTS_SCRIPT = '''
+DEFAULTS_SCRIPT = """
 from sagemaker_tfs.codecs import default_input_handler as input_handler
 from sagemaker_tfs.codecs import default_output_handler as output_handler
-'''
+"""

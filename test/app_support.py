@@ -6,12 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
-import model_server_support
 import clients
 import model_dirs
+import model_server_support
 import paths
+import pytest
 from sagemaker_tfs.config import Settings
 
 DEFAULT_MODEL = "half_plus_three"  # y = 0.5 x + 3
@@ -25,10 +24,11 @@ class ModelServer(model_server_support.ModelServer):
     def __init__(self, folder: Path):
         config = model_server_support.model_config(
             {DEFAULT_MODEL: paths.HALF_PLUS_THREE, OTHER_MODEL: paths.HALF_PLUS_TWO_2_VERSIONS},
-            {OTHER_MODEL: "model_version_policy { all {} }"})
+            {OTHER_MODEL: "model_version_policy { all {} }"},
+        )
         super().__init__(config, folder, env={"TF_CPP_MIN_LOG_LEVEL": "2"})
 
-    def start(self) -> "ModelServer":
+    def start(self) -> ModelServer:
         super().start()
         for model in (DEFAULT_MODEL, OTHER_MODEL):
             url = f"{self.url}/v1/models/{model}"
@@ -52,23 +52,33 @@ def write_model_dir(folder: Path, script: str | None = None, files: dict[str, st
 def app_env(model_dir: Path, model_server: ModelServer | None, workers: int = 1, threads: int = 1) -> dict[str, str]:
     """The app's environment as `serve` hands it over (Settings.env_of): the model server instances (the one
     given; none without one) and the default model."""
-    env = Settings.env_of(model_dir=str(model_dir), default_model=DEFAULT_MODEL, gunicorn_workers=workers,
-                          gunicorn_threads=threads)
+    env = Settings.env_of(
+        model_dir=str(model_dir), default_model=DEFAULT_MODEL, gunicorn_workers=workers, gunicorn_threads=threads
+    )
     if model_server is not None:
-        env.update(Settings.env_of(model_server_rest_ports=(model_server.rest_port,),
-                                   model_server_grpc_ports=(model_server.grpc_port,)))
+        env.update(
+            Settings.env_of(
+                model_server_rest_ports=(model_server.rest_port,), model_server_grpc_ports=(model_server.grpc_port,)
+            )
+        )
     return env
 
 
 class Calls:
     """invoke() on top of a call(method, path, body, headers) -> Answer."""
 
-    def call(self, method: str, path: str, body: bytes | str | None = None,
-             headers: dict[str, str] | None = None) -> Answer:
+    def call(
+        self, method: str, path: str, body: bytes | str | None = None, headers: dict[str, str] | None = None
+    ) -> Answer:
         raise NotImplementedError
 
-    def invoke(self, body: bytes | str, content_type: str | None = "application/json", accept: str | None = None,
-               **headers: str) -> Answer:
+    def invoke(
+        self,
+        body: bytes | str,
+        content_type: str | None = "application/json",
+        accept: str | None = None,
+        **headers: str,
+    ) -> Answer:
         """POST /invocations; keyword headers use underscores (X_Amzn_RequestId=...)."""
         all_headers = {name.replace("_", "-"): value for name, value in headers.items()}
         if content_type is not None:

@@ -42,8 +42,14 @@ class Answer:
         return self.headers.get("content-type")
 
 
-def http_call(port: int, method: str, path: str, body: bytes | str | None = None,
-              headers: dict[str, str] | list[tuple[str, str]] | None = None, timeout: float = 120) -> Answer:
+def http_call(
+    port: int,
+    method: str,
+    path: str,
+    body: bytes | str | None = None,
+    headers: dict[str, str] | list[tuple[str, str]] | None = None,
+    timeout: float = 120,
+) -> Answer:
     """One HTTP request to 127.0.0.1:port on a fresh connection; `headers` as a list of (name, value) sends each
     line as given, repeats and order kept (with a Content-Length of the body)."""
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
@@ -65,8 +71,13 @@ def http_call(port: int, method: str, path: str, body: bytes | str | None = None
 CUSTOM_ATTRIBUTES = "X-Amzn-SageMaker-Custom-Attributes"
 
 
-def invoke(stack: "Stack", body: bytes | str, content_type: str | None = "application/json",
-           attributes: str | None = None, **headers: str) -> Answer:
+def invoke(
+    stack: Stack,
+    body: bytes | str,
+    content_type: str | None = "application/json",
+    attributes: str | None = None,
+    **headers: str,
+) -> Answer:
     """POST /invocations through a stack's nginx (`stack`: anything with the `port` it listens on), on a fresh
     connection; `content_type` None sends none, `attributes` is the custom attributes header, and other headers are
     keyword arguments with underscores for dashes (X_Amzn_RequestId='...', Accept='text/csv')."""
@@ -118,9 +129,14 @@ def runtime_client(port: int):
     import boto3
     from botocore.config import Config
 
-    return boto3.client("sagemaker-runtime", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1",
-                        aws_access_key_id="local", aws_secret_access_key="local",
-                        config=Config(retries={"max_attempts": 1, "mode": "standard"}, read_timeout=120))
+    return boto3.client(
+        "sagemaker-runtime",
+        endpoint_url=f"http://127.0.0.1:{port}",
+        region_name="us-east-1",
+        aws_access_key_id="local",
+        aws_secret_access_key="local",
+        config=Config(retries={"max_attempts": 1, "mode": "standard"}, read_timeout=120),
+    )
 
 
 def client_error(call) -> dict:

@@ -9,20 +9,30 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import pytest
-
 import clients
 import paths
 import ports
 import processes
+import pytest
 
 HERE = Path(__file__).parent
-SLOW = [HERE / name for name in ("stack", "multi_model", "examples", "image", "gunicorn_app",
-                                 "transform/test_transform_stack.py", "model_server/test_model_server_cli.py",
-                                 "model_server/test_model_server_reload.py", "model_server/test_model_server_limits.py",
-                                 "model_server/test_model_server_metrics.py",
-                                 "model_server/test_model_server_batching.py",
-                                 "model_server/test_model_server_warmup.py")]
+SLOW = [
+    HERE / name
+    for name in (
+        "stack",
+        "multi_model",
+        "examples",
+        "image",
+        "gunicorn_app",
+        "transform/test_transform_stack.py",
+        "model_server/test_model_server_cli.py",
+        "model_server/test_model_server_reload.py",
+        "model_server/test_model_server_limits.py",
+        "model_server/test_model_server_metrics.py",
+        "model_server/test_model_server_batching.py",
+        "model_server/test_model_server_warmup.py",
+    )
+]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

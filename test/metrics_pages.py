@@ -12,8 +12,11 @@ def scrape(port: int, path: str = "/metrics") -> dict:
 
     answer = http_call(port, "GET", path)
     assert answer.status == 200, answer.text
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(answer.text) for s in family.samples}
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(answer.text)
+        for s in family.samples
+    }
 
 
 def sample(page: dict, name: str, **labels) -> float | None:
@@ -26,8 +29,13 @@ def metric(name: str, **labels) -> tuple[str, tuple]:
     return name, tuple(sorted(labels.items()))
 
 
-def counted_page(port: int, expected: dict[tuple[str, tuple], float], before: dict | None = None,
-                 path: str = "/metrics", timeout: float = 30.0) -> dict:
+def counted_page(
+    port: int,
+    expected: dict[tuple[str, tuple], float],
+    before: dict | None = None,
+    path: str = "/metrics",
+    timeout: float = 30.0,
+) -> dict:
     """The page scraped once each sample of `expected` ({metric(name, **labels): value}) has its value, or, given
     the page `before`, has grown by it since (an absent sample counts 0). What a request adds to a page may come
     after its answer (gunicorn's workers write their totals twice a second, each its own; nginx's datagrams are

@@ -8,11 +8,10 @@ import shutil
 import sys
 from pathlib import Path
 
-import requests
-
 import paths
 import ports
 import processes
+import requests
 
 SERVER = [sys.executable, "-m", "sagemaker_tfs.model_server"]
 
@@ -26,17 +25,26 @@ class ModelServer(processes.Background):
         self.url = f"http://127.0.0.1:{self.rest_port}"
         self.config_file = workdir / "models.config"
         self.config_file.write_text(config_text)
-        super().__init__([*SERVER, f"--port={self.grpc_port}", f"--rest_api_port={self.rest_port}",
-                          f"--model_config_file={self.config_file}", "--max_num_load_retries=0",
-                          "--file_system_poll_wait_seconds=0", *args], env=env)
+        super().__init__(
+            [
+                *SERVER,
+                f"--port={self.grpc_port}",
+                f"--rest_api_port={self.rest_port}",
+                f"--model_config_file={self.config_file}",
+                "--max_num_load_retries=0",
+                "--file_system_poll_wait_seconds=0",
+                *args,
+            ],
+            env=env,
+        )
         self.http = requests.Session()
 
-    def start(self) -> "ModelServer":
+    def start(self) -> ModelServer:
         super().start()
         self.wait_until(lambda: ports.port_is_open(self.rest_port), timeout=120, what="listening")
         return self
 
-    def __enter__(self) -> "ModelServer":
+    def __enter__(self) -> ModelServer:
         return self.start()
 
     def stop(self) -> int | None:

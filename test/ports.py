@@ -11,7 +11,6 @@ from pathlib import Path
 
 from sagemaker_tfs.stack import readiness
 
-
 LOWEST_PORT = 1024  # below are the privileged ports
 
 

@@ -103,12 +103,15 @@ def wait_for_log(source, *lines: str, count: int = 1, since: int = 0, timeout: f
         if not missing:
             return text
         if ended or time.monotonic() > deadline:
-            shown = text if len(text) <= LOG_SHOWN else f"[... {len(text) - LOG_SHOWN} characters ...]" + \
-                text[-LOG_SHOWN:]
+            shown = (
+                text if len(text) <= LOG_SHOWN else f"[... {len(text) - LOG_SHOWN} characters ...]" + text[-LOG_SHOWN:]
+            )
             why = "the process exited" if ended else f"{timeout}s passed"
             times = "" if count == 1 else f" {count} times"
-            raise AssertionError(f"{why} and the log does not hold{times} {missing!r}"
-                                 f"{f' after character {since}' if since else ''}; the log:\n{shown}")
+            raise AssertionError(
+                f"{why} and the log does not hold{times} {missing!r}"
+                f"{f' after character {since}' if since else ''}; the log:\n{shown}"
+            )
         time.sleep(0.05)
 
 
@@ -118,8 +121,13 @@ class Background:
     Use as a context manager; on exit the process gets SIGTERM, then SIGKILL after `stop_timeout`.
     """
 
-    def __init__(self, args: list[str], env: dict[str, str] | None = None, cwd: str | Path | None = None,
-                 stop_timeout: float = 20.0):
+    def __init__(
+        self,
+        args: list[str],
+        env: dict[str, str] | None = None,
+        cwd: str | Path | None = None,
+        stop_timeout: float = 20.0,
+    ):
         self.args = [str(a) for a in args]
         self.env = {**os.environ, **(env or {})}
         self.cwd = cwd
@@ -127,10 +135,11 @@ class Background:
         self.log_path = Path(tempfile.mkstemp(prefix="bg-", suffix=".log")[1])
         self.proc: subprocess.Popen | None = None
 
-    def start(self) -> "Background":
+    def start(self) -> Background:
         log = open(self.log_path, "ab")  # O_APPEND: children that reopen /dev/stdout (nginx) must not overwrite
-        self.proc = subprocess.Popen(self.args, env=self.env, cwd=self.cwd, stdout=log, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
+        self.proc = subprocess.Popen(
+            self.args, env=self.env, cwd=self.cwd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
         log.close()
         return self
 
@@ -171,7 +180,7 @@ class Background:
             pass
         return self.proc.wait()
 
-    def __enter__(self) -> "Background":
+    def __enter__(self) -> Background:
         return self.start()
 
     def __exit__(self, *exc) -> None:

@@ -7,12 +7,11 @@ import signal
 import tempfile
 from pathlib import Path
 
-from sagemaker_tfs.config import Settings
-
 from clients import http_status
 from paths import VENV_BIN
 from ports import free_port, free_port_range
 from processes import Background, descendants, session_members
+from sagemaker_tfs.config import Settings
 
 
 class Stack(Background):
@@ -22,18 +21,28 @@ class Stack(Background):
     the command (another environment's, for the serving image's test).
     """
 
-    def __init__(self, model_dir: str | Path, env: dict[str, str] | None = None, instances: int = 1,
-                 serve: Path = VENV_BIN / "serve"):
+    def __init__(
+        self,
+        model_dir: str | Path,
+        env: dict[str, str] | None = None,
+        instances: int = 1,
+        serve: Path = VENV_BIN / "serve",
+    ):
         self.port = free_port()
         low, high = free_port_range(2 * instances)
         self.model_server_ports = list(range(low, high + 1))
         self.runtime_dir = Path(tempfile.mkdtemp(prefix="stack-"))
         self.url = f"http://127.0.0.1:{self.port}"
-        settings = Settings.env_of(model_dir=str(model_dir), bind_port=self.port, safe_port_range=(low, high),
-                                   tfs_instance_count=instances, runtime_dir=str(self.runtime_dir))
+        settings = Settings.env_of(
+            model_dir=str(model_dir),
+            bind_port=self.port,
+            safe_port_range=(low, high),
+            tfs_instance_count=instances,
+            runtime_dir=str(self.runtime_dir),
+        )
         super().__init__([serve], env={**settings, **(env or {})}, stop_timeout=60)
 
-    def start(self, wait: bool = True) -> "Stack":
+    def start(self, wait: bool = True) -> Stack:
         super().start()
         if wait:
             self.wait_until(self.ready, timeout=180, what="answering /ping with 200")
@@ -53,8 +62,11 @@ class Stack(Background):
 
     def child_sessions(self) -> set[int]:
         """The sessions of the supervised children (each runs in its own) named by their pid files now."""
-        return {int(path.read_text()) for path in self.runtime_dir.glob("*.pid")
-                if (path.stem.startswith("tfs-") or path.stem.endswith("-supervised")) and path.read_text().strip()}
+        return {
+            int(path.read_text())
+            for path in self.runtime_dir.glob("*.pid")
+            if (path.stem.startswith("tfs-") or path.stem.endswith("-supervised")) and path.read_text().strip()
+        }
 
     def stop(self) -> int | None:
         """Stop serve; then kill whatever of its children's sessions is left (after a failed test)."""
@@ -70,5 +82,5 @@ class Stack(Background):
     def gunicorn_workers(self) -> set[int]:
         return descendants(self.pid_of("gunicorn-supervised"))
 
-    def __enter__(self) -> "Stack":
+    def __enter__(self) -> Stack:
         return self if self.proc is not None else self.start()  # `with Stack(...).start(wait=False)` starts once

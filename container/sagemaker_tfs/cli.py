@@ -11,7 +11,8 @@ stay one release as deprecated aliases (transform_alias, package_model_alias).
 from __future__ import annotations
 
 import sys
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 from . import __version__
 
@@ -29,9 +30,12 @@ def _model_server(args: list[str]) -> int:
 
     missing = extras.missing("model-server")
     if missing:  # the serving image: its model server is tensorflow_model_server
-        print(f"{PROG} model-server: the embedded model server is not installed (missing {', '.join(missing)}); "
-              "install the model-server extra (pip install 'sagemaker-tfs[model-server]'), or run "
-              "tensorflow_model_server", file=sys.stderr)
+        print(
+            f"{PROG} model-server: the embedded model server is not installed (missing {', '.join(missing)}); "
+            "install the model-server extra (pip install 'sagemaker-tfs[model-server]'), or run "
+            "tensorflow_model_server",
+            file=sys.stderr,
+        )
         return 1
     from .model_server.__main__ import main
 
@@ -59,8 +63,7 @@ COMMANDS = {
     "serve": Command("start the serving stack (model servers, gunicorn, nginx): the image's entrypoint", _serve),
     "model-server": Command("run the embedded model server, a stand-in for tensorflow_model_server", _model_server),
     "transform": Command("run a SageMaker Batch Transform job locally", _transform),
-    "package-model": Command("build a model.tar.gz in the layout the container serves, or check one",
-                             _package_model),
+    "package-model": Command("build a model.tar.gz in the layout the container serves, or check one", _package_model),
 }
 
 
@@ -70,13 +73,22 @@ def usage() -> str:
 
 def help_text() -> str:
     width = max(map(len, COMMANDS)) + 2
-    lines = [usage(), "", f"The commands of {PROG}, a TensorFlow Serving container for Amazon SageMaker's hosting "
-             "contract.", "", "commands:"]
+    lines = [
+        usage(),
+        "",
+        f"The commands of {PROG}, a TensorFlow Serving container for Amazon SageMaker's hosting contract.",
+        "",
+        "commands:",
+    ]
     lines += [f"  {name:<{width}} {command.summary}" for name, command in COMMANDS.items()]
-    lines += ["", "options:", f"  {'-h, --help':<{width}} show this help and exit",
-              f"  {'--version':<{width}} show the version and exit", "",
-              f"A command's own help: {PROG} COMMAND --help. `serve` and `tfs-model-server` are also commands of "
-              "their own."]
+    lines += [
+        "",
+        "options:",
+        f"  {'-h, --help':<{width}} show this help and exit",
+        f"  {'--version':<{width}} show the version and exit",
+        "",
+        f"A command's own help: {PROG} COMMAND --help. `serve` and `tfs-model-server` are also commands of their own.",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -94,8 +106,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     command = COMMANDS.get(first)
     if command is None:
-        sys.stderr.write(f"{usage()}\n{PROG}: error: unknown command {first!r}: choose from "
-                         f"{', '.join(COMMANDS)} ({PROG} --help)\n")
+        sys.stderr.write(
+            f"{usage()}\n{PROG}: error: unknown command {first!r}: choose from {', '.join(COMMANDS)} ({PROG} --help)\n"
+        )
         return 2
     return command.run(rest)
 

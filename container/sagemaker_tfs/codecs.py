@@ -69,11 +69,10 @@ import math
 import re
 from typing import Any
 
-from .shared import media_types, npy, tfs_api
-from .shared.text_records import csv_line, csv_rows, json_lines, lines, not_one_value
 from .errors import HandlerError
-from .shared.media_types import CSV, JSON, JSONS, Format
-from .shared.media_types import JSON_LINES as JSONLINES
+from .shared import media_types, npy, tfs_api
+from .shared.media_types import CSV, JSON, Format
+from .shared.text_records import csv_line, csv_rows, json_lines, lines, not_one_value
 
 REQUEST_TYPES = media_types.names(Format.JSON, Format.JSON_LINES, Format.CSV, Format.NPY)
 RESPONSE_TYPES = REQUEST_TYPES  # in order of preference when a wildcard allows several
@@ -143,12 +142,16 @@ def response_type(accept: str | None) -> str:
     """The type the default output handler answers in; HandlerError 406 when Accept allows none."""
     media = negotiate(accept)
     if media is None:
-        raise HandlerError(406, f"none of the types in the Accept header {accept!r} can be produced: the default "
-                                f"output handler answers {', '.join(RESPONSE_TYPES)}")
+        raise HandlerError(
+            406,
+            f"none of the types in the Accept header {accept!r} can be produced: the default "
+            f"output handler answers {', '.join(RESPONSE_TYPES)}",
+        )
     return media
 
 
 # ---- requests ----
+
 
 def default_input_handler(data: Any, context: Any) -> bytes:
     """The TFS REST request body for the client's request: `data` is the request stream (or bytes), the
@@ -168,8 +171,11 @@ def tfs_request(body: bytes, content_type: str | None = JSON) -> bytes:
     """The TFS REST request body (JSON) for a client body of this content type; HandlerError 415/400."""
     media = media_type(content_type) or JSON
     if media not in REQUEST_TYPES:
-        raise HandlerError(415, f"unsupported content type {content_type!r}: the default input handler reads "
-                                f"{', '.join(REQUEST_TYPES)} (a code/inference.py script can read others)")
+        raise HandlerError(
+            415,
+            f"unsupported content type {content_type!r}: the default input handler reads "
+            f"{', '.join(REQUEST_TYPES)} (a code/inference.py script can read others)",
+        )
     kind = media_types.format_of(media)
     if kind is Format.NPY:
         return npy.tfs_request(body)
@@ -261,9 +267,17 @@ def _json_lines_instances(text: str) -> str:
 _NOT_NUMERIC_CSV = re.compile(r"[^0-9eE.,+\- \t\r\n]").search
 _JSON_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?").fullmatch
 _DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?").fullmatch
-_NON_FINITE = {"nan": "NaN", "+nan": "NaN", "-nan": "NaN",
-               "inf": "Infinity", "+inf": "Infinity", "-inf": "-Infinity",
-               "infinity": "Infinity", "+infinity": "Infinity", "-infinity": "-Infinity"}
+_NON_FINITE = {
+    "nan": "NaN",
+    "+nan": "NaN",
+    "-nan": "NaN",
+    "inf": "Infinity",
+    "+inf": "Infinity",
+    "-inf": "-Infinity",
+    "infinity": "Infinity",
+    "+infinity": "Infinity",
+    "-infinity": "-Infinity",
+}
 
 
 def _csv_instances(text: str) -> str:
@@ -321,6 +335,7 @@ def _csv_field_json(field: str) -> str:
 
 
 # ---- responses ----
+
 
 def default_output_handler(response: Any, context: Any) -> tuple:
     """(body, content_type) for the client from the model server's `response` (a requests.Response, or

@@ -22,8 +22,16 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from .shared.handler_contract import (HOW_TO_FIX, Contract, IncompleteContract, MixedContracts, UncompilableScript,
-                                      detect, ignored, is_toolkit_script)
+from .shared.handler_contract import (
+    HOW_TO_FIX,
+    Contract,
+    IncompleteContract,
+    MixedContracts,
+    UncompilableScript,
+    detect,
+    ignored,
+    is_toolkit_script,
+)
 from .shared.handler_contract import script_names as names_in
 from .shared.model_tree import ModelTree, ModelTreeError, find_models
 from .toolkit.functions import TRANSFORM_CONFLICT
@@ -87,8 +95,9 @@ def check_model_dir(model_dir: Path) -> list[str]:
         tree: ModelTree = find_models(model_dir, allow_no_model=is_toolkit_script)
     except ModelTreeError as exc:
         raise PackagingError(str(exc)) from None
-    summary = [f"model {m.name}: version(s) {', '.join(map(str, m.versions))}" for m in tree.models] or \
-        ["no SavedModel: the script's model_fn loads the model, no model server is started"]
+    summary = [f"model {m.name}: version(s) {', '.join(map(str, m.versions))}" for m in tree.models] or [
+        "no SavedModel: the script's model_fn loads the model, no model server is started"
+    ]
     code = model_dir / "code"
     if tree.script:
         summary.append(f"code/inference.py: {_describe(tree.script)}")
@@ -159,8 +168,9 @@ def build(export_dir: Path, output: Path, code_dir: Path | None = None) -> list[
 def main(argv: list[str] | None = None, prog: str = "sagemaker-tfs package-model") -> int:
     """The command; `prog` names it in the help and in its messages (the deprecated `package-model` alias:
     "package-model")."""
-    parser = argparse.ArgumentParser(prog=prog, description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     build_cmd = commands.add_parser("build", help="build model.tar.gz from an export folder and a code folder")
     build_cmd.add_argument("export_dir", type=Path, help="folder with numbered version folders (or model folders)")

@@ -17,13 +17,12 @@ import threading
 from pathlib import Path
 
 from . import __version__
-from .stack import commands
-from .shared import gpus, logs, model_tree, runtime_dir
 from .config import ConfigError, Settings
 from .errors import StartupError
-from .shared.model_tree import ModelTree, ModelTreeError
+from .shared import gpus, logs, model_tree, runtime_dir
 from .shared.handler_contract import is_toolkit_script, script_loads_model
-from .stack import reaper
+from .shared.model_tree import ModelTree, ModelTreeError
+from .stack import commands, reaper
 from .stack.supervisor import Stack, StopRequested
 
 log = logging.getLogger("serve")
@@ -34,10 +33,14 @@ def prepare() -> tuple[Settings, ModelTree | None]:
     the validated model tree (None for a multi-model endpoint: nothing is loaded at start-up). Logs the one line
     that says which GPU each worker and model server uses."""
     settings = Settings.from_env()
-    if settings.gunicorn_worker_class in ("gevent", "eventlet", "tornado") and \
-            importlib.util.find_spec(settings.gunicorn_worker_class) is None:
-        raise ConfigError(f"SAGEMAKER_GUNICORN_WORKER_CLASS={settings.gunicorn_worker_class} needs the "
-                          f"{settings.gunicorn_worker_class} package, which is not installed; use sync or gthread")
+    if (
+        settings.gunicorn_worker_class in ("gevent", "eventlet", "tornado")
+        and importlib.util.find_spec(settings.gunicorn_worker_class) is None
+    ):
+        raise ConfigError(
+            f"SAGEMAKER_GUNICORN_WORKER_CLASS={settings.gunicorn_worker_class} needs the "
+            f"{settings.gunicorn_worker_class} package, which is not installed; use sync or gthread"
+        )
     if not shutil.which("nginx"):
         raise StartupError("nginx is not installed (apt-get install nginx, or run scripts/install.sh)")
     if settings.multi_model:
@@ -49,8 +52,12 @@ def prepare() -> tuple[Settings, ModelTree | None]:
         settings = settings.resolved(model_root, None, found.devices)
         log.info("%s", commands.gpu_line(settings, found.how, False, model_servers=True))
         return settings, None
-    tree = model_tree.find_models(settings.model_dir, settings.tfs_default_model_name, settings.program,
-                                  lambda script: is_toolkit_script(script, settings.inference_contract))
+    tree = model_tree.find_models(
+        settings.model_dir,
+        settings.tfs_default_model_name,
+        settings.program,
+        lambda script: is_toolkit_script(script, settings.inference_contract),
+    )
     if tree.models:  # an inference toolkit script without SavedModels needs no model server
         commands.model_server_base_command()
     loads_model = tree.script is not None and script_loads_model(tree.script, settings.inference_contract)
@@ -68,8 +75,10 @@ def main(argv: list[str] | None = None) -> int:
         print(__doc__.strip() + "\n\nConfiguration: SAGEMAKER_* environment variables (docs/settings.md lists them).")
         return 0
     if args:
-        print(f"serve: error: unexpected arguments {' '.join(args)}; configure with SAGEMAKER_* variables",
-              file=sys.stderr)
+        print(
+            f"serve: error: unexpected arguments {' '.join(args)}; configure with SAGEMAKER_* variables",
+            file=sys.stderr,
+        )
         return 2
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logs.formatter(logs.format_from_env(), "%(asctime)s %(levelname)s serve: %(message)s"))
@@ -119,6 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     lock.close()
     log.info("stopped")
     return 0
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -24,18 +24,28 @@ PROVINCE_SURCHARGE = dict(zip(PROVINCES, [10.0, -15.0, 45.0, 5.0, -25.0, 50.0, 2
 
 def true_price(quote: dict) -> float:
     """The price formula the data are generated from (what the model should learn)."""
-    return (300.0 + 25.0 * (quote["year"] - 2017) + 2.0 * quote["month"] + 80.0 * quote["stage_id"]
-            + COMPANY_SURCHARGE[quote["company_id"]] + 15.0 * quote["product_modality_id"]
-            + 120.0 * quote["cover_3"] + PROVINCE_SURCHARGE[quote["province"]])
+    return (
+        300.0
+        + 25.0 * (quote["year"] - 2017)
+        + 2.0 * quote["month"]
+        + 80.0 * quote["stage_id"]
+        + COMPANY_SURCHARGE[quote["company_id"]]
+        + 15.0 * quote["product_modality_id"]
+        + 120.0 * quote["cover_3"]
+        + PROVINCE_SURCHARGE[quote["province"]]
+    )
 
 
 def generate(count: int) -> tuple[dict, np.ndarray]:
     """`count` random quotations (a dict of feature tensors) and their noisy prices."""
     rng = np.random.default_rng(0)
     columns = {
-        "year": rng.integers(2017, 2021, count), "month": rng.integers(1, 13, count),
-        "stage_id": rng.integers(1, 4, count), "company_id": rng.integers(1, 5, count),
-        "product_modality_id": rng.integers(1, 9, count), "cover_3": rng.integers(0, 2, count),
+        "year": rng.integers(2017, 2021, count),
+        "month": rng.integers(1, 13, count),
+        "stage_id": rng.integers(1, 4, count),
+        "company_id": rng.integers(1, 5, count),
+        "product_modality_id": rng.integers(1, 9, count),
+        "cover_3": rng.integers(0, 2, count),
         "province": rng.choice(PROVINCES, count),
     }
     quotes = [dict(zip(columns, values)) for values in zip(*columns.values())]
@@ -50,27 +60,39 @@ class PriceModel(tf.Module):
         super().__init__()
         self.provinces = tf.lookup.StaticHashTable(
             tf.lookup.KeyValueTensorInitializer(PROVINCES, tf.range(len(PROVINCES), dtype=tf.int64)),
-            default_value=len(PROVINCES))  # an unknown province gets a column of its own, weighing nothing
+            default_value=len(PROVINCES),
+        )  # an unknown province gets a column of its own, weighing nothing
         design = self.encode(features).numpy()
         self.weights = tf.Variable(np.linalg.lstsq(design, prices, rcond=None)[0])
 
     def encode(self, features: dict) -> tf.Tensor:
         """The design matrix of a batch: one row per quotation, numbers as they are, categories one-hot."""
+
         def number(name):
             return tf.cast(features[name], tf.float64)[:, None]
 
         def one_hot(index, depth):
             return tf.one_hot(index, depth, dtype=tf.float64)
 
-        return tf.concat([
-            tf.ones_like(number("year")), number("year") - 2017, number("month"),
-            one_hot(features["stage_id"], 4), one_hot(features["company_id"], 5),
-            one_hot(features["product_modality_id"], 9), number("cover_3"),
-            one_hot(self.provinces.lookup(features["province"]), len(PROVINCES) + 1),
-        ], axis=1)
+        return tf.concat(
+            [
+                tf.ones_like(number("year")),
+                number("year") - 2017,
+                number("month"),
+                one_hot(features["stage_id"], 4),
+                one_hot(features["company_id"], 5),
+                one_hot(features["product_modality_id"], 9),
+                number("cover_3"),
+                one_hot(self.provinces.lookup(features["province"]), len(PROVINCES) + 1),
+            ],
+            axis=1,
+        )
 
-    @tf.function(input_signature=[{name: tf.TensorSpec([None], tf.string if name == "province" else tf.int64, name=name)
-                                   for name in FEATURES}])
+    @tf.function(
+        input_signature=[
+            {name: tf.TensorSpec([None], tf.string if name == "province" else tf.int64, name=name) for name in FEATURES}
+        ]
+    )
     def serve(self, features):
         return {"price": tf.cast(tf.linalg.matvec(self.encode(features), self.weights), tf.float32)}
 

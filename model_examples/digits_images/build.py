@@ -23,11 +23,13 @@ def train() -> keras.Model:
     digits = load_digits()  # 1,797 images of 8x8 pixels, 0 (background) to 16 (ink)
     train_set = np.arange(len(digits.target)) % 5 != 0  # each fifth image is held out for testing
     keras.utils.set_random_seed(0)
-    model = keras.Sequential([
-        keras.Input((64,)),
-        keras.layers.Dense(32, activation="relu"),
-        keras.layers.Dense(10, activation="softmax"),
-    ])
+    model = keras.Sequential(
+        [
+            keras.Input((64,)),
+            keras.layers.Dense(32, activation="relu"),
+            keras.layers.Dense(10, activation="softmax"),
+        ]
+    )
     model.compile("adam", "sparse_categorical_crossentropy")
     model.fit(digits.data[train_set] / 16.0, digits.target[train_set], epochs=30, batch_size=32, verbose=0)
     return model

@@ -45,16 +45,18 @@ def images(count: int = 300, seed: int = 1) -> tuple[np.ndarray, np.ndarray]:
 def train() -> keras.Model:
     pixels, labels = images(600, seed=0)
     keras.utils.set_random_seed(0)
-    model = keras.Sequential([
-        keras.Input((SIZE, SIZE, 3)),
-        keras.layers.Rescaling(1 / 255),  # in the graph: clients send pixels as they are (0 to 255)
-        keras.layers.Conv2D(8, 3, activation="relu"),
-        keras.layers.MaxPooling2D(2),
-        keras.layers.Conv2D(8, 3, activation="relu"),
-        keras.layers.MaxPooling2D(2),
-        keras.layers.Flatten(),
-        keras.layers.Dense(len(CLASSES), activation="softmax"),
-    ])
+    model = keras.Sequential(
+        [
+            keras.Input((SIZE, SIZE, 3)),
+            keras.layers.Rescaling(1 / 255),  # in the graph: clients send pixels as they are (0 to 255)
+            keras.layers.Conv2D(8, 3, activation="relu"),
+            keras.layers.MaxPooling2D(2),
+            keras.layers.Conv2D(8, 3, activation="relu"),
+            keras.layers.MaxPooling2D(2),
+            keras.layers.Flatten(),
+            keras.layers.Dense(len(CLASSES), activation="softmax"),
+        ]
+    )
     model.compile("adam", "sparse_categorical_crossentropy")
     model.fit(pixels.astype(np.float32), labels, epochs=20, batch_size=32, verbose=0)
     return model

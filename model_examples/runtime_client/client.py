@@ -22,11 +22,13 @@ CREDENTIALS = {"region_name": "us-east-1", "aws_access_key_id": "local", "aws_se
 def with_boto3(url: str):
     # The one change to production code: endpoint_url. Or none at all: AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME=<url>.
     runtime = boto3.client("sagemaker-runtime", endpoint_url=url, **CREDENTIALS)
-    answer = runtime.invoke_endpoint(EndpointName=ENDPOINT, ContentType="application/json",
-                                     Body=b'{"instances": [1.0, 2.0, 5.0]}')
+    answer = runtime.invoke_endpoint(
+        EndpointName=ENDPOINT, ContentType="application/json", Body=b'{"instances": [1.0, 2.0, 5.0]}'
+    )
     print("boto3, JSON:", json.loads(answer["Body"].read()), "from variant", answer["InvokedProductionVariant"])
-    answer = runtime.invoke_endpoint(EndpointName=ENDPOINT, ContentType="text/csv", Accept="text/csv",
-                                     Body=b"1.0\n2.0\n5.0")
+    answer = runtime.invoke_endpoint(
+        EndpointName=ENDPOINT, ContentType="text/csv", Accept="text/csv", Body=b"1.0\n2.0\n5.0"
+    )
     print("boto3, CSV:", answer["Body"].read().decode().splitlines())
     try:
         runtime.invoke_endpoint(EndpointName=ENDPOINT, ContentType="application/json", Body=b'{"instances": ["a"]}')
@@ -40,8 +42,9 @@ def asynchronously(runtime):
     # file under the container's SAGEMAKER_LOCAL_ASYNC_INPUT_PATH), and writes the answer under the container's
     # SAGEMAKER_LOCAL_ASYNC_OUTPUT_PATH (scripts/serve-example.sh sets it; a folder here, so the client reads a file)
     # or a failure under SAGEMAKER_LOCAL_ASYNC_FAILURE_PATH. A client polls them (or is notified, in SageMaker).
-    answer = runtime.invoke_endpoint_async(EndpointName=ENDPOINT, ContentType="application/json",
-                                           Body=b'{"instances": [1.0, 2.0, 5.0]}')
+    answer = runtime.invoke_endpoint_async(
+        EndpointName=ENDPOINT, ContentType="application/json", Body=b'{"instances": [1.0, 2.0, 5.0]}'
+    )
     output, failure = Path(answer["OutputLocation"]), Path(answer["FailureLocation"])
     deadline = time.monotonic() + 30
     while not output.exists() and not failure.exists() and time.monotonic() < deadline:
@@ -64,11 +67,13 @@ def with_the_sdk(runtime):
         return
     # The SDK's Session takes the runtime client above; its other clients are made but not called.
     session = Session(boto_session=boto3.Session(**CREDENTIALS), sagemaker_runtime_client=runtime)
-    predictor = Predictor(ENDPOINT, sagemaker_session=session, serializer=JSONSerializer(),
-                          deserializer=JSONDeserializer())
+    predictor = Predictor(
+        ENDPOINT, sagemaker_session=session, serializer=JSONSerializer(), deserializer=JSONDeserializer()
+    )
     print("SDK Predictor, JSON:", predictor.predict({"instances": [1.0, 2.0, 5.0]}))
-    predictor = Predictor(ENDPOINT, sagemaker_session=session, serializer=NumpySerializer(),
-                          deserializer=NumpyDeserializer())
+    predictor = Predictor(
+        ENDPOINT, sagemaker_session=session, serializer=NumpySerializer(), deserializer=NumpyDeserializer()
+    )
     print("SDK Predictor, NPY:", predictor.predict(np.array([1.0, 2.0, 5.0])).tolist())
 
 

@@ -28,8 +28,11 @@ def fit() -> dict:
     rows = np.arange(len(data.target)) % 5 != 0
     features = np.hstack([data.data[rows], np.ones((rows.sum(), 1))])
     solution, *_ = np.linalg.lstsq(features, data.target[rows], rcond=None)
-    return {"features": list(data.feature_names), "coefficients": solution[:-1].tolist(),
-            "intercept": float(solution[-1])}
+    return {
+        "features": list(data.feature_names),
+        "coefficients": solution[:-1].tolist(),
+        "intercept": float(solution[-1]),
+    }
 
 
 def main(export_dir: Path) -> Path:

@@ -56,8 +56,11 @@ def main(export_dir: Path) -> Path:
     features = pca.transform(digits.data[train])
     for version, c in CLASSIFIER_REGULARISATION.items():
         fit = LogisticRegression(C=c, max_iter=5000).fit(features, digits.target[train])
-        export(classifier(fit), tf.TensorSpec([None, 16], tf.float32, name="features"),
-               export_dir / "classifier" / str(version))
+        export(
+            classifier(fit),
+            tf.TensorSpec([None, 16], tf.float32, name="features"),
+            export_dir / "classifier" / str(version),
+        )
     return export_dir
 
 

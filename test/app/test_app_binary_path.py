@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import io
 
-import numpy as np
-import pytest
-
 import clients
 import model_dirs
+import numpy as np
 import paths
 import ports
 import processes
+import pytest
 from app_harness import InProcessApp
 from app_support import DEFAULT_MODEL, write_model_dir
 from sagemaker_tfs.errors import HandlerError
@@ -52,9 +51,11 @@ def _build(folder):
     export("int64", lambda x: {"y": x - 1}, tf.int64)
     export("uint8", lambda x: {"y": tf.identity(x)}, tf.uint8)
     export("bool", lambda x: {"y": tf.logical_not(x)}, tf.bool)
-    export("two_outputs", lambda x: {"doubled": x * 2,
-                                     "total": tf.reshape(tf.reduce_sum(tf.reshape(x, [tf.shape(x)[0], -1]), 1), [-1])},
-           tf.float32)
+    export(
+        "two_outputs",
+        lambda x: {"doubled": x * 2, "total": tf.reshape(tf.reduce_sum(tf.reshape(x, [tf.shape(x)[0], -1]), 1), [-1])},
+        tf.float32,
+    )
     export("scalar_output", lambda x: {"total": tf.reduce_sum(x)}, tf.float32)
 
 
@@ -64,13 +65,25 @@ def typed_models(tmp_path_factory):
     folder = tmp_path_factory.mktemp("typed_models")
     _build(folder)
     config = folder / "models.config"
-    config.write_text("model_config_list {\n" + "".join(
-        f'  config {{ name: "{name}" base_path: "{folder / name}" model_platform: "tensorflow" }}\n'
-        for name in MODELS) + "}\n")
+    config.write_text(
+        "model_config_list {\n"
+        + "".join(
+            f'  config {{ name: "{name}" base_path: "{folder / name}" model_platform: "tensorflow" }}\n'
+            for name in MODELS
+        )
+        + "}\n"
+    )
     grpc_port, rest_port = ports.free_port(), ports.free_port()
-    server = processes.Background([paths.VENV_BIN / "tfs-model-server", f"--port={grpc_port}",
-                                   f"--rest_api_port={rest_port}", f"--model_config_file={config}",
-                                   "--file_system_poll_wait_seconds=0"], env={"TF_CPP_MIN_LOG_LEVEL": "2"})
+    server = processes.Background(
+        [
+            paths.VENV_BIN / "tfs-model-server",
+            f"--port={grpc_port}",
+            f"--rest_api_port={rest_port}",
+            f"--model_config_file={config}",
+            "--file_system_poll_wait_seconds=0",
+        ],
+        env={"TF_CPP_MIN_LOG_LEVEL": "2"},
+    )
     server.grpc_port, server.rest_port = grpc_port, rest_port  # what the app's environment names
     with server:
         for name in MODELS:
@@ -100,8 +113,22 @@ def binary_answers(monkeypatch):
     return made
 
 
-_KINDS = ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-          "bool", "complex64", "str")
+_KINDS = (
+    "float16",
+    "float32",
+    "float64",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "bool",
+    "complex64",
+    "str",
+)
 
 
 def _values(rng, kind: str, shape: tuple) -> np.ndarray:
@@ -148,8 +175,9 @@ def _rest_answer(app, array: np.ndarray, accept: str, model: str):
     try:
         body = npy.instances_request(array)
     except HandlerError as exc:
-        return clients.Answer(exc.status, {"content-type": "application/json"},
-                              ('{"error": "' + exc.message + '"}').encode())
+        return clients.Answer(
+            exc.status, {"content-type": "application/json"}, ('{"error": "' + exc.message + '"}').encode()
+        )
     return app.invoke(body, "application/json", accept, X_Amzn_SageMaker_Custom_Attributes=f"tfs-model-name={model}")
 
 
@@ -159,8 +187,9 @@ def test_an_npy_request_gets_the_answer_of_its_json_instances(app, model, binary
     for index, array in enumerate(_arrays(seed=list(MODELS).index(model))):
         for accept in ACCEPTS:
             before = len(binary_answers)
-            binary = app.invoke(npy.dump(array), NPY, accept,
-                                X_Amzn_SageMaker_Custom_Attributes=f"tfs-model-name={model}")
+            binary = app.invoke(
+                npy.dump(array), NPY, accept, X_Amzn_SageMaker_Custom_Attributes=f"tfs-model-name={model}"
+            )
             rest = _rest_answer(app, array, accept, model)
             case = f"array {index} {array.dtype}{array.shape} to {model}, Accept {accept}"
             assert binary.status == rest.status, case
@@ -185,11 +214,14 @@ def test_the_binary_path_is_taken_for_large_images(app, binary_answers):
     assert got.dtype == np.float32 and got.tobytes() == (images * 2 + 1).tobytes()
 
 
-@pytest.mark.parametrize("attributes, status", [
-    ("tfs-model-name=half_plus_two,tfs-model-version=124", 200),
-    ("tfs-model-name=half_plus_two,tfs-model-version=7", 404),
-    ("tfs-model-name=nope", 404),
-])
+@pytest.mark.parametrize(
+    "attributes, status",
+    [
+        ("tfs-model-name=half_plus_two,tfs-model-version=124", 200),
+        ("tfs-model-name=half_plus_two,tfs-model-version=7", 404),
+        ("tfs-model-name=nope", 404),
+    ],
+)
 def test_named_models_and_versions_are_the_rest_calls(model_server, tmp_path, binary_answers, attributes, status):
     with InProcessApp(write_model_dir(tmp_path), model_server) as app:
         binary = app.invoke(npy.dump(np.array([[1.0], [5.0]])), NPY, X_Amzn_SageMaker_Custom_Attributes=attributes)
@@ -222,7 +254,7 @@ def handler(data, context):
     return json.dumps({name: [str(value.dtype), value.tolist()] for name, value in sorted(outputs.items())})
 '''
 
-PAIR_ARRAYS_SCRIPT = '''
+PAIR_ARRAYS_SCRIPT = """
 import io
 import json
 
@@ -239,9 +271,9 @@ def output_handler(response, context):
         return response.content, "application/json", response.status_code
     return json.dumps({"class": type(response).__name__, "json": response.json(),
                        "outputs": {k: [str(v.dtype), v.tolist()] for k, v in response.outputs.items()}})
-'''
+"""
 
-TOOLKIT_SCRIPT = '''
+TOOLKIT_SCRIPT = """
 import json
 
 import numpy as np
@@ -257,15 +289,18 @@ def predict_fn(data, model):
 
 def output_fn(prediction, accept):
     return json.dumps({name: [str(v.dtype), v.tolist()] for name, v in prediction.items()})
-'''
+"""
 
 
 def test_a_handler_gets_arrays_from_context_predict_arrays(model_server, tmp_path):
     with InProcessApp(write_model_dir(tmp_path, ARRAYS_SCRIPT), model_server) as app:
         answer = app.invoke(npy.dump(np.array([1.0, 2.0, 5.0])), NPY)
         assert (answer.status, answer.json()) == (200, {"y": ["float32", [3.5, 4.0, 5.5]]})
-        named = app.invoke(npy.dump(np.array([[1], [2]], np.int64)), NPY,
-                           X_Amzn_SageMaker_Custom_Attributes="model=half_plus_two,version=124")
+        named = app.invoke(
+            npy.dump(np.array([[1], [2]], np.int64)),
+            NPY,
+            X_Amzn_SageMaker_Custom_Attributes="model=half_plus_two,version=124",
+        )
         assert (named.status, named.json()) == (200, {"y": ["float32", [[2.5], [3.0]]]})
         missing = app.invoke(npy.dump(np.array([1.0])), NPY, X_Amzn_SageMaker_Custom_Attributes="model=nope")
         assert (missing.status, missing.json()) == (404, {"error": "Servable not found for request: Latest(nope)"})
@@ -273,16 +308,21 @@ def test_a_handler_gets_arrays_from_context_predict_arrays(model_server, tmp_pat
         assert (strings.status, strings.json()) == (400, {"error": "Expects arg[0] to be float but string is provided"})
 
 
-@pytest.mark.parametrize("attributes, outputs", [
-    (None, {"predictions": [3.5, 4.0]}),
-    ("named", {"outputs": [3.5, 4.0]}),
-])
+@pytest.mark.parametrize(
+    "attributes, outputs",
+    [
+        (None, {"predictions": [3.5, 4.0]}),
+        ("named", {"outputs": [3.5, 4.0]}),
+    ],
+)
 def test_an_input_handler_may_return_arrays(model_server, tmp_path, binary_answers, attributes, outputs):
     with InProcessApp(write_model_dir(tmp_path, PAIR_ARRAYS_SCRIPT), model_server) as app:
         headers = {"X_Amzn_SageMaker_Custom_Attributes": attributes} if attributes else {}
         answer = app.invoke(npy.dump(np.array([1.0, 2.0])), NPY, **headers)
-        assert (answer.status, answer.json()) == (200, {"class": "Counted", "json": outputs,
-                                                        "outputs": {"y": ["float32", [3.5, 4.0]]}})
+        assert (answer.status, answer.json()) == (
+            200,
+            {"class": "Counted", "json": outputs, "outputs": {"y": ["float32", [3.5, 4.0]]}},
+        )
         assert len(binary_answers) == 1
         error = app.invoke(npy.dump(np.array([True])), NPY)  # REST refuses booleans for a float: its answer
         assert error.status == 400 and error.json()["error"].startswith("Failed to process element: 0")
@@ -297,8 +337,8 @@ def test_a_toolkit_predict_fn_gets_arrays_from_the_served_model(model_server, tm
 
 
 def test_the_rest_path_of_a_method_other_than_predict(app, binary_answers):
-    answer = app.invoke(npy.dump(np.array([1.0])), NPY,
-                        X_Amzn_SageMaker_Custom_Attributes="tfs-model-name=float32,tfs-method=regress")
+    answer = app.invoke(
+        npy.dump(np.array([1.0])), NPY, X_Amzn_SageMaker_Custom_Attributes="tfs-model-name=float32,tfs-method=regress"
+    )
     assert answer.status == 400 and len(binary_answers) == 0
     assert answer.json()["error"].startswith("No regression inputs found in SignatureDef")
-

@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 
 import pytest
-
 from app_harness import InProcessApp
 from app_support import write_model_dir
 
@@ -69,8 +68,9 @@ def test_unsupported_content_type_is_415_naming_it(app):
 def test_unparseable_body_is_400_naming_the_problem(app):
     answer = app.invoke("1,2\n3\n", content_type="text/csv")
     assert answer.status == 400
-    assert answer.json() == {"error": "CSV line 2 has 1 field(s) but line 1 has 2: every row must have the same "
-                                      "number of fields"}
+    assert answer.json() == {
+        "error": "CSV line 2 has 1 field(s) but line 1 has 2: every row must have the same number of fields"
+    }
 
 
 def test_unacceptable_accept_is_406(app):
@@ -82,8 +82,10 @@ def test_unacceptable_accept_is_406(app):
 def test_a_model_server_error_passes_through_with_its_status_whatever_the_accept(app):
     answer = app.invoke('["a"]', accept="text/csv")
     assert (answer.status, answer.content_type) == (400, "application/json")
-    assert answer.json() == {"error": "Failed to process element: 0 of 'instances' list. Error: INVALID_ARGUMENT: "
-                                      "JSON Value: \"a\" Type: String is not of expected type: float"}
+    assert answer.json() == {
+        "error": "Failed to process element: 0 of 'instances' list. Error: INVALID_ARGUMENT: "
+        'JSON Value: "a" Type: String is not of expected type: float'
+    }
 
 
 def test_custom_attributes_choose_the_model_and_version(app):
@@ -101,11 +103,14 @@ def test_custom_attributes_choose_the_method(app):
     assert answer.json() == {"results": [3.5]}
 
 
-@pytest.mark.parametrize("attributes, error", [
-    ("tfs-model-name=a=b", "invalid tfs-model-name"),
-    ("tfs-model-version=v1", "invalid tfs-model-version: must be a positive integer"),
-    ("tfs-method=explain", "invalid tfs-method: must be one of predict|classify|regress"),
-])
+@pytest.mark.parametrize(
+    "attributes, error",
+    [
+        ("tfs-model-name=a=b", "invalid tfs-model-name"),
+        ("tfs-model-version=v1", "invalid tfs-model-version: must be a positive integer"),
+        ("tfs-method=explain", "invalid tfs-method: must be one of predict|classify|regress"),
+    ],
+)
 def test_invalid_custom_attributes_are_400(app, attributes, error):
     answer = app.invoke("[1.0]", X_Amzn_SageMaker_Custom_Attributes=attributes)
     assert (answer.status, answer.json()) == (400, {"error": error})
@@ -132,7 +137,6 @@ def test_every_answer_carries_a_request_id(app):
     assert "request req-400: 400 the request body is not valid JSON" in app.log()
     assert app.call("GET", "/ping", headers={"X-Amzn-RequestId": "p-1"}).headers["x-amzn-requestid"] == "p-1"
     assert UUID.fullmatch(app.call("GET", "/nowhere").headers["x-amzn-requestid"])
-
 
 
 @pytest.mark.parametrize("rid", ["r" * 257, "a\x01b", "caf\xe9"], ids=["257-chars", "control", "not-ascii"])

@@ -11,18 +11,17 @@ import logging
 import os
 import time
 import uuid
-from typing import Callable
+from collections.abc import Callable
 
 import falcon
 import falcon.testing
 import pytest
-
 from app_harness import multi_model_app
 from app_support import OTHER_MODEL, write_model_dir
 from sagemaker_tfs.shared.wsgi_call import whole_answer
 from sagemaker_tfs.web import middleware
 
-STEERED_PAIR = '''\
+STEERED_PAIR = """\
 import falcon
 
 
@@ -51,20 +50,33 @@ def output_handler(response, context):
     if case == "model error":
         response.raise_for_status()
     return response.content, "application/json"
-'''
-CASES = ["ok", "status", "input raises", "model error", "http error", "http error, header pairs", "http status",
-         "bad return"]
+"""
+CASES = [
+    "ok",
+    "status",
+    "input raises",
+    "model error",
+    "http error",
+    "http error, header pairs",
+    "http status",
+    "bad return",
+]
 REQUEST_ID = "11111111-2222-4333-8444-555555555555"
 
 
-def both_ways(app: falcon.App, log: Callable[[], str], path: str, headers: dict[str, str],
-              body: str = '{"instances": [1.0, 2.0]}'):
+def both_ways(
+    app: falcon.App, log: Callable[[], str], path: str, headers: dict[str, str], body: str = '{"instances": [1.0, 2.0]}'
+):
     """(direct answer, falcon's answer), each (status, headers, body, log lines written meanwhile)."""
     answers = []
     for wsgi in (app, lambda env, start_response: falcon.App.__call__(app, env, start_response)):
         logged = len(log())
-        environ = falcon.testing.create_environ(path, method="POST", body=body, headers={
-            "Content-Type": "application/json", "X-Amzn-RequestId": REQUEST_ID, **headers})
+        environ = falcon.testing.create_environ(
+            path,
+            method="POST",
+            body=body,
+            headers={"Content-Type": "application/json", "X-Amzn-RequestId": REQUEST_ID, **headers},
+        )
         status, answer_headers, content = whole_answer(wsgi, environ)  # the headers as sent, in their order
         answers.append((status, answer_headers, content, records(log()[logged:])))
     return answers
@@ -73,15 +85,25 @@ def both_ways(app: falcon.App, log: Callable[[], str], path: str, headers: dict[
 def records(log: str) -> list[str]:
     """The log's records and the last line of each traceback (the frames above differ: the paths differ)."""
     lines = log.splitlines()
-    return [line for at, line in enumerate(lines) if not line.startswith((" ", "Traceback"))
-            and not (at + 1 < len(lines) and lines[at + 1].startswith(" "))]
+    return [
+        line
+        for at, line in enumerate(lines)
+        if not line.startswith((" ", "Traceback")) and not (at + 1 < len(lines) and lines[at + 1].startswith(" "))
+    ]
 
 
 def timing_free(answer):
     """The answer without Server-Timing's durations (two requests never take the same time)."""
     status, headers, body, log = answer
-    return status, [(name, [stage.partition(";")[0] for stage in value.split(", ")] if name == "server-timing"
-                     else value) for name, value in headers], body, log
+    return (
+        status,
+        [
+            (name, [stage.partition(";")[0] for stage in value.split(", ")] if name == "server-timing" else value)
+            for name, value in headers
+        ],
+        body,
+        log,
+    )
 
 
 @pytest.mark.parametrize("timed", [False, True], ids=["plain", "server timing"])
@@ -98,15 +120,23 @@ def test_every_answer_of_a_pair_is_falcons(make_app, tmp_path, monkeypatch, time
         assert direct[1][0] == ("x-amzn-requestid", REQUEST_ID) and direct[2], case
         assert ("server-timing" in dict(direct[1])) is timed, case
         seen.add(direct[0])
-    assert seen == {"200 OK", "207 Multi-Status", "500 Internal Server Error", "400 Bad Request",
-                    "429 Too Many Requests", "503 Service Unavailable", "202 Accepted"}
+    assert seen == {
+        "200 OK",
+        "207 Multi-Status",
+        "500 Internal Server Error",
+        "400 Bad Request",
+        "429 Too Many Requests",
+        "503 Service Unavailable",
+        "202 Accepted",
+    }
     assert len(direct_answers) == len(CASES)  # one of the two ways was the direct one
 
 
 def test_a_new_request_id_is_made_and_sent_by_both_paths(make_app, tmp_path):
     app = make_app(write_model_dir(tmp_path, STEERED_PAIR))
-    direct = falcon.testing.TestClient(app.app).simulate_post("/invocations", body='{"instances": [1.0]}',
-                                                              headers={"X-Amzn-RequestId": "bad\x01id"})
+    direct = falcon.testing.TestClient(app.app).simulate_post(
+        "/invocations", body='{"instances": [1.0]}', headers={"X-Amzn-RequestId": "bad\x01id"}
+    )
     assert direct.status_code == 200 and direct.headers["x-amzn-requestid"] != "bad\x01id"
     assert len(direct.headers["x-amzn-requestid"]) == 36
 
@@ -124,22 +154,30 @@ def test_multi_model_answers_are_falcons(model_server, tmp_path):
     logging.getLogger("sagemaker_tfs").addHandler(handler)
     try:
         with multi_model_app(model_server, tmp_path) as (app, publisher):
-            publisher.publish([{"name": OTHER_MODEL, "load_id": 1, "state": "ready", "url": "/nowhere",
-                                "script": None}], time.monotonic() + 10)
+            publisher.publish(
+                [{"name": OTHER_MODEL, "load_id": 1, "state": "ready", "url": "/nowhere", "script": None}],
+                time.monotonic() + 10,
+            )
             target = {"X-Amzn-SageMaker-Target-Model": "a/model.tar.gz"}
             seen = set()
-            for path, headers, body in [(f"/models/{OTHER_MODEL}/invoke", target, '{"instances": [1.0, 2.0]}'),
-                                        (f"/models/{OTHER_MODEL}/invoke", {}, '{"instances": ["a"]}'),
-                                        ("/models/nothing/invoke", target, "{}"),
-                                        ("/models/caf\u00e9/invoke", {}, "{}"), ("/invocations", target, "{}")]:
+            for path, headers, body in [
+                (f"/models/{OTHER_MODEL}/invoke", target, '{"instances": [1.0, 2.0]}'),
+                (f"/models/{OTHER_MODEL}/invoke", {}, '{"instances": ["a"]}'),
+                ("/models/nothing/invoke", target, "{}"),
+                ("/models/caf\u00e9/invoke", {}, "{}"),
+                ("/invocations", target, "{}"),
+            ]:
                 direct, by_falcon = both_ways(app, log.getvalue, path, headers, body)
                 assert direct == by_falcon, path
                 seen.add(direct[0])
-            assert direct[3] == [f"request {REQUEST_ID}: POST /invocations, target model a/model.tar.gz",
-                                 f"request {REQUEST_ID}: 400 Invocation request does not contain model name."]
+            assert direct[3] == [
+                f"request {REQUEST_ID}: POST /invocations, target model a/model.tar.gz",
+                f"request {REQUEST_ID}: 400 Invocation request does not contain model name.",
+            ]
             assert seen == {"200 OK", "400 Bad Request", "404 Not Found"}
     finally:
         logging.getLogger("sagemaker_tfs").removeHandler(handler)
+
 
 def test_new_request_ids_are_version_4_uuids_unique_in_the_process_and_redrawn_in_a_forked_child():
     ids = [middleware.new_request_id() for _ in range(1000)]

@@ -6,10 +6,8 @@ from __future__ import annotations
 import io
 import time
 
-import numpy as np
-
 import falcon.testing
-
+import numpy as np
 from app_harness import multi_model_app
 from app_support import OTHER_MODEL, ModelServer
 from sagemaker_tfs.shared import npy
@@ -25,15 +23,19 @@ def test_the_routes_follow_the_registry(model_server: ModelServer, tmp_path):
         body = '{"instances": [1.0, 2.0]}'
 
         def invoke(name: str) -> falcon.testing.Result:
-            return client.simulate_post(f"/models/{name}/invoke", body=body,
-                                        headers={"Content-Type": "application/json"})
+            return client.simulate_post(
+                f"/models/{name}/invoke", body=body, headers={"Content-Type": "application/json"}
+            )
 
         assert invoke(OTHER_MODEL).json == {"error": f"Model {OTHER_MODEL} is not loaded yet."}
         publisher.publish(snapshot(OTHER_MODEL), time.monotonic() + 10)
         answer = invoke(OTHER_MODEL)
         assert (answer.status_code, answer.json) == (200, {"predictions": [2.5, 3.0]})
-        arrays = client.simulate_post(f"/models/{OTHER_MODEL}/invoke", body=npy.dump(np.array([1.0, 2.0])),
-                                      headers={"Content-Type": npy.NPY, "Accept": npy.NPY})
+        arrays = client.simulate_post(
+            f"/models/{OTHER_MODEL}/invoke",
+            body=npy.dump(np.array([1.0, 2.0])),
+            headers={"Content-Type": npy.NPY, "Accept": npy.NPY},
+        )
         answered = np.load(io.BytesIO(arrays.content))  # float32: the binary way, as single-model endpoints
         assert (arrays.status_code, answered.dtype, answered.tolist()) == (200, np.float32, [2.5, 3.0])
         publisher.publish(snapshot(OTHER_MODEL, state="loading"), time.monotonic() + 10)
@@ -41,6 +43,5 @@ def test_the_routes_follow_the_registry(model_server: ModelServer, tmp_path):
         publisher.publish([], time.monotonic() + 10)
         assert invoke(OTHER_MODEL).status_code == 404
         answer = client.simulate_post("/invocations", body=body, headers={"Content-Type": "application/json"})
-        assert (answer.status_code, answer.json) == (400, {"error": "Invocation request does not contain model "
-                                                                    "name."})
+        assert (answer.status_code, answer.json) == (400, {"error": "Invocation request does not contain model name."})
         assert (client.simulate_get("/ping").status_code, client.simulate_get("/ping").text) == (200, "")

@@ -4,10 +4,8 @@ server)."""
 
 from __future__ import annotations
 
-
-import pytest
-
 import ports
+import pytest
 from app_harness import InProcessApp
 from app_scripts import DEFAULTS_SCRIPT, PAIR_SCRIPT
 from app_support import Calls, write_model_dir
@@ -60,8 +58,10 @@ def test_a_dict_is_form_encoded_as_requests_does(app):
 def test_when_output_handler_raises_on_a_model_server_error_the_client_gets_that_error(app):
     answer = invoke(app, '{"instances": ["a"]}', "raise", X_Amzn_RequestId="req-pass")
     assert (answer.status, answer.content_type) == (400, "application/json")
-    assert answer.json() == {"error": "Failed to process element: 0 of 'instances' list. Error: INVALID_ARGUMENT: "
-                                      "JSON Value: \"a\" Type: String is not of expected type: float"}
+    assert answer.json() == {
+        "error": "Failed to process element: 0 of 'instances' list. Error: INVALID_ARGUMENT: "
+        'JSON Value: "a" Type: String is not of expected type: float'
+    }
     assert "request req-pass: output_handler raised ValueError: model server answered 400" in app.log()
 
 
@@ -91,9 +91,11 @@ def test_the_default_codecs_behave_the_same_from_a_script(model_server, make_app
 
 def test_an_unreachable_model_server_is_a_502(make_app, tmp_path):
     rest, grpc = ports.free_port(), ports.free_port()
-    app = make_app(write_model_dir(tmp_path, PAIR_SCRIPT),
-                   env={"TFS_REST_PORTS": str(rest), "TFS_GRPC_PORTS": str(grpc)})
+    app = make_app(
+        write_model_dir(tmp_path, PAIR_SCRIPT), env={"TFS_REST_PORTS": str(rest), "TFS_GRPC_PORTS": str(grpc)}
+    )
     answer = app.invoke('{"instances": [1.0]}')
     assert (answer.status, answer.content_type) == (502, "application/json")
-    assert answer.json()["error"] == (f"the model server at 127.0.0.1:{rest} is not reachable (Connection refused); "
-                                      "it may be starting or restarting")
+    assert answer.json()["error"] == (
+        f"the model server at 127.0.0.1:{rest} is not reachable (Connection refused); it may be starting or restarting"
+    )

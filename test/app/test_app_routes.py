@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from app_harness import InProcessApp
 from app_support import write_model_dir
 
@@ -23,8 +22,10 @@ def test_ping_is_503_when_the_default_model_is_not_served(make_app, tmp_path):
     app = make_app(write_model_dir(tmp_path), env={"TFS_DEFAULT_MODEL_NAME": "missing"})
     answer = app.call("GET", "/ping")
     assert (answer.status, answer.content_type) == (503, "application/json")
-    assert answer.json() == {"error": f"not ready: the model server at 127.0.0.1:{app.env['TFS_REST_PORTS']} "
-                                      "answered 404 for model missing: Could not find any versions of model missing"}
+    assert answer.json() == {
+        "error": f"not ready: the model server at 127.0.0.1:{app.env['TFS_REST_PORTS']} "
+        "answered 404 for model missing: Could not find any versions of model missing"
+    }
 
 
 @pytest.mark.parametrize("method, path", [("GET", "/"), ("POST", "/predict"), ("GET", "/invocations/x")])

@@ -14,24 +14,30 @@ from pathlib import Path
 
 import pytest
 import requests
-
-from sagemaker_tfs.model_client.http_client import request_body
-from sagemaker_tfs.shared import cooperative
 from ports import free_port
 from processes import wait_for
-from sagemaker_tfs.model_client.model_servers import (ModelServer, ModelServerClient, ModelServerError,
-                                                      ModelServerSession)
+from sagemaker_tfs.model_client.http_client import request_body
+from sagemaker_tfs.model_client.model_servers import (
+    ModelServer,
+    ModelServerClient,
+    ModelServerError,
+    ModelServerSession,
+)
+from sagemaker_tfs.shared import cooperative
 
 
-@pytest.mark.parametrize("data, expected", [
-    (b"raw", (b"raw", {})),
-    ("é", ("é".encode(), {})),
-    (None, (b"", {})),
-    (io.BytesIO(b"file"), (b"file", {})),
-    (io.StringIO("text"), (b"text", {})),
-    ({"a": "1", "b": ["x", "y"]}, (b"a=1&b=x&b=y", {"Content-Type": "application/x-www-form-urlencoded"})),
-    ([("a", "1"), ("a", "2")], (b"a=1&a=2", {"Content-Type": "application/x-www-form-urlencoded"})),
-])
+@pytest.mark.parametrize(
+    "data, expected",
+    [
+        (b"raw", (b"raw", {})),
+        ("é", ("é".encode(), {})),
+        (None, (b"", {})),
+        (io.BytesIO(b"file"), (b"file", {})),
+        (io.StringIO("text"), (b"text", {})),
+        ({"a": "1", "b": ["x", "y"]}, (b"a=1&b=x&b=y", {"Content-Type": "application/x-www-form-urlencoded"})),
+        ([("a", "1"), ("a", "2")], (b"a=1&a=2", {"Content-Type": "application/x-www-form-urlencoded"})),
+    ],
+)
 def test_request_body_has_the_semantics_of_requests(data, expected):
     assert request_body(data) == expected
 
@@ -113,8 +119,14 @@ class FakeHttpServer:
                 if not line:
                     return
                 head += line
-            length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
-                           if line.lower().startswith(b"content-length:")), 0)
+            length = next(
+                (
+                    int(line.split(b":")[1])
+                    for line in head.split(b"\r\n")
+                    if line.lower().startswith(b"content-length:")
+                ),
+                0,
+            )
             reader.read(length)
             self.requests += 1
             if self.silent:
@@ -203,16 +215,22 @@ def test_interim_answers_are_skipped_and_a_repeated_header_keeps_every_value(run
 
 
 def test_client_reads_chunked_answers_and_answers_closed_by_the_server(run):
-    chunked = (b"HTTP/1.1 400 Bad Request\r\nTransfer-Encoding: chunked\r\nContent-Type: text/plain\r\n\r\n"
-               b"3\r\nabc\r\n2;ext=1\r\nde\r\n0\r\n\r\n")
+    chunked = (
+        b"HTTP/1.1 400 Bad Request\r\nTransfer-Encoding: chunked\r\nContent-Type: text/plain\r\n\r\n"
+        b"3\r\nabc\r\n2;ext=1\r\nde\r\n0\r\n\r\n"
+    )
     until_close = b"HTTP/1.0 200 OK\r\nX-Thing: 1\r\n\r\nall of it"
     server = FakeHttpServer([(chunked, False), (until_close, True)])
     try:
         client = ModelServerClient(timeout=5)
         target = ModelServer(server.port, 1)
         first = run(lambda: client.request(target, "GET", "/v1/models/m"))
-        assert (first.status_code, first.reason, first.content, first.headers["content-type"]) == \
-            (400, "Bad Request", b"abcde", "text/plain")
+        assert (first.status_code, first.reason, first.content, first.headers["content-type"]) == (
+            400,
+            "Bad Request",
+            b"abcde",
+            "text/plain",
+        )
         second = run(lambda: client.request(target, "GET", "/v1/models/m"))
         assert (second.status_code, second.content, second.headers["x-thing"]) == (200, b"all of it", "1")
         assert isinstance(second, requests.Response)
@@ -225,17 +243,20 @@ def test_client_says_when_the_model_server_is_unreachable_silent_or_broken(run):
     port = free_port()  # below the ephemeral range: a connect() there cannot reach itself (see below)
     with pytest.raises(ModelServerError) as error:
         run(lambda: client.request(ModelServer(port, 1), "GET", "/"))
-    assert (error.value.status, error.value.message) == \
-        (502, f"the model server at 127.0.0.1:{port} is not reachable (Connection refused); it may be starting or "
-              "restarting")
+    assert (error.value.status, error.value.message) == (
+        502,
+        f"the model server at 127.0.0.1:{port} is not reachable (Connection refused); it may be starting or restarting",
+    )
 
     silent = FakeHttpServer([], silent=True)
     broken = FakeHttpServer([(b"SMTP ready\r\n\r\n", True)])
     try:
         with pytest.raises(ModelServerError) as error:
             run(lambda: client.request(ModelServer(silent.port, 1), "POST", "/", b"{}"))
-        assert (error.value.status, error.value.message) == \
-            (504, f"the model server at 127.0.0.1:{silent.port} did not answer within 0.3 s")
+        assert (error.value.status, error.value.message) == (
+            504,
+            f"the model server at 127.0.0.1:{silent.port} did not answer within 0.3 s",
+        )
         with pytest.raises(ModelServerError) as error:
             run(lambda: client.request(ModelServer(broken.port, 1), "GET", "/"))
         assert error.value.status == 502 and "sent an invalid answer: invalid status line" in error.value.message
@@ -264,16 +285,19 @@ def test_a_connection_that_reaches_itself_is_reset_and_reported_as_unreachable()
     which would hold the port against a model server restarting there."""
     port = free_ephemeral_port()
     client, server = ModelServerClient(timeout=5), ModelServer(port, 1)
-    refused = (f"the model server at 127.0.0.1:{port} is not reachable (Connection refused); it may be starting or "
-               "restarting")
+    refused = (
+        f"the model server at 127.0.0.1:{port} is not reachable (Connection refused); it may be starting or restarting"
+    )
     for _ in range(200_000):  # connect() walks the range: a few thousand attempts reach the port itself
         with pytest.raises(ModelServerError) as error:
             client.request(server, "GET", "/v1/models/m")
         if error.value.message != refused:
             break
-    assert (error.value.status, error.value.message) == \
-        (502, f"the model server at 127.0.0.1:{port} is not reachable (Connection refused: the connection reached "
-              "itself); it may be starting or restarting")
+    assert (error.value.status, error.value.message) == (
+        502,
+        f"the model server at 127.0.0.1:{port} is not reachable (Connection refused: the connection reached "
+        "itself); it may be starting or restarting",
+    )
     with socket.socket() as restarted:  # no SO_REUSEADDR: a socket left on the port, even in TIME_WAIT, fails this
         restarted.bind(("127.0.0.1", port))
         restarted.listen()
@@ -290,8 +314,10 @@ def test_context_session_errors_are_requests_errors_and_model_server_errors():
     try:
         with pytest.raises(requests.Timeout) as late:
             session.post(f"http://localhost:{silent.port}/v1/models/m:predict", json={"instances": [1]})
-        assert isinstance(late.value, ModelServerError) and (late.value.status, late.value.message) == \
-            (504, f"the model server at 127.0.0.1:{silent.port} did not answer within 0.3 s")
+        assert isinstance(late.value, ModelServerError) and (late.value.status, late.value.message) == (
+            504,
+            f"the model server at 127.0.0.1:{silent.port} did not answer within 0.3 s",
+        )
     finally:
         silent.close()
     with pytest.raises(ValueError, match="use requests for other addresses"):

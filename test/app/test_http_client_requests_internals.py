@@ -20,7 +20,6 @@ import pytest
 import requests
 from requests.structures import CaseInsensitiveDict
 from requests.utils import get_encoding_from_headers
-
 from sagemaker_tfs.model_client import http_client
 from sagemaker_tfs.model_client.http_client import Connection, ModelServerResponse
 
@@ -33,14 +32,19 @@ URL = "http://127.0.0.1:8501/v1/models/m:predict"
 BODY = b'{"predictions": [3.5, 4.0]}\n{"more": true}'
 
 
-def built(headers=(("Content-Type", "application/json"), ("X-Repeated", "a"), ("x-repeated", "b")),
-          content=BODY, status=200, reason="OK"):
+def built(
+    headers=(("Content-Type", "application/json"), ("X-Repeated", "a"), ("x-repeated", "b")),
+    content=BODY,
+    status=200,
+    reason="OK",
+):
     """The client's response to this answer, read by its own reader from the raw bytes."""
     connection = Connection(1)
     connection.sock = object()  # not read: the whole answer is in the buffer
     lines = "".join(f"{name}: {value}\r\n" for name, value in headers)
-    connection._buffer = (f"HTTP/1.1 {status} {reason}\r\n{lines}Content-Length: {len(content)}\r\n\r\n"
-                          .encode("latin-1") + content)
+    connection._buffer = (
+        f"HTTP/1.1 {status} {reason}\r\n{lines}Content-Length: {len(content)}\r\n\r\n".encode("latin-1") + content
+    )
     status, reason, head, content_type, content = connection._read_answer("POST")
     return ModelServerResponse.of(status, reason, head, content_type, content, URL, 0.25)
 
@@ -48,8 +52,10 @@ def built(headers=(("Content-Type", "application/json"), ("X-Repeated", "a"), ("
 def test_every_internal_the_client_uses_is_guarded():
     source = inspect.getsource(ModelServerResponse).split(":", 1)[1]  # the body, not the class's own name
     used = set(re.findall(r"\b_[a-z]\w*", source)) - OWN
-    assert used == GUARDED, (f"ModelServerResponse uses requests internals no test guards: "
-                             f"{sorted(used - GUARDED)}; or no longer uses {sorted(GUARDED - used)}")
+    assert used == GUARDED, (
+        f"ModelServerResponse uses requests internals no test guards: "
+        f"{sorted(used - GUARDED)}; or no longer uses {sorted(GUARDED - used)}"
+    )
     assert "requests.Response.__new__(" in inspect.getsource(http_client)
 
 
@@ -60,8 +66,10 @@ def test_the_response_has_every_attribute_response_init_sets_and_no_other():
     for name in LAZY:
         getattr(response, name)
     ours = vars(response)
-    assert set(ours) == set(made), (f"requests {requests.__version__}: Response.__init__ now sets "
-                                    f"{sorted(set(made) - set(ours))} and no longer {sorted(set(ours) - set(made))}")
+    assert set(ours) == set(made), (
+        f"requests {requests.__version__}: Response.__init__ now sets "
+        f"{sorted(set(made) - set(ours))} and no longer {sorted(set(ours) - set(made))}"
+    )
     for name in ("headers", "cookies", "elapsed", "history"):
         assert type(ours[name]) is type(made[name]), f"requests {requests.__version__}: Response.{name}"
     assert isinstance(response, requests.Response)
@@ -72,9 +80,9 @@ def test_the_response_has_every_attribute_response_init_sets_and_no_other():
 def test_the_headers_and_the_cookie_jar_are_made_as_their_init_makes_them():
     ours, made = built(), requests.Response()
     for name in ("headers", "cookies"):
-        assert {key: type(value) for key, value in vars(getattr(ours, name)).items()} == \
-            {key: type(value) for key, value in vars(getattr(made, name)).items()}, \
-            f"requests {requests.__version__}: {type(getattr(made, name)).__name__}.__init__ sets other attributes"
+        assert {key: type(value) for key, value in vars(getattr(ours, name)).items()} == {
+            key: type(value) for key, value in vars(getattr(made, name)).items()
+        }, f"requests {requests.__version__}: {type(getattr(made, name)).__name__}.__init__ sets other attributes"
     assert ours.cookies.get_policy() is not built().cookies.get_policy()  # each answer has its own
     ours.cookies.set("a", "b")
     assert ours.cookies.get_dict() == {"a": "b"} and len(built().cookies) == 0
@@ -119,14 +127,18 @@ def test_headers_filled_through_the_store_read_as_requests_fills_them():
     table = CaseInsensitiveDict()
     table["Content-Type"] = "text/csv"
     assert dict(table._store) == {"content-type": ("Content-Type", "text/csv")}, (
-        f"requests {requests.__version__}: CaseInsensitiveDict no longer keeps (name, value) by the lower-case name")
+        f"requests {requests.__version__}: CaseInsensitiveDict no longer keeps (name, value) by the lower-case name"
+    )
     headers = built().headers
     assert headers["content-type"] == headers.get("CONTENT-TYPE") == "application/json"
     assert headers["X-REPEATED"] == "a, b"  # repeated headers joined, first spelling kept, as urllib3 does
     length = str(len(BODY))
     assert list(headers) == ["Content-Type", "X-Repeated", "Content-Length"] and len(headers) == 3
-    assert list(headers.lower_items()) == [("content-type", "application/json"), ("x-repeated", "a, b"),
-                                           ("content-length", length)]
+    assert list(headers.lower_items()) == [
+        ("content-type", "application/json"),
+        ("x-repeated", "a, b"),
+        ("content-length", length),
+    ]
     assert headers == {"content-type": "application/json", "x-repeated": "a, b", "content-length": length}
     copied = headers.copy()
     copied["New"] = "1"
@@ -134,12 +146,18 @@ def test_headers_filled_through_the_store_read_as_requests_fills_them():
     assert dict(headers) == {"Content-Type": "application/json", "X-Repeated": "a, b", "Content-Length": length}
 
 
-@pytest.mark.parametrize("content_type, encoding", [
-    ("application/json", "utf-8"),  # ModelServerResponse's short cut for the model server's own type: requests' rule
-    ("text/plain", "ISO-8859-1"),
-    ("text/csv; charset=utf-16", "utf-16"),
-    ("application/octet-stream", None),
-])
+@pytest.mark.parametrize(
+    "content_type, encoding",
+    [
+        (
+            "application/json",
+            "utf-8",
+        ),  # ModelServerResponse's short cut for the model server's own type: requests' rule
+        ("text/plain", "ISO-8859-1"),
+        ("text/csv; charset=utf-16", "utf-16"),
+        ("application/octet-stream", None),
+    ],
+)
 def test_the_encoding_is_requests_rule(content_type, encoding):
     assert get_encoding_from_headers(CaseInsensitiveDict({"Content-Type": content_type})) == encoding
     assert built(headers=[("Content-Type", content_type)]).encoding == encoding

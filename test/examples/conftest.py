@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
 from examples_support import EXAMPLES, run
 from paths import VENV_BIN
 

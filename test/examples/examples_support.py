@@ -9,7 +9,6 @@ import subprocess
 from pathlib import Path
 
 import numpy as np
-
 from paths import REPO
 
 EXAMPLES = REPO / "model_examples"

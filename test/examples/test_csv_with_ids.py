@@ -5,10 +5,9 @@ import json
 
 import numpy as np
 import pytest
-
+from clients import invoke
 from examples_support import EXAMPLES, build_module
 from sagemaker_tfs.transform import transform
-from clients import invoke
 from serve_stack import Stack
 
 SAMPLES = EXAMPLES / "csv_with_ids" / "samples"
@@ -31,12 +30,19 @@ def stack(packaged):
 def quotes(build):
     """60 quotations with distinct ids, in the seed's JSON style: year and month as zero-padded strings."""
     rng = np.random.default_rng(1)
-    return [{
-        "quotation_id": int(quotation_id), "year": str(rng.integers(2017, 2021)), "month": f"{rng.integers(1, 13):02d}",
-        "stage_id": int(rng.integers(1, 4)), "company_id": int(rng.integers(1, 5)),
-        "product_modality_id": int(rng.integers(1, 9)), "cover_3": int(rng.integers(0, 2)),
-        "province": str(rng.choice(build.PROVINCES)),
-    } for quotation_id in rng.choice(np.arange(100_000_000_000, 100_010_000_000), 60, replace=False)]
+    return [
+        {
+            "quotation_id": int(quotation_id),
+            "year": str(rng.integers(2017, 2021)),
+            "month": f"{rng.integers(1, 13):02d}",
+            "stage_id": int(rng.integers(1, 4)),
+            "company_id": int(rng.integers(1, 5)),
+            "product_modality_id": int(rng.integers(1, 9)),
+            "cover_3": int(rng.integers(0, 2)),
+            "province": str(rng.choice(build.PROVINCES)),
+        }
+        for quotation_id in rng.choice(np.arange(100_000_000_000, 100_010_000_000), 60, replace=False)
+    ]
 
 
 def as_csv(quotes: list[dict], line_end: str = "\n") -> bytes:
@@ -91,20 +97,28 @@ def test_csv_gets_one_id_price_line_per_line_with_the_json_prices(stack, quotes,
 def test_the_province_reaches_the_model_with_its_accents(stack, build, quotes):
     """Decoded as anything but latin-1, León would be an unknown province and lose its surcharge."""
     quote = {**quotes[0], "province": "León"}
-    (_, leon), = csv_answer(invoke(stack, as_csv([quote]), "text/csv").text)
-    (_, madrid), = csv_answer(invoke(stack, as_csv([{**quote, "province": "Madrid"}]), "text/csv").text)
+    ((_, leon),) = csv_answer(invoke(stack, as_csv([quote]), "text/csv").text)
+    ((_, madrid),) = csv_answer(invoke(stack, as_csv([{**quote, "province": "Madrid"}]), "text/csv").text)
     assert leon == pytest.approx(true_price(build, quote), abs=TOLERANCE)
-    assert madrid - leon == pytest.approx(build.PROVINCE_SURCHARGE["Madrid"] - build.PROVINCE_SURCHARGE["León"],
-                                          abs=TOLERANCE)
+    assert madrid - leon == pytest.approx(
+        build.PROVINCE_SURCHARGE["Madrid"] - build.PROVINCE_SURCHARGE["León"], abs=TOLERANCE
+    )
 
 
-@pytest.mark.parametrize("body, error", [
-    (b"100007527745;2019;01;1;2;2;1;C\xe1diz\n100006042938;20x8;04;3;3;7;0;Madrid\n",
-     "CSV line 2: year must be an integer, not '20x8'"),
-    (b"100007527745;2019;01;1;2;2;1;C\xe1diz\n\n100006042938;2018;04;3;3;7\n",
-     "CSV line 3 has 6 fields; expected 8: quotation_id;year;month;stage_id;company_id;product_modality_id;"
-     "cover_3;province"),
-])
+@pytest.mark.parametrize(
+    "body, error",
+    [
+        (
+            b"100007527745;2019;01;1;2;2;1;C\xe1diz\n100006042938;20x8;04;3;3;7;0;Madrid\n",
+            "CSV line 2: year must be an integer, not '20x8'",
+        ),
+        (
+            b"100007527745;2019;01;1;2;2;1;C\xe1diz\n\n100006042938;2018;04;3;3;7\n",
+            "CSV line 3 has 6 fields; expected 8: quotation_id;year;month;stage_id;company_id;product_modality_id;"
+            "cover_3;province",
+        ),
+    ],
+)
 def test_a_bad_csv_line_gets_400_naming_it(stack, body, error):
     response = invoke(stack, body, "text/csv")
     assert response.status == 400
@@ -130,8 +144,15 @@ def test_batch_transform_of_a_csv_file_writes_one_line_per_quotation(packaged, s
     (inputs / "quotes.csv").write_bytes(as_csv(quotes))
     (inputs / "sample.csv").write_bytes((SAMPLES / "quotes.csv").read_bytes())
     description = transform(
-        str(packaged("csv_with_ids").archive), data=str(inputs), output_path=str(outputs), content_type="text/csv",
-        accept="text/csv", split_type="Line", strategy="MultiRecord", assemble_with="Line")
+        str(packaged("csv_with_ids").archive),
+        data=str(inputs),
+        output_path=str(outputs),
+        content_type="text/csv",
+        accept="text/csv",
+        split_type="Line",
+        strategy="MultiRecord",
+        assemble_with="Line",
+    )
     assert description["TransformJobStatus"] == "Completed", description.get("FailureReason")
     lines = (outputs / "quotes.csv.out").read_text().split("\n")
     assert [line.split(",")[0] for line in lines] == [str(q["quotation_id"]) for q in quotes] + [""]

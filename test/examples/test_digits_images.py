@@ -4,10 +4,9 @@ import io
 
 import numpy as np
 import pytest
-from PIL import Image
-
-from examples_support import EXAMPLES, encode_image, held_out_digits, model_outputs
 from clients import invoke
+from examples_support import EXAMPLES, encode_image, held_out_digits, model_outputs
+from PIL import Image
 from serve_stack import Stack
 
 SAMPLES = EXAMPLES / "digits_images" / "samples"
@@ -38,10 +37,13 @@ def test_held_out_digits_get_the_models_answers(stack, example, image_format):
     assert np.mean(np.array(classes) == labels) >= 0.9
 
 
-@pytest.mark.parametrize("sample, content_type, digit", [
-    ("7.png", "image/png", 7),
-    ("3.jpg", "application/x-image", 3),
-])
+@pytest.mark.parametrize(
+    "sample, content_type, digit",
+    [
+        ("7.png", "image/png", 7),
+        ("3.jpg", "application/x-image", 3),
+    ],
+)
 def test_samples(stack, sample, content_type, digit):
     response = invoke(stack, (SAMPLES / sample).read_bytes(), content_type)
     assert (response.status, response.content_type) == (200, "application/json")

@@ -7,7 +7,6 @@ import shutil
 
 import numpy as np
 import pytest
-
 from examples_support import EXAMPLES, encode_image, held_out_digits, model_outputs
 from sagemaker_tfs.transform import transform
 
@@ -48,9 +47,16 @@ def job(packaged, tmp_path_factory):
         write_records(inputs / name, images, image_labels)
     shutil.copy(EXAMPLES / "digits_tfrecord" / "samples" / "digits.tfrecord", inputs)
     description = transform(
-        str(example.archive), data=str(inputs), output_path=str(outputs), content_type="application/x-tfexample",
-        split_type="TFRecord", strategy="SingleRecord", assemble_with="Line", max_concurrent_transforms=8,
-        env=BATCHING)
+        str(example.archive),
+        data=str(inputs),
+        output_path=str(outputs),
+        content_type="application/x-tfexample",
+        split_type="TFRecord",
+        strategy="SingleRecord",
+        assemble_with="Line",
+        max_concurrent_transforms=8,
+        env=BATCHING,
+    )
     return description, outputs, files, example
 
 

@@ -9,16 +9,17 @@ from pathlib import Path
 
 import joblib
 import numpy as np
+import processes
 import pytest
-
+from clients import invoke, npy_body
 from examples_support import encode_image, held_out_digits
 from sagemaker_tfs.transform import transform
-import processes
-from clients import invoke, npy_body
 from serve_stack import Stack
 
-NO_SUPPORT = ("is not supported by this framework. Please implement input_fn to deserialize the request data or an "
-              "output_fn to serialize the response.")
+NO_SUPPORT = (
+    "is not supported by this framework. Please implement input_fn to deserialize the request data or an "
+    "output_fn to serialize the response."
+)
 
 
 @pytest.fixture(scope="module")
@@ -41,8 +42,11 @@ def expected(example):
 
 
 def test_requirements_are_installed_but_not_the_toolkit_s_package(stack):
-    processes.wait_for_log(stack, "'sagemaker-inference' is satisfied by the container's sagemaker_inference package, "
-                                "not installed", "/code/requirements.txt into ")  # serve's "installing ..." line
+    processes.wait_for_log(
+        stack,
+        "'sagemaker-inference' is satisfied by the container's sagemaker_inference package, not installed",
+        "/code/requirements.txt into ",
+    )  # serve's "installing ..." line
 
 
 @pytest.mark.parametrize("image_format", ["PNG", "JPEG"])
@@ -81,27 +85,45 @@ def image_folder(tmp_path_factory) -> Path:
 
 
 def outputs(folder: Path) -> dict[str, int]:
-    return {p.name.removesuffix(".png.out"): json.loads(p.read_text())["predictions"][0]
-            for p in sorted(folder.glob("*.png.out"))}
+    return {
+        p.name.removesuffix(".png.out"): json.loads(p.read_text())["predictions"][0]
+        for p in sorted(folder.glob("*.png.out"))
+    }
 
 
 def test_batch_transform_s3_prefix_manifest_and_two_instances(stack, example, image_folder, expected, tmp_path):
     wanted = {f"digit-{i:02d}": expected[0][i] for i in range(20)}
-    prefix = transform(stack.url, data=str(image_folder), data_type="S3Prefix", content_type="application/x-image",
-                       output_path=str(tmp_path / "prefix"))
+    prefix = transform(
+        stack.url,
+        data=str(image_folder),
+        data_type="S3Prefix",
+        content_type="application/x-image",
+        output_path=str(tmp_path / "prefix"),
+    )
     assert prefix["TransformJobStatus"] == "Completed"
     assert outputs(tmp_path / "prefix") == wanted
 
     manifest = tmp_path / "manifest.json"
     manifest.write_text(json.dumps([{"prefix": f"{image_folder}/"}, "digit-03.png", "digit-11.png"]))
-    listed = transform(stack.url, data=str(manifest), data_type="ManifestFile", content_type="application/x-image",
-                       output_path=str(tmp_path / "manifest"))
+    listed = transform(
+        stack.url,
+        data=str(manifest),
+        data_type="ManifestFile",
+        content_type="application/x-image",
+        output_path=str(tmp_path / "manifest"),
+    )
     assert listed["TransformJobStatus"] == "Completed"
     assert outputs(tmp_path / "manifest") == {"digit-03": wanted["digit-03"], "digit-11": wanted["digit-11"]}
 
-    distributed = transform(str(example.archive), data=str(image_folder), content_type="application/x-image",
-                            output_path=str(tmp_path / "two"), instance_count=2,
-                            env={"SAGEMAKER_GUNICORN_WORKERS": "1"}, work_dir=str(tmp_path / "work"))
+    distributed = transform(
+        str(example.archive),
+        data=str(image_folder),
+        content_type="application/x-image",
+        output_path=str(tmp_path / "two"),
+        instance_count=2,
+        env={"SAGEMAKER_GUNICORN_WORKERS": "1"},
+        work_dir=str(tmp_path / "work"),
+    )
     assert distributed["TransformJobStatus"] == "Completed", distributed["LocalRun"]
     assert [o["Instance"] for o in distributed["LocalRun"]["Objects"]] == [0, 1] * 10
     assert outputs(tmp_path / "two") == wanted

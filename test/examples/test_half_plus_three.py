@@ -1,9 +1,8 @@
 """half_plus_three: the quick start's model (y = 0.5 * x + 3) served with the default handler, no code/."""
 
 import pytest
-
-from examples_support import EXAMPLES
 from clients import invoke
+from examples_support import EXAMPLES
 from serve_stack import Stack
 
 SAMPLES = EXAMPLES / "half_plus_three" / "samples"

@@ -6,9 +6,8 @@ import json
 
 import numpy as np
 import pytest
-
-from examples_support import EXAMPLES, build_module, model_outputs
 from clients import invoke, npy_body
+from examples_support import EXAMPLES, build_module, model_outputs
 from model_dirs import copy_model
 from serve_stack import Stack
 
@@ -98,19 +97,43 @@ def test_the_export_without_a_script_answers_npy_with_the_models_outputs(plain_s
     np.testing.assert_allclose(as_json.json()["predictions"], probabilities, atol=1e-6)
 
 
-@pytest.mark.parametrize("body, content_type, accept, status, error", [
-    (npy_body(np.zeros((2, 28, 28, 3), np.uint8)), NPY, None, 400,
-     "send one image [32, 32, 3] or a batch [N, 32, 32, 3] of numbers, not uint8 [2, 28, 28, 3]"),
-    (json.dumps({"instances": [[["a"] * 3] * 32] * 32}), "application/json", None, 400,
-     "send one image [32, 32, 3] or a batch [N, 32, 32, 3] of numbers, not <U1 [1, 32, 32, 3]"),
-    (b"not an array", NPY, None, 400, "cannot read the images (ValueError: "),
-    (json.dumps([1, 2]), "application/json", None, 400, "cannot read the images (TypeError: "),
-    (b"", NPY, None, 400, "the request body is empty: send images as NPY or JSON"),
-    (b"1,2,3", "text/csv", None, 415,
-     'send images as application/x-npy or application/json ({"instances": ...}), not text/csv'),
-    (npy_body(np.zeros((32, 32, 3), np.uint8)), NPY, "text/csv", 406,
-     "accept application/json or application/x-npy, not text/csv"),
-], ids=["wrong-size", "strings", "not-npy", "no-instances", "empty", "csv", "accept-csv"])
+@pytest.mark.parametrize(
+    "body, content_type, accept, status, error",
+    [
+        (
+            npy_body(np.zeros((2, 28, 28, 3), np.uint8)),
+            NPY,
+            None,
+            400,
+            "send one image [32, 32, 3] or a batch [N, 32, 32, 3] of numbers, not uint8 [2, 28, 28, 3]",
+        ),
+        (
+            json.dumps({"instances": [[["a"] * 3] * 32] * 32}),
+            "application/json",
+            None,
+            400,
+            "send one image [32, 32, 3] or a batch [N, 32, 32, 3] of numbers, not <U1 [1, 32, 32, 3]",
+        ),
+        (b"not an array", NPY, None, 400, "cannot read the images (ValueError: "),
+        (json.dumps([1, 2]), "application/json", None, 400, "cannot read the images (TypeError: "),
+        (b"", NPY, None, 400, "the request body is empty: send images as NPY or JSON"),
+        (
+            b"1,2,3",
+            "text/csv",
+            None,
+            415,
+            'send images as application/x-npy or application/json ({"instances": ...}), not text/csv',
+        ),
+        (
+            npy_body(np.zeros((32, 32, 3), np.uint8)),
+            NPY,
+            "text/csv",
+            406,
+            "accept application/json or application/x-npy, not text/csv",
+        ),
+    ],
+    ids=["wrong-size", "strings", "not-npy", "no-instances", "empty", "csv", "accept-csv"],
+)
 def test_bad_requests_get_a_clear_error(stack, body, content_type, accept, status, error):
     response = invoke(stack, body, content_type, **({"Accept": accept} if accept else {}))
     assert (response.status, response.content_type) == (status, "application/json")

@@ -8,9 +8,8 @@ import shutil
 import sys
 
 import pytest
-
-from examples_support import EXAMPLES, run
 from clients import http_call
+from examples_support import EXAMPLES, run
 from serve_stack import Stack
 
 EXAMPLE = EXAMPLES / "multi_model"
@@ -25,8 +24,11 @@ def root(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def stack(root):
-    env = {"SAGEMAKER_MULTI_MODEL": "true", "SAGEMAKER_GUNICORN_WORKERS": "2",
-           "SAGEMAKER_MULTI_MODEL_CODE_DIR": str(EXAMPLE / "universal")}
+    env = {
+        "SAGEMAKER_MULTI_MODEL": "true",
+        "SAGEMAKER_GUNICORN_WORKERS": "2",
+        "SAGEMAKER_MULTI_MODEL_CODE_DIR": str(EXAMPLE / "universal"),
+    }
     with Stack(root, env) as running:
         yield running
 
@@ -48,8 +50,14 @@ def test_the_walk_through(stack, root):
     instances = (EXAMPLE / "samples" / "instances.json").read_bytes()
     answer = call(stack, "POST", "/models/hp2/invoke", instances, Content_Type="application/json")
     assert answer.json() == {"model": "hp2", "version": "latest", "predictions": [3.0, 3.5, 5.0]}
-    answer = call(stack, "POST", "/models/hp2/invoke", "1.0", Content_Type="application/json",
-                  X_Amzn_SageMaker_Custom_Attributes="tfs-model-version=1")
+    answer = call(
+        stack,
+        "POST",
+        "/models/hp2/invoke",
+        "1.0",
+        Content_Type="application/json",
+        X_Amzn_SageMaker_Custom_Attributes="tfs-model-version=1",
+    )
     assert answer.json() == {"model": "hp2", "version": "1", "predictions": [2.5]}
     answer = call(stack, "POST", "/models/x2/invoke", "1.5\n4", Content_Type="text/csv")
     assert answer.json() == {"model": "x2", "version": "latest", "predictions": [3.0, 8.0]}
@@ -57,13 +65,18 @@ def test_the_walk_through(stack, root):
     answer = call(stack, "POST", "/models/hp10/invoke", numbers, Content_Type="text/plain")
     assert (answer.status, answer.text) == (200, "half plus ten: 10.5\nhalf plus ten: 11.0\nhalf plus ten: 12.5")
 
-    assert call(stack, "GET", "/models").json() == {"models": [
-        {"modelName": "hp10", "modelUrl": str(root / "half_plus_ten")},
-        {"modelName": "hp2", "modelUrl": str(root / "half_plus_two")},
-        {"modelName": "x2", "modelUrl": str(root / "times_two")}]}
+    assert call(stack, "GET", "/models").json() == {
+        "models": [
+            {"modelName": "hp10", "modelUrl": str(root / "half_plus_ten")},
+            {"modelName": "hp2", "modelUrl": str(root / "half_plus_two")},
+            {"modelName": "x2", "modelUrl": str(root / "times_two")},
+        ]
+    }
     described = call(stack, "GET", "/models/x2").json()
     assert (described["modelUrl"], [v["state"] for v in described["model_version_status"]]) == (
-        str(root / "times_two"), ["AVAILABLE"])
+        str(root / "times_two"),
+        ["AVAILABLE"],
+    )
 
     assert call(stack, "DELETE", "/models/hp10").json() == {"success": "Successfully unloaded model hp10."}
     script = root / "half_plus_ten" / "code" / "inference.py"

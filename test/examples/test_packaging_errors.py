@@ -6,7 +6,6 @@ import shutil
 import tarfile
 
 import pytest
-
 from examples_support import run
 from paths import VENV_BIN
 from ports import free_port
@@ -37,12 +36,21 @@ def script_at_the_root(export, folder):
 
 # (layout, what the message must say: the problem found, then what to fix)
 CASES = {
-    no_version_folder: ["no SavedModel found in a version folder", "/saved_model.pb",
-                        "expected <model_dir>/<version>/saved_model.pb", "where <version> is a number such as 1"],
-    non_numeric_version: ["no SavedModel found in a version folder", "/v1/saved_model.pb",
-                          "where <version> is a number such as 1"],
-    script_in_the_version_folder: ["/1/code/inference.py, but the handler script must be",
-                                   "/code/inference.py (a code/ folder next to the version folders); move it there"],
+    no_version_folder: [
+        "no SavedModel found in a version folder",
+        "/saved_model.pb",
+        "expected <model_dir>/<version>/saved_model.pb",
+        "where <version> is a number such as 1",
+    ],
+    non_numeric_version: [
+        "no SavedModel found in a version folder",
+        "/v1/saved_model.pb",
+        "where <version> is a number such as 1",
+    ],
+    script_in_the_version_folder: [
+        "/1/code/inference.py, but the handler script must be",
+        "/code/inference.py (a code/ folder next to the version folders); move it there",
+    ],
     script_at_the_root: ["/inference.py, but the handler script must be", "move it there"],
 }
 
@@ -78,15 +86,19 @@ def test_package_model_check_refuses_it(wrong_archive):
 
 def test_serve_refuses_it(wrong_archive, tmp_path):
     _, model_dir, parts = wrong_archive
-    env = {"SAGEMAKER_MODEL_DIR": str(model_dir), "SAGEMAKER_BIND_TO_PORT": str(free_port()),
-           "SAGEMAKER_RUNTIME_DIR": str(tmp_path / "runtime")}
+    env = {
+        "SAGEMAKER_MODEL_DIR": str(model_dir),
+        "SAGEMAKER_BIND_TO_PORT": str(free_port()),
+        "SAGEMAKER_RUNTIME_DIR": str(tmp_path / "runtime"),
+    }
     result = run("env", *(f"{k}={v}" for k, v in env.items()), VENV_BIN / "serve", expect=1)
     assert_says(result.stdout + result.stderr, [str(model_dir)] + parts)
 
 
 def test_package_model_build_refuses_a_version_folder_given_as_the_export_folder(packaged, tmp_path):
     version_dir = packaged("half_plus_three").export_dir / "1"
-    result = run(VENV_BIN / "sagemaker-tfs", "package-model", "build", version_dir, "-o", tmp_path / "model.tar.gz",
-                 expect=1)
+    result = run(
+        VENV_BIN / "sagemaker-tfs", "package-model", "build", version_dir, "-o", tmp_path / "model.tar.gz", expect=1
+    )
     assert_says(result.stderr, ["no SavedModel found in a version folder", "where <version> is a number such as 1"])
     assert not (tmp_path / "model.tar.gz").exists()

@@ -7,12 +7,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import processes
 import pytest
-
+from clients import invoke
 from examples_support import build_module
 from sagemaker_tfs.transform import transform
-import processes
-from clients import invoke
 from serve_stack import Stack
 
 PAYLOAD_ERROR = "Too much data for max payload size"
@@ -61,8 +60,9 @@ def test_the_start_up_functions_ran_with_the_context_before_the_first_request(st
     assert answer.text == output(3)
     # the script's print reaches the stack's log through serve's pipe, maybe after the answer: wait for its line
     log = processes.wait_for_log(stack, "input_fn\n")
-    assert log.index("pre_model_fn\n") < log.index("model_fn\n") < log.index("model_warmup_fn\n") < \
-        log.index("input_fn\n")
+    assert (
+        log.index("pre_model_fn\n") < log.index("model_fn\n") < log.index("model_warmup_fn\n") < log.index("input_fn\n")
+    )
     assert f"{stack.env['SAGEMAKER_MODEL_DIR']} <sagemaker_tfs.toolkit.Context model_name='model'>" in log
 
 
@@ -80,8 +80,15 @@ def test_single_record_with_a_1_mb_payload_fails_on_the_whole_file(stack, inputs
 
 
 def test_multi_record_json_fails_with_the_script_s_extra_data_error(stack, inputs, tmp_path):
-    description = run(stack, inputs, tmp_path / "out", split_type="Line", strategy="MultiRecord", max_payload=1,
-                      model_client_config={"InvocationsMaxRetries": 0})
+    description = run(
+        stack,
+        inputs,
+        tmp_path / "out",
+        split_type="Line",
+        strategy="MultiRecord",
+        max_payload=1,
+        model_client_config={"InvocationsMaxRetries": 0},
+    )
     assert description["FailureReason"] == "AlgorithmError: See job logs for more information"
     for obj in description["LocalRun"]["Objects"]:
         assert obj["Requests"] == 2  # 1.5 MB of lines in payloads of at most 1 MB: both fail
@@ -91,36 +98,64 @@ def test_multi_record_json_fails_with_the_script_s_extra_data_error(stack, input
 
 
 def test_line_single_record_concatenates_the_answers(stack, small_inputs, build, tmp_path):
-    description = run(stack, small_inputs, tmp_path / "out", split_type="Line", strategy="SingleRecord",
-                      max_payload=1)
+    description = run(stack, small_inputs, tmp_path / "out", split_type="Line", strategy="SingleRecord", max_payload=1)
     assert description["TransformJobStatus"] == "Completed"
-    assert (tmp_path / "out" / "testdata1.jsonl.out").read_text() == \
-        "".join(output(v) for v in build.values(1, SMALL))
+    assert (tmp_path / "out" / "testdata1.jsonl.out").read_text() == "".join(output(v) for v in build.values(1, SMALL))
 
 
 def test_line_single_record_assembled_with_line_answers_one_line_per_line(stack, small_inputs, build, tmp_path):
-    description = run(stack, small_inputs, tmp_path / "out", split_type="Line", strategy="SingleRecord",
-                      assemble_with="Line", max_concurrent_transforms=4)
+    description = run(
+        stack,
+        small_inputs,
+        tmp_path / "out",
+        split_type="Line",
+        strategy="SingleRecord",
+        assemble_with="Line",
+        max_concurrent_transforms=4,
+    )
     assert description["TransformJobStatus"] == "Completed"
     for number in (1, 2):
         text = (tmp_path / "out" / f"testdata{number}.jsonl.out").read_text()
         assert text == "".join(output(v) + "\n" for v in build.values(number, SMALL))
     assert (tmp_path / "out" / "testdata1.jsonl.out").read_text().splitlines()[:3] == [
-        '{"output": "I want to 🍵"}', '{"output": "I want to 🍵"}', '{"output": "I want to 🍣"}']
+        '{"output": "I want to 🍵"}',
+        '{"output": "I want to 🍵"}',
+        '{"output": "I want to 🍣"}',
+    ]
 
 
 def test_join_source_input_and_an_output_filter(stack, small_inputs, build, tmp_path):
-    description = run(stack, small_inputs, tmp_path / "joined", split_type="Line", strategy="SingleRecord",
-                      assemble_with="Line", accept="application/json", join_source="Input")
+    description = run(
+        stack,
+        small_inputs,
+        tmp_path / "joined",
+        split_type="Line",
+        strategy="SingleRecord",
+        assemble_with="Line",
+        accept="application/json",
+        join_source="Input",
+    )
     assert description["TransformJobStatus"] == "Completed"
     lines = (tmp_path / "joined" / "testdata1.jsonl.out").read_text().splitlines()
-    assert lines[:2] == ['{"SageMakerOutput":{"output":"I want to 🍵"},"value":1}',
-                         '{"SageMakerOutput":{"output":"I want to 🍵"},"value":3}']
-    description = run(stack, small_inputs, tmp_path / "filtered", split_type="Line", strategy="SingleRecord",
-                      assemble_with="Line", accept="application/json", join_source="Input",
-                      output_filter="$['SageMakerOutput','value']")
+    assert lines[:2] == [
+        '{"SageMakerOutput":{"output":"I want to 🍵"},"value":1}',
+        '{"SageMakerOutput":{"output":"I want to 🍵"},"value":3}',
+    ]
+    description = run(
+        stack,
+        small_inputs,
+        tmp_path / "filtered",
+        split_type="Line",
+        strategy="SingleRecord",
+        assemble_with="Line",
+        accept="application/json",
+        join_source="Input",
+        output_filter="$['SageMakerOutput','value']",
+    )
     assert description["TransformJobStatus"] == "Completed"
     lines = (tmp_path / "filtered" / "testdata1.jsonl.out").read_text().splitlines()
     assert len(lines) == SMALL
-    assert lines[:2] == ['{"SageMakerOutput":{"output":"I want to 🍵"},"value":1}',
-                         '{"SageMakerOutput":{"output":"I want to 🍵"},"value":3}']
+    assert lines[:2] == [
+        '{"SageMakerOutput":{"output":"I want to 🍵"},"value":1}',
+        '{"SageMakerOutput":{"output":"I want to 🍵"},"value":3}',
+    ]

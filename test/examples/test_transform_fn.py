@@ -7,10 +7,9 @@ import json
 
 import numpy as np
 import pytest
-
+from clients import invoke
 from examples_support import build_module
 from sagemaker_tfs.transform import transform
-from clients import invoke
 from serve_stack import Stack
 
 
@@ -65,8 +64,10 @@ def test_csv_in_csv_out(stack, rows_and_expected):
 
 def test_another_type_gets_the_script_s_status(stack):
     answer = invoke(stack, "<rows/>", "application/xml")
-    assert (answer.status, answer.json()) == (415, {"error": "send JSON or CSV rows of 10 features, not "
-                                                                  "application/xml"})
+    assert (answer.status, answer.json()) == (
+        415,
+        {"error": "send JSON or CSV rows of 10 features, not application/xml"},
+    )
 
 
 def test_a_row_of_the_wrong_width_is_a_500_with_numpy_s_message(stack):
@@ -78,8 +79,16 @@ def test_batch_transform_of_a_csv_file(stack, rows_and_expected, tmp_path):
     rows, expected = rows_and_expected
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "rows.csv").write_text(as_csv(rows))
-    description = transform(stack.url, data=str(tmp_path / "in"), output_path=str(tmp_path / "out"),
-                            content_type="text/csv", accept="text/csv", split_type="Line", strategy="MultiRecord",
-                            max_payload=1, assemble_with="Line")
+    description = transform(
+        stack.url,
+        data=str(tmp_path / "in"),
+        output_path=str(tmp_path / "out"),
+        content_type="text/csv",
+        accept="text/csv",
+        split_type="Line",
+        strategy="MultiRecord",
+        max_payload=1,
+        assemble_with="Line",
+    )
     assert description["TransformJobStatus"] == "Completed"
     assert (tmp_path / "out" / "rows.csv.out").read_text() == "".join(f"{p}\n" for p in expected)

@@ -5,9 +5,8 @@ import json
 
 import numpy as np
 import pytest
-
-from examples_support import EXAMPLES, held_out_digits, model_outputs
 from clients import invoke
+from examples_support import EXAMPLES, held_out_digits, model_outputs
 from serve_stack import Stack
 
 SAMPLE = EXAMPLES / "two_models" / "samples" / "digits.json"
@@ -32,13 +31,15 @@ def expected_answer(example, pixels, classifier_version):
 def assert_answer(answer, features, predictions):
     np.testing.assert_allclose(answer["features"], features, atol=1e-4)
     assert [p["classes"] for p in answer["predictions"]] == predictions["classes"].tolist()
-    np.testing.assert_allclose([p["probabilities"] for p in answer["predictions"]], predictions["probabilities"],
-                               atol=1e-6)
+    np.testing.assert_allclose(
+        [p["probabilities"] for p in answer["predictions"]], predictions["probabilities"], atol=1e-6
+    )
 
 
 def test_the_archive_holds_both_models_and_the_code(example):
-    assert sorted(str(p.relative_to(example.model_dir)) for p in example.model_dir.glob("*/*")
-                  if p.parent.name != "code") == ["classifier/1", "classifier/2", "encoder/1"]
+    assert sorted(
+        str(p.relative_to(example.model_dir)) for p in example.model_dir.glob("*/*") if p.parent.name != "code"
+    ) == ["classifier/1", "classifier/2", "encoder/1"]
     assert (example.model_dir / "code" / "inference.py").is_file()
 
 
@@ -67,11 +68,14 @@ def test_csv_pixels_get_the_same_answer(stack):
     assert invoke(stack, csv, "text/csv").json() == invoke(stack, SAMPLE.read_bytes()).json()
 
 
-@pytest.mark.parametrize("attributes, version", [
-    ("tfs-model-version=1", 1),
-    ("tfs-model-name=classifier,tfs-model-version=1", 1),
-    ("tfs-model-name=classifier", 2),
-])
+@pytest.mark.parametrize(
+    "attributes, version",
+    [
+        ("tfs-model-version=1", 1),
+        ("tfs-model-name=classifier,tfs-model-version=1", 1),
+        ("tfs-model-name=classifier", 2),
+    ],
+)
 def test_custom_attributes_choose_the_classifier(stack, example, attributes, version):
     pixels = np.array(json.loads(SAMPLE.read_text())["instances"], np.float32)
     response = invoke(stack, SAMPLE.read_bytes(), attributes=attributes)

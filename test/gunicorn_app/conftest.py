@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from app_support import model_server  # noqa: F401 (the session's model server fixture)
 from gunicorn_harness import App
 

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import json
 
+import processes
 import pytest
-
 from app_scripts import HANDLER_FILES, HANDLER_SCRIPT
 from app_support import write_model_dir
 from gunicorn_harness import App
-import processes
 
 
 @pytest.fixture(scope="module")

@@ -8,12 +8,11 @@ import http.client
 import json
 from concurrent.futures import ThreadPoolExecutor
 
+import processes
 import pytest
-
 from app_scripts import PAIR_SCRIPT
 from app_support import write_model_dir
 from gunicorn_harness import App
-import processes
 
 
 @pytest.fixture(scope="module")
@@ -31,8 +30,9 @@ def invoke(app: App, body: str, case: str | None = None, **options):
 
 
 def test_the_contract_is_logged(app):
-    processes.wait_for_log(app, "inference.py: input_handler(data, context) -> model server -> "
-                                "output_handler(response, context)")
+    processes.wait_for_log(
+        app, "inference.py: input_handler(data, context) -> model server -> output_handler(response, context)"
+    )
 
 
 def test_concurrent_requests_on_threads(app):
@@ -48,8 +48,9 @@ def test_a_chunked_body_without_content_length_reaches_the_script(app):
     """nginx always sends Content-Length; gunicorn reached directly may get a chunked body instead."""
     connection = http.client.HTTPConnection("127.0.0.1", app.port, timeout=60)
     try:  # an iterable body without Content-Length is sent chunked
-        connection.request("POST", "/invocations", iter([b'{"instances": ', b"[1.0, 2.0]}"]),
-                           {"Content-Type": "application/json"})
+        connection.request(
+            "POST", "/invocations", iter([b'{"instances": ', b"[1.0, 2.0]}"]), {"Content-Type": "application/json"}
+        )
         answer = connection.getresponse()
         assert (answer.status, json.loads(answer.read())["json"]) == (200, {"predictions": [3.5, 4.0]})
     finally:

@@ -12,7 +12,6 @@ import signal
 import socket
 
 import pytest
-
 from app_support import write_model_dir
 from gunicorn_harness import App
 
@@ -21,7 +20,7 @@ PREDICTIONS = {"predictions": [3.5, 4.0, 5.5]}
 
 # A handler that answers at once, or, for the body "hold", once the test writes a line to its FIFO; and the Context's
 # pooled session to the model server.
-SCRIPT = '''
+SCRIPT = """
 import json
 import time
 
@@ -47,7 +46,7 @@ def handler(data, context):
         return context.custom_attributes or "none", "text/plain"
     answer = context.session.post(context.rest_uri, data=body)
     return answer.content, "application/json"
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -69,8 +68,14 @@ def app(request, model_server, tmp_path_factory, hold) -> App:
 
 
 def post(body: bytes, extra: bytes = b"", path: bytes = b"/invocations") -> bytes:
-    return (b"POST " + path + b" HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" + extra +
-            b"Content-Length: %d\r\n\r\n" % len(body) + body)
+    return (
+        b"POST "
+        + path
+        + b" HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        + extra
+        + b"Content-Length: %d\r\n\r\n" % len(body)
+        + body
+    )
 
 
 class Reader:
@@ -122,14 +127,19 @@ def test_pipelined_requests_are_answered_in_order(app):
     with sock:
         sock.sendall(post(b'{"instances": [1.0]}') + post(b'{"instances": [2.0]}') + post(b'{"instances": [3.0]}'))
         assert [json.loads(reader.answer()[2]) for _ in range(3)] == [
-            {"predictions": [3.5]}, {"predictions": [4.0]}, {"predictions": [4.5]}]
+            {"predictions": [3.5]},
+            {"predictions": [4.0]},
+            {"predictions": [4.5]},
+        ]
 
 
 def test_a_chunked_body_is_read_whole(app):
     sock, reader = connect(app)
     with sock:
-        sock.sendall(b"POST /invocations HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
-                     b"5\r\n{\"ins\r\n" + b"%x\r\n%s\r\n" % (len(BODY) - 5, BODY[5:]) + b"0\r\n\r\n")
+        sock.sendall(
+            b"POST /invocations HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+            b'5\r\n{"ins\r\n' + b"%x\r\n%s\r\n" % (len(BODY) - 5, BODY[5:]) + b"0\r\n\r\n"
+        )
         status, _, body = reader.answer()
         assert (status, json.loads(body)) == (200, PREDICTIONS)
 
@@ -138,7 +148,7 @@ def test_expect_100_continue_is_answered_before_the_body(app):
     sock, reader = connect(app)
     with sock:
         head = post(BODY, b"Expect: 100-continue\r\n")
-        sock.sendall(head[:-len(BODY)])
+        sock.sendall(head[: -len(BODY)])
         assert reader.head() == (100, {})
         sock.sendall(BODY)
         status, _, body = reader.answer()
@@ -221,8 +231,15 @@ def test_context_session_calls_the_model_server_over_kept_connections(app):
     with sock:
         sock.sendall(post(b"session"))
         status, _, body = reader.answer()
-    assert (status, json.loads(body)) == (200, {"status": 200, "json": {"predictions": [3.5]}, "requests": True,
-                                                "type": "sagemaker_tfs.model_client.http_client.ModelServerResponse"})
+    assert (status, json.loads(body)) == (
+        200,
+        {
+            "status": 200,
+            "json": {"predictions": [3.5]},
+            "requests": True,
+            "type": "sagemaker_tfs.model_client.http_client.ModelServerResponse",
+        },
+    )
 
 
 def test_context_session_refuses_other_addresses(app):
@@ -230,9 +247,14 @@ def test_context_session_refuses_other_addresses(app):
     with sock:
         sock.sendall(post(b"session-elsewhere"))
         status, _, body = reader.answer()
-    assert (status, json.loads(body)) == (500, {"error": "context.session reaches the model servers "
-                                                         "(http://127.0.0.1:<port>/...), not 'http://example.com/': "
-                                                         "use requests for other addresses"})
+    assert (status, json.loads(body)) == (
+        500,
+        {
+            "error": "context.session reaches the model servers "
+            "(http://127.0.0.1:<port>/...), not 'http://example.com/': "
+            "use requests for other addresses"
+        },
+    )
 
 
 @pytest.mark.parametrize("worker_class", WORKER_CLASSES)
@@ -259,8 +281,9 @@ def test_sigterm_lets_the_request_in_flight_finish(model_server, tmp_path, hold,
 def test_a_connection_silent_for_the_keep_alive_time_is_closed(model_server, tmp_path, hold, worker_class):
     """gunicorn's --keep-alive (serve gives 75 s, nginx drops its idle connections after 60): here 1 s."""
     model_dir = write_model_dir(tmp_path, f"HOLD = {str(hold)!r}\n" + SCRIPT)
-    with App(model_dir, model_server, workers=1, env={"GUNICORN_CMD_ARGS": "--keep-alive 1"},
-             worker_class=worker_class) as app:
+    with App(
+        model_dir, model_server, workers=1, env={"GUNICORN_CMD_ARGS": "--keep-alive 1"}, worker_class=worker_class
+    ) as app:
         sock, reader = connect(app)
         with sock:
             sock.sendall(post(BODY))
@@ -280,16 +303,29 @@ def refusal(app: App, request: bytes) -> tuple[int, dict]:
 
 
 # gunicorn's limits, statuses and messages (gunicorn/http/message.py, errors.py, workers/base.py)
-@pytest.mark.parametrize("request_bytes, status, error", [
-    (b"GET /ping?" + b"q" * 5000 + b" HTTP/1.1\r\nHost: x\r\n\r\n", 414,
-     "URI Too Long: Request Line is too large (5019 > 4094)"),
-    (b"GET /ping HTTP/1.1\r\nHost: x\r\nX-Big: " + b"v" * 8190 + b"\r\n\r\n", 431,
-     "Request Header Fields Too Large: Error parsing headers: 'limit request headers fields size'"),
-    (b"GET /ping HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n", 400, "Bad Request: Invalid HTTP Header: 'HOST'"),
-    (b"GET /ping HTTP/2.0\r\nHost: x\r\n\r\n", 400,
-     "Bad Request: Invalid HTTP Version 'Invalid HTTP Version: (2, 0)'"),
-    (post(BODY, b"Expect: 200-ok\r\n"), 417, "Expectation Failed: Unable to comply with expectation: '200-ok'"),
-], ids=["request-line", "field-size", "two-hosts", "http-2.0", "expect"])
+@pytest.mark.parametrize(
+    "request_bytes, status, error",
+    [
+        (
+            b"GET /ping?" + b"q" * 5000 + b" HTTP/1.1\r\nHost: x\r\n\r\n",
+            414,
+            "URI Too Long: Request Line is too large (5019 > 4094)",
+        ),
+        (
+            b"GET /ping HTTP/1.1\r\nHost: x\r\nX-Big: " + b"v" * 8190 + b"\r\n\r\n",
+            431,
+            "Request Header Fields Too Large: Error parsing headers: 'limit request headers fields size'",
+        ),
+        (b"GET /ping HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n", 400, "Bad Request: Invalid HTTP Header: 'HOST'"),
+        (
+            b"GET /ping HTTP/2.0\r\nHost: x\r\n\r\n",
+            400,
+            "Bad Request: Invalid HTTP Version 'Invalid HTTP Version: (2, 0)'",
+        ),
+        (post(BODY, b"Expect: 200-ok\r\n"), 417, "Expectation Failed: Unable to comply with expectation: '200-ok'"),
+    ],
+    ids=["request-line", "field-size", "two-hosts", "http-2.0", "expect"],
+)
 def test_requests_over_gunicorn_s_limits_are_refused_as_gunicorn_does(app, request_bytes, status, error):
     assert refusal(app, request_bytes) == (status, {"error": error})
 
@@ -310,8 +346,9 @@ def test_a_head_trickling_in_is_cut_off_after_the_keep_alive_time(model_server, 
     """Each read waiting --keep-alive (here 1 s) is not enough: a byte every 0.3 s would hold the thread for ever.
     The whole head must arrive within that time."""
     model_dir = write_model_dir(tmp_path, f"HOLD = {str(hold)!r}\n" + SCRIPT)
-    with App(model_dir, model_server, workers=1, env={"GUNICORN_CMD_ARGS": "--keep-alive 1"},
-             worker_class=worker_class) as app:
+    with App(
+        model_dir, model_server, workers=1, env={"GUNICORN_CMD_ARGS": "--keep-alive 1"}, worker_class=worker_class
+    ) as app:
         sock, _ = connect(app)
         with sock:
             sock.settimeout(0.3)
@@ -320,7 +357,7 @@ def test_a_head_trickling_in_is_cut_off_after_the_keep_alive_time(model_server, 
             for _ in range(30):  # up to 9 s
                 try:
                     closed = sock.recv(1) == b""
-                except socket.timeout:
+                except TimeoutError:
                     pass
                 except ConnectionResetError:
                     closed = True

@@ -8,9 +8,8 @@ import os
 import subprocess
 from pathlib import Path
 
-import pytest
-
 import paths
+import pytest
 
 PYENV = Path("/root/.pyenv/versions")
 CHECK = paths.REPO / "scripts" / "check-base-python.sh"
@@ -25,8 +24,9 @@ def interpreter(version: str) -> Path:
 
 
 def check(python: Path | str) -> subprocess.CompletedProcess:
-    return subprocess.run(["sh", CHECK], capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "PYTHON": str(python)})
+    return subprocess.run(
+        ["sh", CHECK], capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHON": str(python)}
+    )
 
 
 @pytest.mark.parametrize("version", ["3.8", "3.9"])
@@ -35,8 +35,10 @@ def test_a_base_with_an_older_python_fails_with_one_message(version):
     found = python.resolve().parent.parent.name  # 3.8.18
     result = check(python)
     assert (result.returncode, result.stdout) == (1, "")
-    assert result.stderr == (f"cannot build: the base image's Python is {found} ({python}); sagemaker-tfs needs "
-                             f"Python >= 3.10: use {BASES}\n")
+    assert result.stderr == (
+        f"cannot build: the base image's Python is {found} ({python}); sagemaker-tfs needs "
+        f"Python >= 3.10: use {BASES}\n"
+    )
 
 
 @pytest.mark.parametrize("version", ["3.10", "3.13"])

@@ -21,15 +21,14 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-
-import image_support
-from direct_route_cases import APP, ATTRIBUTE_FORMS, ATTRIBUTES, BODIES, MODEL_SERVER
-import sagemaker_tfs
 import clients
+import image_support
 import model_dirs
 import paths
 import ports
+import pytest
+import sagemaker_tfs
+from direct_route_cases import APP, ATTRIBUTE_FORMS, ATTRIBUTES, BODIES, MODEL_SERVER
 
 pytestmark = pytest.mark.slow
 
@@ -44,7 +43,8 @@ PRETTY_PREDICTIONS = '{\n    "predictions": [3.5, 4.0, 5.5\n    ]\n}'
 READ_ONLY_MESSAGE = (
     "cannot write the runtime folder /tmp/sagemaker-tfs-0-8080 (Read-only file system): set SAGEMAKER_RUNTIME_DIR "
     "to a writable folder of serve's user (with a read-only root file system: on a tmpfs, e.g. docker run "
-    "--read-only --tmpfs /tmp)")
+    "--read-only --tmpfs /tmp)"
+)
 
 
 def limits() -> list[str]:
@@ -66,8 +66,9 @@ def podman_env() -> dict[str, str]:
 
 
 def podman(*args: str, timeout: float = 120, check: bool = True) -> subprocess.CompletedProcess:
-    result = subprocess.run(["podman", "--runtime", "runc", *args], capture_output=True, text=True,
-                            timeout=timeout, env=podman_env())
+    result = subprocess.run(
+        ["podman", "--runtime", "runc", *args], capture_output=True, text=True, timeout=timeout, env=podman_env()
+    )
     if check:
         assert result.returncode == 0, f"podman {' '.join(args)}:\n{result.stdout}{result.stderr}"
     return result
@@ -90,8 +91,14 @@ def imported(name: str, command: list[str], inputs: bytes = b"") -> str:
                 stale.unlink()
             result = subprocess.run([*command, str(tarball)], capture_output=True, text=True, timeout=900)
             assert result.returncode == 0, result.stdout + result.stderr
-        podman("import", "--change", "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-               str(tarball), image, timeout=600)
+        podman(
+            "import",
+            "--change",
+            "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            str(tarball),
+            image,
+            timeout=600,
+        )
     return image
 
 
@@ -102,8 +109,13 @@ def standin_base() -> str:
 
 @pytest.fixture(scope="module")
 def image(standin_base) -> str:
-    result = subprocess.run([paths.REPO / "scripts" / "build-image.sh", "cpu", IMAGE], capture_output=True,
-                            text=True, timeout=900, env={**podman_env(), "BASE_IMAGE": standin_base})
+    result = subprocess.run(
+        [paths.REPO / "scripts" / "build-image.sh", "cpu", IMAGE],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**podman_env(), "BASE_IMAGE": standin_base},
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.endswith(f"built {IMAGE} from {standin_base}\n")
     podman("image", "prune", "--force")  # the layers of earlier builds, so that build/podman does not grow
@@ -112,12 +124,19 @@ def image(standin_base) -> str:
 
 def test_a_base_with_an_older_python_fails_the_build_at_its_first_step():
     base = imported("bullseye", OLD_BASE)
-    result = subprocess.run([paths.REPO / "scripts" / "build-image.sh", "cpu", "localhost/sagemaker-tfs:too-old"],
-                            capture_output=True, text=True, timeout=900, env={**podman_env(), "BASE_IMAGE": base})
+    result = subprocess.run(
+        [paths.REPO / "scripts" / "build-image.sh", "cpu", "localhost/sagemaker-tfs:too-old"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**podman_env(), "BASE_IMAGE": base},
+    )
     assert result.returncode != 0
-    assert ("cannot build: the base image's Python is 3.9.2 (/usr/bin/python3); sagemaker-tfs needs Python >= 3.10: "
-            "use tensorflow/serving:2.20.0 or newer (GPU: tensorflow/serving:2.20.0-gpu), or a base with Python 3.10 "
-            "to 3.13\n") in result.stderr
+    assert (
+        "cannot build: the base image's Python is 3.9.2 (/usr/bin/python3); sagemaker-tfs needs Python >= 3.10: "
+        "use tensorflow/serving:2.20.0 or newer (GPU: tensorflow/serving:2.20.0-gpu), or a base with Python 3.10 "
+        "to 3.13\n"
+    ) in result.stderr
     steps = [line for line in result.stdout.splitlines() if line.startswith("STEP ")]
     assert [step for step in steps if " RUN " in step] == [steps[-1]]  # the first RUN, which checks the Python
     assert "check-base-python.sh --install" in steps[-1]
@@ -127,15 +146,31 @@ def test_the_image_holds_what_serve_runs_on_and_no_build_settings(image):
     config = json.loads(podman("image", "inspect", "--format", "{{json .Config}}", image).stdout)
     assert config["Entrypoint"] == ["serve"]
     assert sorted(name.split("=", 1)[0] for name in config["Env"]) == [
-        "PATH", "PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED"]  # no INSTALL_PROFILE, DEBIAN_FRONTEND, wheelhouse
+        "PATH",
+        "PYTHONDONTWRITEBYTECODE",
+        "PYTHONUNBUFFERED",
+    ]  # no INSTALL_PROFILE, DEBIAN_FRONTEND, wheelhouse
     assert config["Labels"]["com.amazonaws.sagemaker.capabilities.multi-models"] == "true"
-    result = podman("run", "--rm", *limits(), "--entrypoint", "sh", image, "-c",
-                    "python3 -c 'import platform; print(platform.python_version())'; for name in serve nginx "
-                    "tfs-model-server tensorflow_model_server; do command -v $name; done; ls -A /opt/sagemaker-tfs; "
-                    "readlink /var/log/nginx/error.log")
+    result = podman(
+        "run",
+        "--rm",
+        *limits(),
+        "--entrypoint",
+        "sh",
+        image,
+        "-c",
+        "python3 -c 'import platform; print(platform.python_version())'; for name in serve nginx "
+        "tfs-model-server tensorflow_model_server; do command -v $name; done; ls -A /opt/sagemaker-tfs; "
+        "readlink /var/log/nginx/error.log",
+    )
     assert result.stdout.split("\n") == [
-        "3.10.13", "/opt/sagemaker-tfs/.venv/bin/serve", "/usr/sbin/nginx", ".venv",  # nothing else
-        "/dev/stderr", ""]  # where an nginx without -e (before 1.19.5) logs before it reads its config
+        "3.10.13",
+        "/opt/sagemaker-tfs/.venv/bin/serve",
+        "/usr/sbin/nginx",
+        ".venv",  # nothing else
+        "/dev/stderr",
+        "",
+    ]  # where an nginx without -e (before 1.19.5) logs before it reads its config
 
 
 @pytest.fixture(scope="module")
@@ -143,8 +178,9 @@ def model_server_mounts(tmp_path_factory) -> list[str]:
     """The stand-in tensorflow_model_server at the real one's path, and what it runs, read-only at their paths."""
     wrapper = tmp_path_factory.mktemp("tfs-bin") / "tensorflow_model_server"
     container = Path(sagemaker_tfs.__file__).resolve().parent.parent
-    wrapper.write_text(f"#!/bin/sh\nPYTHONPATH='{container}' exec '{sys.executable}' -m sagemaker_tfs.model_server "
-                       '"$@"\n')
+    wrapper.write_text(
+        f"#!/bin/sh\nPYTHONPATH='{container}' exec '{sys.executable}' -m sagemaker_tfs.model_server \"$@\"\n"
+    )
     wrapper.chmod(0o755)
     mounts = [f"{wrapper}:/usr/bin/tensorflow_model_server"]
     mounts += [f"{path}:{path}" for path in (Path(sys.prefix), container, Path(sys.base_prefix))]
@@ -165,8 +201,20 @@ class Container:
         self.port = ports.free_port()
         self.name = f"sagemaker-tfs-test-{self.port}-{os.getpid()}"
         settings = [option for key, value in (env or {}).items() for option in ("-e", f"{key}={value}")]
-        podman("run", "-d", "--name", self.name, *limits(), "-p", f"127.0.0.1:{self.port}:8080", *options, *mounts,
-               *settings, image, "serve")
+        podman(
+            "run",
+            "-d",
+            "--name",
+            self.name,
+            *limits(),
+            "-p",
+            f"127.0.0.1:{self.port}:8080",
+            *options,
+            *mounts,
+            *settings,
+            image,
+            "serve",
+        )
 
     def logs(self) -> str:
         result = podman("logs", self.name, check=False)
@@ -218,9 +266,12 @@ def test_the_image_serves_as_sagemaker_runs_it(image, model_server_mounts, tmp_p
     try:
         plain = Container(image, options, model_server_mounts + ["-v", f"{single}:/opt/ml/model:ro"])
         containers.append(plain)
-        multi = Container(image, options, model_server_mounts + ["-v", f"{models}:/opt/ml/models:ro",
-                                                                 "-v", f"{code}:/opt/ml/code:ro"],
-                          {"SAGEMAKER_MULTI_MODEL": "true"})
+        multi = Container(
+            image,
+            options,
+            model_server_mounts + ["-v", f"{models}:/opt/ml/models:ro", "-v", f"{code}:/opt/ml/code:ro"],
+            {"SAGEMAKER_MULTI_MODEL": "true"},
+        )
         containers.append(multi)
         plain.wait_ready()
         multi.wait_ready()
@@ -237,11 +288,19 @@ def test_the_image_serves_as_sagemaker_runs_it(image, model_server_mounts, tmp_p
         # the handler imports the package of code/requirements.txt: into the image's environment when root may
         # write it, else into the runtime folder (a read-only image, a user who may not write the environment)
         uid = 1000 if scenario == "user-1000" else 0
-        where = ("/opt/sagemaker-tfs/.venv/lib/python3.10/site-packages" if scenario == "root"
-                 else f"/tmp/sagemaker-tfs-{uid}-8080/python-packages")
-        assert (answer.status, answer.json()) == (200, {
-            "predictions": [3.5, 4.0, 5.5], "extra": "extra 1.0",
-            "extra_file": f"{where}/{image_support.PACKAGE}/__init__.py"})
+        where = (
+            "/opt/sagemaker-tfs/.venv/lib/python3.10/site-packages"
+            if scenario == "root"
+            else f"/tmp/sagemaker-tfs-{uid}-8080/python-packages"
+        )
+        assert (answer.status, answer.json()) == (
+            200,
+            {
+                "predictions": [3.5, 4.0, 5.5],
+                "extra": "extra 1.0",
+                "extra_file": f"{where}/{image_support.PACKAGE}/__init__.py",
+            },
+        )
 
         # nginx's workers never run as root; under --user 1000 nothing does
         user = "1000" if scenario == "user-1000" else "root"
@@ -257,8 +316,20 @@ def test_the_image_serves_as_sagemaker_runs_it(image, model_server_mounts, tmp_p
 
 def test_a_read_only_root_without_a_writable_tmp_stops_with_one_message(image, model_server_mounts, tmp_path):
     model = readable(model_dirs.copy_model(paths.HALF_PLUS_THREE, tmp_path, "model"))
-    result = podman("run", "--rm", *limits(), "--read-only", "--read-only-tmpfs=false", *model_server_mounts,
-                    "-v", f"{model}:/opt/ml/model:ro", image, "serve", timeout=120, check=False)
+    result = podman(
+        "run",
+        "--rm",
+        *limits(),
+        "--read-only",
+        "--read-only-tmpfs=false",
+        *model_server_mounts,
+        "-v",
+        f"{model}:/opt/ml/model:ro",
+        image,
+        "serve",
+        timeout=120,
+        check=False,
+    )
     assert result.returncode == 1, result.stdout + result.stderr
     errors = [line.split(" ERROR serve: ", 1)[1] for line in result.stderr.splitlines() if " ERROR serve: " in line]
     assert errors == [f"cannot start: {READ_ONLY_MESSAGE}"]
@@ -272,14 +343,21 @@ def test_the_wheelhouse_installs_offline_on_every_supported_python(image, tmp_pa
     python = sorted(Path("/root/.pyenv/versions").glob(f"{version}.*/bin/python3"))[-1]
     venv = tmp_path / "venv"
     subprocess.run([python, "-m", "venv", venv], check=True, timeout=120)
-    env = {**os.environ, "INSTALL_PROFILE": "image", "INSTALL_VENV": str(venv), "PIP_CONFIG_FILE": os.devnull,
-           "INSTALL_WHEELHOUSE": str(BUILD / "wheelhouse")}
-    result = subprocess.run([paths.REPO / "scripts" / "install.sh"], capture_output=True, text=True, timeout=300,
-                            env=env)
+    env = {
+        **os.environ,
+        "INSTALL_PROFILE": "image",
+        "INSTALL_VENV": str(venv),
+        "PIP_CONFIG_FILE": os.devnull,
+        "INSTALL_WHEELHOUSE": str(BUILD / "wheelhouse"),
+    }
+    result = subprocess.run(
+        [paths.REPO / "scripts" / "install.sh"], capture_output=True, text=True, timeout=300, env=env
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     check = "import sys, sagemaker_tfs.serve, sagemaker_tfs.app.routes; print(sys.version_info[:2])"
-    result = subprocess.run([venv / "bin" / "python", "-c", check], capture_output=True, text=True, timeout=60,
-                            cwd=tmp_path)
+    result = subprocess.run(
+        [venv / "bin" / "python", "-c", check], capture_output=True, text=True, timeout=60, cwd=tmp_path
+    )
     assert (result.returncode, result.stdout) == (0, f"({version.replace('.', ', ')})\n"), result.stderr
 
 
@@ -325,8 +403,21 @@ def test_the_nginx_of_the_real_bases_takes_serves_command_and_config(tmp_path):
     port = ports.free_port()
     start = f"nginx -c {runtime}/who.conf & exec {' '.join(nginx.command(config, version))}"
     name = f"sagemaker-tfs-test-nginx-{port}"
-    podman("run", "-d", "--name", name, *limits(), "-p", f"127.0.0.1:{port}:8080", "-v", f"{tmp_path}:{tmp_path}",
-           base, "sh", "-c", start)
+    podman(
+        "run",
+        "-d",
+        "--name",
+        name,
+        *limits(),
+        "-p",
+        f"127.0.0.1:{port}:8080",
+        "-v",
+        f"{tmp_path}:{tmp_path}",
+        base,
+        "sh",
+        "-c",
+        start,
+    )
     try:
         deadline = time.monotonic() + 30
         while clients.http_status(f"http://127.0.0.1:{port}/ping") is None:
@@ -334,9 +425,12 @@ def test_the_nginx_of_the_real_bases_takes_serves_command_and_config(tmp_path):
             time.sleep(0.2)
         json_type = {"Content-Type": "application/json"}
         large = '{"instances": [' + ", ".join(["1.0"] * 400_000) + "]}"  # 2 MB: beyond nginx's usual 1 MB buffer
-        cases = [*((body, json_type, route) for body, route in BODIES), (large, json_type, MODEL_SERVER),
-                 (JSON_BODY, {"Content-Type": "text/csv"}, APP),
-                 *((JSON_BODY, {**json_type, ATTRIBUTES: attributes}, route) for attributes, route in ATTRIBUTE_FORMS)]
+        cases = [
+            *((body, json_type, route) for body, route in BODIES),
+            (large, json_type, MODEL_SERVER),
+            (JSON_BODY, {"Content-Type": "text/csv"}, APP),
+            *((JSON_BODY, {**json_type, ATTRIBUTES: attributes}, route) for attributes, route in ATTRIBUTE_FORMS),
+        ]
         for body, headers, route in cases:
             answer = clients.http_call(port, "POST", "/invocations", body, headers).json()
             named = route not in (APP, MODEL_SERVER)  # an attribute row: the model server path the route calls
@@ -358,6 +452,17 @@ def test_the_nginx_of_the_real_bases_takes_serves_command_and_config(tmp_path):
         other = Settings.from_env({"SAGEMAKER_RUNTIME_DIR": str(folder), **env})
         other = other.resolved(str(folder), None if other.multi_model else "m")
         config = nginx.write_config(other, nginx.direct_model(other, None), version)
-        check = podman("run", "--rm", *limits(), "-v", f"{tmp_path}:{tmp_path}", base, "nginx", "-t", "-c",
-                       str(config), check=False)
+        check = podman(
+            "run",
+            "--rm",
+            *limits(),
+            "-v",
+            f"{tmp_path}:{tmp_path}",
+            base,
+            "nginx",
+            "-t",
+            "-c",
+            str(config),
+            check=False,
+        )
         assert check.returncode == 0, check.stderr

@@ -18,20 +18,26 @@ import sys
 import textwrap
 from pathlib import Path
 
-import pytest
-
-import image_support
-import sagemaker_tfs
 import clients
+import image_support
 import model_dirs
 import paths
 import ports
 import processes
+import pytest
+import sagemaker_tfs
 import serve_stack
 
 # Packages the image must not hold: TensorFlow and what only the embedded model server or s3 jobs need.
-ABSENT = ["tensorflow", "tensorflow-cpu", "keras", "numpy", "uvloop", "ai-edge-litert",
-          "boto3"]  # httptools: the app worker's parser
+ABSENT = [
+    "tensorflow",
+    "tensorflow-cpu",
+    "keras",
+    "numpy",
+    "uvloop",
+    "ai-edge-litert",
+    "boto3",
+]  # httptools: the app worker's parser
 LOWEST_PYTHON = Path("/root/.pyenv/versions/3.10.13/bin/python3")  # pyenv's, on this kind of machine
 IMAGE_SIZE_LIMIT = 120 * 2**20  # about 60 MB today; the full environment is about 2.7 GB
 
@@ -95,8 +101,13 @@ def clean_env(**extra: str) -> dict[str, str]:
 def image_bin(tmp_path_factory) -> Path:
     venv = tmp_path_factory.mktemp("image") / "venv"
     subprocess.run([LOWEST_PYTHON, "-m", "venv", venv], check=True, timeout=120)
-    result = subprocess.run([paths.REPO / "scripts" / "install.sh"], capture_output=True, text=True, timeout=240,
-                            env=clean_env(INSTALL_PROFILE="image", INSTALL_VENV=str(venv)))
+    result = subprocess.run(
+        [paths.REPO / "scripts" / "install.sh"],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=clean_env(INSTALL_PROFILE="image", INSTALL_VENV=str(venv)),
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     return venv / "bin"
 
@@ -107,20 +118,26 @@ def model_server_on_path(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("tfs-bin")
     container = Path(sagemaker_tfs.__file__).resolve().parent.parent
     wrapper = folder / "tensorflow_model_server"
-    wrapper.write_text(f"#!/bin/sh\nPYTHONPATH='{container}' exec '{sys.executable}' -m sagemaker_tfs.model_server "
-                       '"$@"\n')
+    wrapper.write_text(
+        f"#!/bin/sh\nPYTHONPATH='{container}' exec '{sys.executable}' -m sagemaker_tfs.model_server \"$@\"\n"
+    )
     wrapper.chmod(0o755)
     return folder
 
 
 def size_of(folder: Path) -> int:
-    return sum(os.lstat(os.path.join(root, name)).st_size
-               for root, _, names in os.walk(folder) for name in names)
+    return sum(os.lstat(os.path.join(root, name)).st_size for root, _, names in os.walk(folder) for name in names)
 
 
 def test_the_image_environment_holds_no_tensorflow(image_bin):
-    result = subprocess.run([image_bin / "python", "-c", IMPORT_CHECK, json.dumps(ABSENT)], capture_output=True,
-                            text=True, timeout=60, env=clean_env(), cwd=image_bin)
+    result = subprocess.run(
+        [image_bin / "python", "-c", IMPORT_CHECK, json.dumps(ABSENT)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=clean_env(),
+        cwd=image_bin,
+    )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout) == {
         "app_imports": [],  # serve, the app and the codecs import neither TensorFlow nor numpy
@@ -136,34 +153,48 @@ def test_the_image_environment_holds_no_tensorflow(image_bin):
 
 def test_serve_without_a_model_server_stops_at_once(image_bin, tmp_path):
     model = model_dirs.copy_model(paths.HALF_PLUS_THREE, tmp_path, "model")
-    result = subprocess.run([image_bin / "serve"], capture_output=True, text=True, timeout=60, env=clean_env(
-        PATH="/usr/sbin:/usr/bin:/sbin:/bin", SAGEMAKER_MODEL_DIR=str(model),
-        SAGEMAKER_BIND_TO_PORT=str(ports.free_port()), SAGEMAKER_RUNTIME_DIR=str(tmp_path / "runtime")))
+    result = subprocess.run(
+        [image_bin / "serve"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=clean_env(
+            PATH="/usr/sbin:/usr/bin:/sbin:/bin",
+            SAGEMAKER_MODEL_DIR=str(model),
+            SAGEMAKER_BIND_TO_PORT=str(ports.free_port()),
+            SAGEMAKER_RUNTIME_DIR=str(tmp_path / "runtime"),
+        ),
+    )
     assert result.returncode == 1
     errors = [line.split(" serve: ", 1)[1] for line in result.stderr.splitlines() if " ERROR serve: " in line]
     assert errors == [
         "cannot start: no model server: tensorflow_model_server is not on PATH and the embedded model server is not "
         "installed (missing tensorflow, uvloop, pysimdjson, ai-edge-litert); install TensorFlow Serving, or the "
-        "model-server extra (pip install '.[model-server]', as scripts/install.sh does)"]
+        "model-server extra (pip install '.[model-server]', as scripts/install.sh does)"
+    ]
 
 
 def test_the_stack_serves_from_the_image_environment(image_bin, model_server_on_path, tmp_path):
     env = clean_env(PATH=f"{model_server_on_path}:{os.environ['PATH']}")
     plain = model_dirs.copy_model(paths.HALF_PLUS_THREE, tmp_path / "plain", "model")
     grpc = model_dirs.write_code(model_dirs.copy_model(paths.HALF_PLUS_THREE, tmp_path / "grpc", "model"), GRPC_HANDLER)
-    with serve_stack.Stack(plain, env=env, serve=image_bin / "serve").start(wait=False) as default_stack, \
-            serve_stack.Stack(grpc, env=env, serve=image_bin / "serve").start(wait=False) as grpc_stack:
+    with (
+        serve_stack.Stack(plain, env=env, serve=image_bin / "serve").start(wait=False) as default_stack,
+        serve_stack.Stack(grpc, env=env, serve=image_bin / "serve").start(wait=False) as grpc_stack,
+    ):
         for stack in (default_stack, grpc_stack):
             stack.wait_until(stack.ready, timeout=180, what="answering /ping with 200")
             processes.wait_for_log(stack, f"starting model server 0: {model_server_on_path}/tensorflow_model_server ")
 
         body = '{"instances": [1.0, 2.0, 5.0]}'
-        answer = clients.http_call(default_stack.port, "POST", "/invocations", body,
-                                   {"Content-Type": "application/json"})
+        answer = clients.http_call(
+            default_stack.port, "POST", "/invocations", body, {"Content-Type": "application/json"}
+        )
         assert (answer.status, answer.content_type) == (200, "application/json")
         assert answer.text == '{\n    "predictions": [3.5, 4.0, 5.5\n    ]\n}'
-        answer = clients.http_call(default_stack.port, "POST", "/invocations", "1\n2\n",
-                                   {"Content-Type": "text/csv", "Accept": "text/csv"})
+        answer = clients.http_call(
+            default_stack.port, "POST", "/invocations", "1\n2\n", {"Content-Type": "text/csv", "Accept": "text/csv"}
+        )
         assert (answer.status, answer.content_type, answer.text) == (200, "text/csv", "3.5\n4.0")
 
         answer = clients.http_call(grpc_stack.port, "POST", "/invocations", body, {"Content-Type": "application/json"})
@@ -171,21 +202,31 @@ def test_the_stack_serves_from_the_image_environment(image_bin, model_server_on_
         assert answer.json() == {"predictions": [3.5, 4.0, 5.5], "version": 123, "tensorflow_python": False}
 
 
-def test_requirements_go_to_the_runtime_folder_when_the_environment_is_read_only(image_bin, model_server_on_path,
-                                                                                  tmp_path):
+def test_requirements_go_to_the_runtime_folder_when_the_environment_is_read_only(
+    image_bin, model_server_on_path, tmp_path
+):
     # the image's environment mounted read-only (as in a container run with --read-only, or by a user who may not
     # write it), in a mount namespace of serve's own
     venv = image_bin.parent
     serve = tmp_path / "serve-read-only"
-    serve.write_text("#!/bin/sh\nexec unshare --mount --propagation private sh -c 'mount --bind \"$0\" \"$0\" "
-                     "&& mount -o remount,bind,ro \"$0\" && exec \"$0/bin/serve\"' " f"'{venv}'\n")
+    serve.write_text(
+        '#!/bin/sh\nexec unshare --mount --propagation private sh -c \'mount --bind "$0" "$0" '
+        '&& mount -o remount,bind,ro "$0" && exec "$0/bin/serve"\' '
+        f"'{venv}'\n"
+    )
     serve.chmod(0o755)
     model = image_support.write_code_with_requirements(model_dirs.copy_model(paths.HALF_PLUS_THREE, tmp_path, "model"))
     env = clean_env(PATH=f"{model_server_on_path}:{os.environ['PATH']}")
     with serve_stack.Stack(model, env=env, serve=serve) as stack:
-        answer = clients.http_call(stack.port, "POST", "/invocations", '{"instances": [1.0, 2.0, 5.0]}',
-                                   {"Content-Type": "application/json"})
-        assert (answer.status, answer.json()) == (200, {
-            "predictions": [3.5, 4.0, 5.5], "extra": "extra 1.0",
-            "extra_file": f"{stack.runtime_dir}/python-packages/{image_support.PACKAGE}/__init__.py"})
+        answer = clients.http_call(
+            stack.port, "POST", "/invocations", '{"instances": [1.0, 2.0, 5.0]}', {"Content-Type": "application/json"}
+        )
+        assert (answer.status, answer.json()) == (
+            200,
+            {
+                "predictions": [3.5, 4.0, 5.5],
+                "extra": "extra 1.0",
+                "extra_file": f"{stack.runtime_dir}/python-packages/{image_support.PACKAGE}/__init__.py",
+            },
+        )
     assert list(venv.glob(f"lib/python3*/site-packages/{image_support.PACKAGE}*")) == []

@@ -49,9 +49,13 @@ def _export(export_dir: Path) -> None:
             return {"upper": tf.strings.upper(s), "echo_bytes": tf.identity(s)}
 
     class ThreeInputs(tf.Module):
-        @tf.function(input_signature=[tf.TensorSpec([None], tf.float32, name="a"),
-                                      tf.TensorSpec([None], tf.int64, name="b"),
-                                      tf.TensorSpec([None], tf.bool, name="c")])
+        @tf.function(
+            input_signature=[
+                tf.TensorSpec([None], tf.float32, name="a"),
+                tf.TensorSpec([None], tf.int64, name="b"),
+                tf.TensorSpec([None], tf.bool, name="c"),
+            ]
+        )
         def serve(self, a, b, c):
             return {"sum": a + tf.cast(b, tf.float32), "not_c": tf.logical_not(c)}
 
@@ -68,8 +72,9 @@ def _export_tflite(tf, export_dir: Path) -> None:
     from tensorflow.lite.tools import flatbuffer_utils
 
     class Scale(tf.Module):
-        @tf.function(input_signature=[tf.TensorSpec([None, 2], tf.float32, name="x"),
-                                      tf.TensorSpec([None], tf.int32, name="n")])
+        @tf.function(
+            input_signature=[tf.TensorSpec([None, 2], tf.float32, name="x"), tf.TensorSpec([None], tf.int32, name="n")]
+        )
         def scale(self, x, n):
             return {"scaled": x * 3.0 + 1.0, "doubled": n * 2}
 
@@ -91,10 +96,12 @@ def _export_tflite(tf, export_dir: Path) -> None:
 
     float_, int32 = tf.float32.as_datatype_enum, tf.int32.as_datatype_enum
     kinds = {"x": float_, "scaled": float_, "n": int32, "doubled": int32}
-    stored = {"serving_default": signature({"x": "scale_x:0", "n": "scale_n:0"},
-                                           {"scaled": "PartitionedCall:1",
-                                            "doubled": "PartitionedCall:0"}, kinds),
-              "doubled_only": signature({"n": "scale_n:0"}, {"doubled": "PartitionedCall:0"}, kinds)}
+    stored = {
+        "serving_default": signature(
+            {"x": "scale_x:0", "n": "scale_n:0"}, {"scaled": "PartitionedCall:1", "doubled": "PartitionedCall:0"}, kinds
+        ),
+        "doubled_only": signature({"n": "scale_n:0"}, {"doubled": "PartitionedCall:0"}, kinds),
+    }
     builder = flexbuffers.Builder()
     with builder.Map():
         for key, value in stored.items():
@@ -111,7 +118,8 @@ def _export_tflite(tf, export_dir: Path) -> None:
     model.metadata = [*(model.metadata or []), metadata]
     (export_dir / "tflite_scale_sigdefs" / "1").mkdir(parents=True)
     (export_dir / "tflite_scale_sigdefs" / "1" / "model.tflite").write_bytes(
-        bytes(flatbuffer_utils.convert_object_to_bytearray(model)))
+        bytes(flatbuffer_utils.convert_object_to_bytearray(model))
+    )
 
 
 if __name__ == "__main__":

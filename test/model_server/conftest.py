@@ -5,10 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import build_models
+import paths
 import pytest
 from model_server_support import ModelServer, model_config, versioned_model
-
-import paths
 
 
 @pytest.fixture(scope="session")
@@ -31,9 +30,11 @@ def server(built_models, tmp_path_factory) -> ModelServer:
         **{name: built_models / name for name in build_models.MODELS},
     }
     # by_version's labels name versions that compute different things (1: half_plus_two, 2: half_plus_three)
-    extra = {"by_version": 'model_version_policy { latest { num_versions: 2 } } version_labels { key: "stable" '
-                           'value: 1 } version_labels { key: "canary" value: 2 }',
-             "two_versions": 'model_version_policy { all {} } version_labels { key: "stable" value: 123 } '
-                             'version_labels { key: "canary" value: 124 }'}
+    extra = {
+        "by_version": 'model_version_policy { latest { num_versions: 2 } } version_labels { key: "stable" '
+        'value: 1 } version_labels { key: "canary" value: 2 }',
+        "two_versions": 'model_version_policy { all {} } version_labels { key: "stable" value: 123 } '
+        'version_labels { key: "canary" value: 124 }',
+    }
     with ModelServer(model_config(models, extra), workdir) as running:
         yield running

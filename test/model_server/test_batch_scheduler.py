@@ -8,9 +8,8 @@ import threading
 
 import numpy as np
 import pytest
-
-from sagemaker_tfs.shared import tfs_json_response as json_response
 from sagemaker_tfs.model_server.batch_scheduler import BatchingParameters, BatchRows, BatchScheduler
+from sagemaker_tfs.shared import tfs_json_response as json_response
 from sagemaker_tfs.shared.error_codes import ServingError, invalid_argument
 
 
@@ -70,8 +69,7 @@ def test_a_failed_batch_fails_each_of_its_tasks(small):
 
 def test_full_batches_close_and_the_next_ones_open():
     servable = DoublingServable(small=True)
-    results = submit_together(servable, [[1.0, 2.0], [3.0, 4.0], [5.0]], max_batch_size=3,
-                              max_enqueued_batches=5)
+    results = submit_together(servable, [[1.0, 2.0], [3.0, 4.0], [5.0]], max_batch_size=3, max_enqueued_batches=5)
     assert [size for size, _ in servable.runs] == [2, 3]  # [1, 2] alone: [3, 4] did not fit; then [3, 4] + [5]
     assert [r[0].tolist() for r in results] == [[2.0, 4.0], [6.0, 8.0], [10.0]]
 

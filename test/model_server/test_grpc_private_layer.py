@@ -11,20 +11,22 @@ import sys
 from pathlib import Path
 
 import grpc
+import ports
 import pytest
 from grpc._cython import cygrpc
-from tensorflow_serving import apis
-
 from sagemaker_tfs.model_server import grpc_server
 from sagemaker_tfs.model_server.grpc_server import CYGRPC_USED, GrpcServer
-
-import ports
+from tensorflow_serving import apis
 
 # How a test builds each cygrpc type grpc_server.py constructs (the arguments it passes them).
 _CONSTRUCTED = {
-    "SendInitialMetadataOperation": (None, 0), "SendMessageOperation": (b"", 0),
-    "SendStatusFromServerOperation": (None, 0, "", 0), "ReceiveCloseOnServerOperation": (0,),
-    "ReceiveMessageOperation": (0,), "CompletionQueue": (), "Server": ((), False),
+    "SendInitialMetadataOperation": (None, 0),
+    "SendMessageOperation": (b"", 0),
+    "SendStatusFromServerOperation": (None, 0, "", 0),
+    "ReceiveCloseOnServerOperation": (0,),
+    "ReceiveMessageOperation": (0,),
+    "CompletionQueue": (),
+    "Server": ((), False),
 }
 
 
@@ -62,14 +64,17 @@ def test_cygrpc_still_offers_what_the_server_uses(name, arity):
     try:
         inspect.signature(target).bind(None, *[None] * arity)
     except TypeError as exc:
-        pytest.fail(f"grpcio {grpc.__version__}: cygrpc.{name}{inspect.signature(target)} no longer takes the "
-                    f"{arity} argument(s) grpc_server.py passes: {exc}")
+        pytest.fail(
+            f"grpcio {grpc.__version__}: cygrpc.{name}{inspect.signature(target)} no longer takes the "
+            f"{arity} argument(s) grpc_server.py passes: {exc}"
+        )
 
 
 def test_grpc_server_offers_what_grpc_server_api_and_the_generated_stubs_call():
     expected = inspect.signature(grpc.Server.add_registered_method_handlers)
     assert list(expected.parameters) == ["self", "service_name", "method_handlers"], (
-        f"grpcio {grpc.__version__}: grpc.Server.add_registered_method_handlers is now {expected}")
+        f"grpcio {grpc.__version__}: grpc.Server.add_registered_method_handlers is now {expected}"
+    )
     assert inspect.signature(GrpcServer.add_registered_method_handlers).parameters.keys() == expected.parameters.keys()
     for stub in Path(apis.__path__[0]).glob("*_pb2_grpc.py"):
         for method in set(re.findall(r"\bserver\.(\w+)\(", stub.read_text())):
@@ -77,7 +82,7 @@ def test_grpc_server_offers_what_grpc_server_api_and_the_generated_stubs_call():
 
 
 # start, a call, an unknown method's call (UNIMPLEMENTED), stop: `cycles` times in one process
-_CYCLES = '''
+_CYCLES = """
 import sys
 
 import grpc
@@ -108,14 +113,15 @@ for _ in range(cycles):
     finally:
         server.stop(1)
 print(cycles, "cycles")
-'''
+"""
 
 
 def _run_cycles(cycles: int) -> None:
     """_CYCLES in a subprocess, so that a crash fails the test and not the test process."""
     address = f"127.0.0.1:{ports.free_port()}"  # bound again each cycle (grpc binds with SO_REUSEADDR)
-    result = subprocess.run([sys.executable, "-c", _CYCLES, address, str(cycles)], capture_output=True, text=True,
-                            timeout=240)
+    result = subprocess.run(
+        [sys.executable, "-c", _CYCLES, address, str(cycles)], capture_output=True, text=True, timeout=240
+    )
     assert (result.returncode, result.stdout) == (0, f"{cycles} cycles\n"), result.stderr[-2000:]
 
 

@@ -31,8 +31,9 @@ def batching_server(built_models, tmp_path_factory):
     workdir = tmp_path_factory.mktemp("batching")
     (workdir / "batching.txt").write_text(BATCHING)
     config = model_config({"batch_reveal": built_models / "batch_reveal"})
-    with ModelServer(config, workdir, "--enable_batching", f"--batching_parameters_file={workdir / 'batching.txt'}") \
-            as running:
+    with ModelServer(
+        config, workdir, "--enable_batching", f"--batching_parameters_file={workdir / 'batching.txt'}"
+    ) as running:
         yield running
 
 
@@ -56,8 +57,10 @@ def test_concurrent_requests_are_merged_and_each_caller_gets_its_own_rows(batchi
 def test_requests_of_several_rows_are_merged_and_split_back(batching_server):
     results = concurrently(batching_server, [[10.0, 20.0], [30.0]])
     # 3 rows merged, padded to the allowed batch size 4; the padding row is dropped
-    assert results == [{"predictions": [{"batch_size": 4, "y": 20.0}, {"batch_size": 4, "y": 40.0}]},
-                       {"predictions": [{"batch_size": 4, "y": 60.0}]}]
+    assert results == [
+        {"predictions": [{"batch_size": 4, "y": 20.0}, {"batch_size": 4, "y": 40.0}]},
+        {"predictions": [{"batch_size": 4, "y": 60.0}]},
+    ]
 
 
 def test_a_lone_request_runs_after_the_timeout_padded_to_an_allowed_size(batching_server):
@@ -81,15 +84,16 @@ def test_full_queue_is_503(batching_server):
                 break
             assert response.status_code == 200  # ran before the waiting request was queued
         assert response.status_code == 503
-        assert response.json() == {"error": "The batch scheduling queue to which this task was submitted is full; "
-                                            "currently 1 batches enqueued and max_enqueued_batches is 1"}
+        assert response.json() == {
+            "error": "The batch scheduling queue to which this task was submitted is full; "
+            "currently 1 batches enqueued and max_enqueued_batches is 1"
+        }
     finally:
         waiting.join()
 
 
 def test_scalar_input_cannot_be_batched(batching_server):
-    response = requests.post(batching_server.url + "/v1/models/batch_reveal:predict", json={"inputs": 1.0},
-                             timeout=60)
+    response = requests.post(batching_server.url + "/v1/models/batch_reveal:predict", json={"inputs": 1.0}, timeout=60)
     assert response.status_code == 400
     assert response.json() == {"error": "Batching Run() input tensors must have at least one dimension"}
 

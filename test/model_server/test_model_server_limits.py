@@ -10,11 +10,10 @@ import select
 import socket
 from pathlib import Path
 
+import paths
 import pytest
 import requests
 from model_server_support import ModelServer, model_config
-
-import paths
 
 LIMIT = 1_000_000
 
@@ -23,8 +22,13 @@ LIMIT = 1_000_000
 def limited(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("limited")
     config = model_config({"half_plus_two": paths.HALF_PLUS_TWO})
-    with ModelServer(config, workdir, f"--rest_api_max_body_bytes={LIMIT}", "--rest_api_request_timeout_seconds=2",
-                     "--rest_api_idle_timeout_seconds=2") as running:
+    with ModelServer(
+        config,
+        workdir,
+        f"--rest_api_max_body_bytes={LIMIT}",
+        "--rest_api_request_timeout_seconds=2",
+        "--rest_api_idle_timeout_seconds=2",
+    ) as running:
         yield running
 
 
@@ -48,8 +52,10 @@ def error_answer(raw: bytes) -> tuple[str, dict, dict]:
 
 
 def too_large(limit: int, decompressed: bool = False) -> dict:
-    return {"error": f"Request body too large{' once decompressed' if decompressed else ''}: over {limit} bytes "
-                     f"(the limit is --rest_api_max_body_bytes)"}
+    return {
+        "error": f"Request body too large{' once decompressed' if decompressed else ''}: over {limit} bytes "
+        f"(the limit is --rest_api_max_body_bytes)"
+    }
 
 
 def test_a_body_over_the_limit_is_refused_with_413(limited):
@@ -70,7 +76,9 @@ def test_a_chunked_body_over_the_limit_is_refused_with_413(limited):
 def test_a_refusal_comes_after_the_answers_to_the_requests_before_it(limited):
     body = b'{"instances": [1.0]}'
     good = b"POST /v1/models/half_plus_two:predict HTTP/1.1\r\nHost: test\r\nContent-Length: %d\r\n\r\n%s" % (
-        len(body), body)
+        len(body),
+        body,
+    )
     big = b"POST /v1/models/half_plus_two:predict HTTP/1.1\r\nHost: test\r\nContent-Length: %d\r\n\r\n" % (LIMIT + 1)
     with connect(limited) as sock:
         sock.sendall(good + big + b" " * 1000)  # pipelined
@@ -91,13 +99,15 @@ def test_a_body_at_the_limit_is_served(limited):
 
 def test_a_gzip_body_expanding_past_the_limit_is_refused(limited):
     body = gzip.compress(b'{"instances": [1.0]}' + b" " * LIMIT)
-    response = requests.post(limited.url + "/v1/models/half_plus_two:predict", data=body,
-                             headers={"Content-Encoding": "gzip"}, timeout=30)
+    response = requests.post(
+        limited.url + "/v1/models/half_plus_two:predict", data=body, headers={"Content-Encoding": "gzip"}, timeout=30
+    )
     assert response.status_code == 413
     assert response.json() == too_large(LIMIT, decompressed=True)
     small = gzip.compress(b'{"instances": [1.0]}' + b" " * (LIMIT - 100))
-    response = requests.post(limited.url + "/v1/models/half_plus_two:predict", data=small,
-                             headers={"Content-Encoding": "gzip"}, timeout=30)
+    response = requests.post(
+        limited.url + "/v1/models/half_plus_two:predict", data=small, headers={"Content-Encoding": "gzip"}, timeout=30
+    )
     assert response.json() == {"predictions": [2.5]}
 
 
@@ -117,8 +127,12 @@ def test_a_gzip_bomb_is_refused_by_default_without_the_memory_it_would_take(tmp_
         assert server.post("/v1/models/half_plus_two:predict", {"instances": [1.0]}).status_code == 200
         before = resident_bytes(server.proc.pid)
         for _ in range(3):
-            response = requests.post(server.url + "/v1/models/half_plus_two:predict", data=bomb,
-                                     headers={"Content-Encoding": "gzip"}, timeout=60)
+            response = requests.post(
+                server.url + "/v1/models/half_plus_two:predict",
+                data=bomb,
+                headers={"Content-Encoding": "gzip"},
+                timeout=60,
+            )
             assert response.status_code == 413
             assert response.json() == too_large(256 * 1024 * 1024, decompressed=True)
         grown = resident_bytes(server.proc.pid) - before
@@ -133,10 +147,14 @@ def test_a_connection_with_no_request_in_progress_is_closed_when_idle(limited):
         assert read_until_closed(sock).startswith(b"HTTP/1.1 200 OK\r\n")
 
 
-@pytest.mark.parametrize("partial", [
-    b"POST /v1/models/half_plus_two:predict HTTP/1.1\r\nHost: test\r\n",  # headers never end
-    b"POST /v1/models/half_plus_two:predict HTTP/1.1\r\nHost: test\r\nContent-Length: 100\r\n\r\n{\"inst",  # body
-], ids=["slow headers", "slow body"])
+@pytest.mark.parametrize(
+    "partial",
+    [
+        b"POST /v1/models/half_plus_two:predict HTTP/1.1\r\nHost: test\r\n",  # headers never end
+        b'POST /v1/models/half_plus_two:predict HTTP/1.1\r\nHost: test\r\nContent-Length: 100\r\n\r\n{"inst',  # body
+    ],
+    ids=["slow headers", "slow body"],
+)
 def test_a_request_that_does_not_arrive_in_time_is_answered_408(limited, partial):
     with connect(limited) as sock:
         sock.sendall(partial)
@@ -164,7 +182,7 @@ def test_a_client_that_does_not_read_its_answers_is_not_read_from(server):
             if not select.select([], [sock], [], 5)[1]:
                 break  # not writable for 5 s: the server stopped reading
             try:
-                sent += sock.send(batch[sent % len(batch):])
+                sent += sock.send(batch[sent % len(batch) :])
             except BlockingIOError:
                 continue
         assert sent < 48 * 1024 * 1024, f"the server read {sent / 2**20:.0f} MiB of requests it could not answer"

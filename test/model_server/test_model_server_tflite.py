@@ -7,14 +7,13 @@ from __future__ import annotations
 import shutil
 
 import grpc
+import model_dirs
+import paths
+import processes
 import pytest
 import tensorflow as tf
 from model_server_support import ModelServer, model_config
 from tensorflow_serving.apis import get_model_metadata_pb2, predict_pb2, prediction_service_pb2_grpc
-
-import model_dirs
-import paths
-import processes
 
 
 @pytest.fixture(scope="module")
@@ -37,11 +36,21 @@ def warmed(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def lite(built_models, both, warmed, tmp_path_factory):
-    models = {"half_plus_two": paths.HALF_PLUS_TWO_TFLITE, "with_sigdef": paths.HALF_PLUS_TWO_TFLITE_WITH_SIGDEF,
-              "scale": built_models / "tflite_scale_sigdefs", "both": both, "saved_model_only": paths.HALF_PLUS_TWO,
-              "warmed": warmed}
-    with ModelServer(model_config(models), tmp_path_factory.mktemp("lite"), "--prefer_tflite_model",
-                     "--num_tflite_pools=2", "--num_tflite_interpreters_per_pool=2") as server:
+    models = {
+        "half_plus_two": paths.HALF_PLUS_TWO_TFLITE,
+        "with_sigdef": paths.HALF_PLUS_TWO_TFLITE_WITH_SIGDEF,
+        "scale": built_models / "tflite_scale_sigdefs",
+        "both": both,
+        "saved_model_only": paths.HALF_PLUS_TWO,
+        "warmed": warmed,
+    }
+    with ModelServer(
+        model_config(models),
+        tmp_path_factory.mktemp("lite"),
+        "--prefer_tflite_model",
+        "--num_tflite_pools=2",
+        "--num_tflite_interpreters_per_pool=2",
+    ) as server:
         yield server
 
 
@@ -56,8 +65,9 @@ def predict_request(model: str, signature: str = "", output_filter=(), **inputs)
     request.model_spec.name = model
     request.model_spec.signature_name = signature
     for alias, value in inputs.items():
-        request.inputs[alias].CopyFrom(value if isinstance(value, type(request.inputs[alias]))
-                                       else tf.make_tensor_proto(value))
+        request.inputs[alias].CopyFrom(
+            value if isinstance(value, type(request.inputs[alias])) else tf.make_tensor_proto(value)
+        )
     return request
 
 
@@ -68,8 +78,11 @@ def metadata_signatures(server: ModelServer, model: str) -> dict:
 
 
 def tensor(name: str, dtype: str, *dims: int) -> dict:
-    return {"name": name, "dtype": dtype,
-            "tensor_shape": {"dim": [{"size": str(d), "name": ""} for d in dims], "unknown_rank": False}}
+    return {
+        "name": name,
+        "dtype": dtype,
+        "tensor_shape": {"dim": [{"size": str(d), "name": ""} for d in dims], "unknown_rank": False},
+    }
 
 
 def test_tfs_half_plus_two_tflite_over_rest(lite):
@@ -81,12 +94,18 @@ def test_tfs_half_plus_two_tflite_over_rest(lite):
 
 
 def test_metadata_is_the_signatures_tfs_makes(lite):
-    assert metadata_signatures(lite, "half_plus_two") == {"serving_default": {
-        "inputs": {"x": tensor("x", "DT_FLOAT", 1, 1)}, "outputs": {"y": tensor("y", "DT_FLOAT", 1, 1)},
-        "method_name": "tensorflow/serving/predict", "defaults": {}}}
+    assert metadata_signatures(lite, "half_plus_two") == {
+        "serving_default": {
+            "inputs": {"x": tensor("x", "DT_FLOAT", 1, 1)},
+            "outputs": {"y": tensor("y", "DT_FLOAT", 1, 1)},
+            "method_name": "tensorflow/serving/predict",
+            "defaults": {},
+        }
+    }
     # stored in the model's metadata as tflite_input:0, matched to the tensor tflite_input
     assert metadata_signatures(lite, "with_sigdef")["serving_default"]["inputs"] == {
-        "x": tensor("tflite_input", "DT_FLOAT", 1, 1)}
+        "x": tensor("tflite_input", "DT_FLOAT", 1, 1)
+    }
 
 
 def test_tfs_half_plus_two_tflite_with_sigdef_over_grpc(prediction):
@@ -108,12 +127,16 @@ def test_the_default_and_a_named_signature_over_rest(lite):
 
 
 def test_the_default_and_a_named_signature_over_grpc(prediction):
-    response = prediction.Predict(predict_request("scale", x=tf.constant([[0.0, 1.0]]),
-                                                  n=tf.constant([7], tf.int32)), timeout=30)
+    response = prediction.Predict(
+        predict_request("scale", x=tf.constant([[0.0, 1.0]]), n=tf.constant([7], tf.int32)), timeout=30
+    )
     assert {alias: tf.make_ndarray(t).tolist() for alias, t in response.outputs.items()} == {
-        "scaled": [[1.0, 4.0]], "doubled": [14]}
-    response = prediction.Predict(predict_request("scale", "doubled_only", ["doubled"],
-                                                  n=tf.constant([1, 2], tf.int32)), timeout=30)
+        "scaled": [[1.0, 4.0]],
+        "doubled": [14],
+    }
+    response = prediction.Predict(
+        predict_request("scale", "doubled_only", ["doubled"], n=tf.constant([1, 2], tf.int32)), timeout=30
+    )
     assert list(response.outputs) == ["doubled"]
     assert response.outputs["doubled"].int_val == [2, 4]
     assert response.model_spec.signature_name == "doubled_only"
@@ -128,13 +151,23 @@ def test_a_folder_with_both_models_follows_the_flag(lite):
     assert response.json() == {"predictions": [2.5]}
 
 
-@pytest.mark.parametrize("body, status, error", [
-    ({"inputs": {"z": [1.0]}}, 400, "Missing named input: x in 'inputs' object."),
-    ({"instances": ["a"]}, 400, "Failed to process element: 0 of 'instances' list. Error: INVALID_ARGUMENT: JSON "
-                                "Value: \"a\" Type: String is not of expected type: float"),
-    ({"signature_name": "nope", "instances": [1.0]}, 400,
-     "Serving signature name: \"nope\" not found in signature def"),
-])
+@pytest.mark.parametrize(
+    "body, status, error",
+    [
+        ({"inputs": {"z": [1.0]}}, 400, "Missing named input: x in 'inputs' object."),
+        (
+            {"instances": ["a"]},
+            400,
+            "Failed to process element: 0 of 'instances' list. Error: INVALID_ARGUMENT: JSON "
+            'Value: "a" Type: String is not of expected type: float',
+        ),
+        (
+            {"signature_name": "nope", "instances": [1.0]},
+            400,
+            'Serving signature name: "nope" not found in signature def',
+        ),
+    ],
+)
 def test_wrong_inputs_get_tfs_errors_over_rest(lite, body, status, error):
     for model in ("half_plus_two", "saved_model_only"):  # the same answer as for the SavedModel
         response = lite.post(f"/v1/models/{model}:predict", body)
@@ -143,29 +176,38 @@ def test_wrong_inputs_get_tfs_errors_over_rest(lite, body, status, error):
 
 def test_wrong_inputs_get_tfs_errors_over_grpc(prediction):
     with pytest.raises(grpc.RpcError) as info:
-        prediction.Predict(predict_request("scale", x=tf.constant([[0.0, 1.0]]), n=tf.constant([7], tf.int64)),
-                           timeout=30)
+        prediction.Predict(
+            predict_request("scale", x=tf.constant([[0.0, 1.0]]), n=tf.constant([7], tf.int64)), timeout=30
+        )
     assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert info.value.details() in ("Expects arg[0] to be int32 but int64 is provided",
-                                    "Expects arg[1] to be int32 but int64 is provided")  # the request map's order
+    assert info.value.details() in (
+        "Expects arg[0] to be int32 but int64 is provided",
+        "Expects arg[1] to be int32 but int64 is provided",
+    )  # the request map's order
     with pytest.raises(grpc.RpcError) as info:
-        prediction.Predict(predict_request("scale", "doubled_only", ["scaled"], n=tf.constant([7], tf.int32)),
-                           timeout=30)
+        prediction.Predict(
+            predict_request("scale", "doubled_only", ["scaled"], n=tf.constant([7], tf.int32)), timeout=30
+        )
     assert (info.value.code(), info.value.details()) == (
         grpc.StatusCode.INVALID_ARGUMENT,
-        "output tensor alias not found in signature: scaled Outputs expected to be in the set {doubled}.")
+        "output tensor alias not found in signature: scaled Outputs expected to be in the set {doubled}.",
+    )
 
 
 def test_a_tflite_version_replays_its_warmup_file_too(lite, warmed):
-    processes.wait_for_log(lite, "Finished reading warmup data for model at "
-                           f"{warmed / '00000123' / 'assets.extra' / 'tf_serving_warmup_requests'}. Number of warmup "
-                           "records read: 2.")
+    processes.wait_for_log(
+        lite,
+        "Finished reading warmup data for model at "
+        f"{warmed / '00000123' / 'assets.extra' / 'tf_serving_warmup_requests'}. Number of warmup "
+        "records read: 2.",
+    )
     assert lite.post("/v1/models/warmed:predict", {"instances": [4.0]}).json() == {"predictions": [4.0]}
 
 
 def test_the_interpreter_pool_is_sized_by_the_flags(lite):
-    processes.wait_for_log(lite, "TensorFlow Lite model "
-                           f"{paths.HALF_PLUS_TWO_TFLITE / '00000123' / 'model.tflite'}: 4 interpreters")
+    processes.wait_for_log(
+        lite, f"TensorFlow Lite model {paths.HALF_PLUS_TWO_TFLITE / '00000123' / 'model.tflite'}: 4 interpreters"
+    )
 
 
 def test_without_the_flag_the_savedmodel_is_served_and_a_tflite_only_folder_fails(both, tmp_path):
@@ -177,4 +219,5 @@ def test_without_the_flag_the_savedmodel_is_served_and_a_tflite_only_folder_fail
         assert status["status"] == {
             "error_code": "NOT_FOUND",
             "error_message": "Could not find SavedModel .pb or .pbtxt at supplied export directory path: "
-                             f"{paths.HALF_PLUS_TWO_TFLITE / '00000123'}"}
+            f"{paths.HALF_PLUS_TWO_TFLITE / '00000123'}",
+        }

@@ -11,21 +11,24 @@ import shutil
 from pathlib import Path
 
 import grpc
+import metrics_pages
+import model_dirs
+import paths
+import processes
 import pytest
 import requests
 import tensorflow as tf
 from google.protobuf import text_format
 from model_server_support import ModelServer, model_config
-from tensorflow_serving.apis import (model_management_pb2, model_service_pb2_grpc, prediction_log_pb2,
-                                     prediction_service_pb2_grpc)
-
-import metrics_pages
-import model_dirs
-import paths
-import processes
 from sagemaker_tfs.model_server import servable, warmup
-from sagemaker_tfs.shared.error_codes import Code, ServingError
 from sagemaker_tfs.model_server.metrics import ModelServerMetrics
+from sagemaker_tfs.shared.error_codes import Code, ServingError
+from tensorflow_serving.apis import (
+    model_management_pb2,
+    model_service_pb2_grpc,
+    prediction_log_pb2,
+    prediction_service_pb2_grpc,
+)
 
 MONITORING = 'prometheus_config { enable: true path: "/monitoring/prometheus/metrics" }\n'
 LATENCY = ":tensorflow:serving:model_warmup_latency"
@@ -35,9 +38,11 @@ RUNTIME = ":tensorflow:serving:runtime_latency"
 
 # ------------------------------------------------------------------------------------------------ warm-up files
 
+
 def example(x: float) -> tf.train.Example:
-    return tf.train.Example(features=tf.train.Features(
-        feature={"x": tf.train.Feature(float_list=tf.train.FloatList(value=[x]))}))
+    return tf.train.Example(
+        features=tf.train.Features(feature={"x": tf.train.Feature(float_list=tf.train.FloatList(value=[x]))})
+    )
 
 
 def predict_log(name: str = "warm", **inputs) -> bytes:
@@ -71,9 +76,13 @@ def session_run_log() -> bytes:
     return entry.SerializeToString()
 
 
-GOOD = [predict_log("good_warmup", x=[[1.0], [2.0]]), examples_log("regress_log", "regress_x_to_y", "good_warmup"),
-        examples_log("classify_log", "classify_x_to_y", "good_warmup"), multi_inference_log("good_warmup"),
-        prediction_log_pb2.PredictionLog().SerializeToString()]  # no log_type: nothing runs, still a record
+GOOD = [
+    predict_log("good_warmup", x=[[1.0], [2.0]]),
+    examples_log("regress_log", "regress_x_to_y", "good_warmup"),
+    examples_log("classify_log", "classify_x_to_y", "good_warmup"),
+    multi_inference_log("good_warmup"),
+    prediction_log_pb2.PredictionLog().SerializeToString(),
+]  # no log_type: nothing runs, still a record
 WRONG_ALIAS = predict_log("failing", z=[[1.0]])
 
 
@@ -106,20 +115,27 @@ def page_lines(server: ModelServer) -> list[str]:
 
 # ------------------------------------------------------------------------------------------------ a model server
 
+
 @pytest.fixture(scope="module")
 def warmed(tmp_path_factory):
     """One server, --num_request_iterations_for_warmup=3, a model per case."""
     workdir = tmp_path_factory.mktemp("warmed")
     (workdir / "monitoring.txt").write_text(MONITORING)
-    models = {"good": model_with_warmup(workdir, "good", GOOD),
-              "plain": paths.HALF_PLUS_TWO,  # no warm-up file
-              "corrupt": model_with_warmup(workdir, "corrupt", [predict_log(x=[[1.0]])]),
-              "failing": model_with_warmup(workdir, "failing", [predict_log(x=[[1.0]]), WRONG_ALIAS]),
-              "unsupported": model_with_warmup(workdir, "unsupported", [session_run_log()])}
+    models = {
+        "good": model_with_warmup(workdir, "good", GOOD),
+        "plain": paths.HALF_PLUS_TWO,  # no warm-up file
+        "corrupt": model_with_warmup(workdir, "corrupt", [predict_log(x=[[1.0]])]),
+        "failing": model_with_warmup(workdir, "failing", [predict_log(x=[[1.0]]), WRONG_ALIAS]),
+        "unsupported": model_with_warmup(workdir, "unsupported", [session_run_log()]),
+    }
     # the first record's data CRC: TensorFlow's reader reports the record's data, after its 12-byte header
     corrupt(models["corrupt"] / "00000123" / warmup.REQUESTS_FILE, 12 + len(predict_log(x=[[1.0]])))
-    with ModelServer(model_config(models), workdir, f"--monitoring_config_file={workdir / 'monitoring.txt'}",
-                     "--num_request_iterations_for_warmup=3") as running:
+    with ModelServer(
+        model_config(models),
+        workdir,
+        f"--monitoring_config_file={workdir / 'monitoring.txt'}",
+        "--num_request_iterations_for_warmup=3",
+    ) as running:
         running.models = models
         yield running
 
@@ -127,15 +143,20 @@ def warmed(tmp_path_factory):
 def test_a_good_warmup_file_is_replayed_and_the_version_serves(warmed):
     version_dir = warmed.models["good"] / "00000123"
     requests_file = version_dir / warmup.REQUESTS_FILE
-    assert version_status(warmed, "good") == {"version": "123", "state": "AVAILABLE",
-                                              "status": {"error_code": "OK", "error_message": ""}}
+    assert version_status(warmed, "good") == {
+        "version": "123",
+        "state": "AVAILABLE",
+        "status": {"error_code": "OK", "error_message": ""},
+    }
     answer = warmed.post("/v1/models/good:predict", {"instances": [1.0, 2.0]})
     assert answer.status_code == 200 and answer.json() == {"predictions": [2.5, 3.0]}
     processes.wait_for_log(
-        warmed, f"Starting to read warmup data for model at {requests_file} with model-warmup-options "
-                "num_request_iterations { value: 3 }",
+        warmed,
+        f"Starting to read warmup data for model at {requests_file} with model-warmup-options "
+        "num_request_iterations { value: 3 }",
         f"Finished reading warmup data for model at {requests_file}. Number of warmup records read: 5. Elapsed time "
-        "(microseconds): ")
+        "(microseconds): ",
+    )
     lines = page_lines(warmed)
     assert f'{LATENCY}_count{{model_path="{version_dir}",status="OK"}} 1' in lines
     assert f'{RECORDS}{{model_path="{version_dir}",status="OK"}} 5' in lines
@@ -146,10 +167,15 @@ def test_each_record_runs_num_request_iterations_times(warmed):
     """TFS records the runtime of a warm-up's Predict, Classify and Regress under the request's model name (not
     MultiInference's): 3 each, for one record each."""
     page = metrics_pages.scrape(warmed.rest_port, "/monitoring/prometheus/metrics")
-    counts = {labels: value for (name, labels), value in page.items()
-              if name == RUNTIME + "_count" and dict(labels)["model_name"] == "good_warmup"}
-    assert counts == {(("API", api), ("model_name", "good_warmup"), ("runtime", "TF1")): 3
-                      for api in ("Predict", "Regress", "Classify")}
+    counts = {
+        labels: value
+        for (name, labels), value in page.items()
+        if name == RUNTIME + "_count" and dict(labels)["model_name"] == "good_warmup"
+    }
+    assert counts == {
+        (("API", api), ("model_name", "good_warmup"), ("runtime", "TF1")): 3
+        for api in ("Predict", "Regress", "Classify")
+    }
 
 
 def test_without_a_warmup_file_the_version_loads_and_no_metric_is_recorded(warmed):
@@ -161,15 +187,23 @@ def test_without_a_warmup_file_the_version_loads_and_no_metric_is_recorded(warme
 
 def test_a_corrupt_warmup_file_fails_the_load_with_data_loss(warmed):
     version_dir = warmed.models["corrupt"] / "00000123"
-    assert version_status(warmed, "corrupt") == {"version": "123", "state": "END", "status": {
-        "error_code": "DATA_LOSS",
-        "error_message": "corrupted record at 12. Please verify your warmup data is in TFRecord format."}}
+    assert version_status(warmed, "corrupt") == {
+        "version": "123",
+        "state": "END",
+        "status": {
+            "error_code": "DATA_LOSS",
+            "error_message": "corrupted record at 12. Please verify your warmup data is in TFRecord format.",
+        },
+    }
     assert warmed.post("/v1/models/corrupt:predict", {"instances": [1.0]}).status_code == 404
     lines = page_lines(warmed)
     assert f'{LATENCY}_count{{model_path="{version_dir}",status="DATA_LOSS: corrupted record at 12"}} 1' in lines
     assert f'{RECORDS}{{model_path="{version_dir}",status="DATA_LOSS: corrupted record at 12"}} 0' in lines
-    processes.wait_for_log(warmed, "Loading servable {name: corrupt version: 123} failed: DATA_LOSS: corrupted record "
-                                 "at 12. Please verify your warmup data is in TFRecord format.")
+    processes.wait_for_log(
+        warmed,
+        "Loading servable {name: corrupt version: 123} failed: DATA_LOSS: corrupted record "
+        "at 12. Please verify your warmup data is in TFRecord format.",
+    )
 
 
 def test_a_failing_record_fails_the_load_with_the_error_a_client_gets(warmed):
@@ -178,11 +212,16 @@ def test_a_failing_record_fails_the_load_with_the_error_a_client_gets(warmed):
     with grpc.insecure_channel(f"127.0.0.1:{warmed.grpc_port}") as channel, pytest.raises(grpc.RpcError) as info:
         prediction_service_pb2_grpc.PredictionServiceStub(channel).Predict(request, timeout=30)
     assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    message = ("Signature input alias: x(feed name: x:0) not found in request and no default value provided. Inputs "
-               "expected to be in the request {z}, or default input alias set: ")
+    message = (
+        "Signature input alias: x(feed name: x:0) not found in request and no default value provided. Inputs "
+        "expected to be in the request {z}, or default input alias set: "
+    )
     assert info.value.details() == message
-    assert version_status(warmed, "failing") == {"version": "123", "state": "END", "status": {
-        "error_code": "INVALID_ARGUMENT", "error_message": message}}
+    assert version_status(warmed, "failing") == {
+        "version": "123",
+        "state": "END",
+        "status": {"error_code": "INVALID_ARGUMENT", "error_message": message},
+    }
     # the SavedModel itself loaded (TensorFlow's load metric); the failed warm-up recorded nothing
     version_dir = warmed.models["failing"] / "00000123"
     lines = page_lines(warmed)
@@ -192,7 +231,9 @@ def test_a_failing_record_fails_the_load_with_the_error_a_client_gets(warmed):
 
 def test_a_session_run_log_is_unimplemented(warmed):
     assert version_status(warmed, "unsupported")["status"] == {
-        "error_code": "UNIMPLEMENTED", "error_message": "Unsupported log_type for warmup: 5"}
+        "error_code": "UNIMPLEMENTED",
+        "error_message": "Unsupported log_type for warmup: 5",
+    }
 
 
 def test_a_model_added_by_a_config_reload_is_warmed_up_too(warmed, tmp_path):
@@ -219,6 +260,7 @@ def test_with_warmup_disabled_a_failing_file_is_not_read(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------------ warmup.replay
+
 
 @pytest.fixture(scope="module")
 def loaded():
@@ -247,13 +289,16 @@ def test_up_to_1000_records_are_replayed_and_the_1001st_fails(loaded, tmp_path):
     metrics = ModelServerMetrics()
     error = replay_error(loaded, tmp_path / "1001", metrics=metrics)
     assert (error.code, error.message) == (
-        Code.INVALID_ARGUMENT, f"Number of warmup records exceeds the maximum (1000) at {path}")
+        Code.INVALID_ARGUMENT,
+        f"Number of warmup records exceeds the maximum (1000) at {path}",
+    )
     assert warmup_lines(metrics) == []  # TFS returns before recording
 
 
 def test_without_iterations_each_record_runs_once(loaded, tmp_path):
-    model_dirs.write_warmup_requests(tmp_path, [predict_log("once", x=[[1.0]]),
-                                                examples_log("regress_log", "regress_x_to_y", "once")])
+    model_dirs.write_warmup_requests(
+        tmp_path, [predict_log("once", x=[[1.0]]), examples_log("regress_log", "regress_x_to_y", "once")]
+    )
     metrics = ModelServerMetrics()
     warmup.replay(loaded, tmp_path, 0, metrics)
     lines = metrics.page().decode().splitlines()
@@ -266,7 +311,9 @@ def test_an_unparsable_record_fails_without_metrics(loaded, tmp_path):
     metrics = ModelServerMetrics()
     error = replay_error(loaded, tmp_path, metrics=metrics)
     assert (error.code, error.message) == (
-        Code.INVALID_ARGUMENT, f"Failed to parse warmup record: malformed_record from {path}")
+        Code.INVALID_ARGUMENT,
+        f"Failed to parse warmup record: malformed_record from {path}",
+    )
     assert warmup_lines(metrics) == []
 
 
@@ -286,7 +333,9 @@ def test_a_truncated_file_is_data_loss_and_counts_the_records_read(loaded, tmp_p
     second = 12 + len(predict_log(x=[[1.0]])) + 4  # header, data, data CRC
     reader = f"truncated record at {second}' failed with Read less bytes than requested"
     assert (error.code, error.message) == (
-        Code.DATA_LOSS, f"{reader}. Please verify your warmup data is in TFRecord format.")
+        Code.DATA_LOSS,
+        f"{reader}. Please verify your warmup data is in TFRecord format.",
+    )
     assert f'{RECORDS}{{model_path="{tmp_path}",status="DATA_LOSS: {reader}"}} 1' in warmup_lines(metrics)
 
 
@@ -307,8 +356,10 @@ def test_a_warmup_request_uses_its_signature_not_its_model_spec_version(loaded, 
     request.input.example_list.examples.extend([example(1.0)])
     model_dirs.write_warmup_requests(tmp_path, [entry.SerializeToString()])
     error = replay_error(loaded, tmp_path)
-    assert (error.code, error.message) == (Code.INVALID_ARGUMENT,
-                                           "No signature was found with the name: no_such_signature")
+    assert (error.code, error.message) == (
+        Code.INVALID_ARGUMENT,
+        "No signature was found with the name: no_such_signature",
+    )
     request.model_spec.signature_name = "regress_x_to_y"
     model_dirs.write_warmup_requests(tmp_path, [entry.SerializeToString()])
     warmup.replay(loaded, tmp_path, 1, None)

@@ -8,10 +8,9 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+import paths
 import pytest
 from ai_edge_litert.interpreter import Interpreter
-
-import paths
 from sagemaker_tfs.model_server import tflite_servable
 from sagemaker_tfs.shared.error_codes import Code, ServingError
 
@@ -21,8 +20,9 @@ def load(path, interpreters: int = 1):
 
 
 def shapes(signature):
-    return {alias: (info.name, info.dtype, info.shape) for alias, info in {**signature.inputs,
-                                                                           **signature.outputs}.items()}
+    return {
+        alias: (info.name, info.dtype, info.shape) for alias, info in {**signature.inputs, **signature.outputs}.items()
+    }
 
 
 def test_a_model_without_signature_metadata_gets_one_generated_serving_default():
@@ -45,19 +45,24 @@ def test_signature_metadata_names_are_matched_to_the_tensors_without_their_suffi
     assert y.tolist() == [4.0]
 
 
-def test_the_converters_signature_runner_is_not_read_and_outputs_equal_without_suffix_collide(built_models,
-                                                                                               caplog):
+def test_the_converters_signature_runner_is_not_read_and_outputs_equal_without_suffix_collide(built_models, caplog):
     servable = load(built_models / "tflite_scale" / "1")
     signature = servable.signatures["serving_default"]
     # inputs scale_x:0 and scale_n:0; outputs PartitionedCall:0 (doubled) and :1 (scaled): both are
     # "PartitionedCall", and as in TFS the later name wins
-    assert shapes(signature) == {"scale_x": ("scale_x:0", 1, (1, 2)), "scale_n": ("scale_n:0", 3, (1,)),
-                                 "PartitionedCall": ("PartitionedCall:1", 1, (1, 2))}
+    assert shapes(signature) == {
+        "scale_x": ("scale_x:0", 1, (1, 2)),
+        "scale_n": ("scale_n:0", 3, (1,)),
+        "PartitionedCall": ("PartitionedCall:1", 1, (1, 2)),
+    }
     assert "The model's signature runners scale are not read" in caplog.text
-    assert ("TFLite tensors PartitionedCall:0 and PartitionedCall:1 are both 'PartitionedCall' in the generated "
-            "signature: only PartitionedCall:1 is served") in caplog.text
-    (scaled,) = servable.run({"scale_x:0": np.array([[1.0, 2.0]], np.float32),
-                              "scale_n:0": np.array([4], np.int32)}, ["PartitionedCall:1"])
+    assert (
+        "TFLite tensors PartitionedCall:0 and PartitionedCall:1 are both 'PartitionedCall' in the generated "
+        "signature: only PartitionedCall:1 is served"
+    ) in caplog.text
+    (scaled,) = servable.run(
+        {"scale_x:0": np.array([[1.0, 2.0]], np.float32), "scale_n:0": np.array([4], np.int32)}, ["PartitionedCall:1"]
+    )
     assert scaled.tolist() == [[4.0, 7.0]]
 
 
@@ -69,9 +74,10 @@ def test_named_signatures_from_the_metadata(built_models):
     # a run feeds only some inputs: the others keep what the interpreter holds, as in TFS
     (doubled,) = servable.run({"scale_n:0": np.array([1, 2, 3], np.int32)}, ["PartitionedCall:0"])
     assert doubled.tolist() == [2, 4, 6]
-    scaled, doubled = servable.run({"scale_x:0": np.array([[0.0, 1.0], [2.0, 3.0]], np.float32),
-                                    "scale_n:0": np.array([5, 6], np.int32)},
-                                   ["PartitionedCall:1", "PartitionedCall:0"])
+    scaled, doubled = servable.run(
+        {"scale_x:0": np.array([[0.0, 1.0], [2.0, 3.0]], np.float32), "scale_n:0": np.array([5, 6], np.int32)},
+        ["PartitionedCall:1", "PartitionedCall:0"],
+    )
     assert scaled.tolist() == [[1.0, 4.0], [7.0, 10.0]]
     assert doubled.tolist() == [10, 12]
 
@@ -79,10 +85,14 @@ def test_named_signatures_from_the_metadata(built_models):
 def test_a_feed_of_another_dtype_is_refused_with_tensorflows_message(built_models):
     servable = load(built_models / "tflite_scale_sigdefs" / "1")
     with pytest.raises(ServingError) as info:
-        servable.run({"scale_x:0": np.array([[1.0, 2.0]], np.float32), "scale_n:0": np.array([4], np.int64)},
-                     ["PartitionedCall:0"])
-    assert (info.value.code, info.value.message) == (Code.INVALID_ARGUMENT,
-                                                      "Expects arg[1] to be int32 but int64 is provided")
+        servable.run(
+            {"scale_x:0": np.array([[1.0, 2.0]], np.float32), "scale_n:0": np.array([4], np.int64)},
+            ["PartitionedCall:0"],
+        )
+    assert (info.value.code, info.value.message) == (
+        Code.INVALID_ARGUMENT,
+        "Expects arg[1] to be int32 but int64 is provided",
+    )
 
 
 def test_load_errors(tmp_path, built_models):
@@ -105,7 +115,9 @@ def test_a_stored_signature_naming_an_unknown_tensor_fails_the_load(tmp_path):
     with pytest.raises(ServingError) as info:
         load(tmp_path)
     assert (info.value.code, info.value.message) == (
-        Code.INTERNAL, "Unknown tensor 'tflite_nput0:0'.\n\tSignature input x references an unknown tensor")
+        Code.INTERNAL,
+        "Unknown tensor 'tflite_nput0:0'.\n\tSignature input x references an unknown tensor",
+    )
 
 
 def test_the_pool_size_is_pools_times_interpreters_per_pool():

@@ -59,8 +59,9 @@ def _export(export_dir: Path, gate_file: Path) -> None:
         main_op = tf.group(tf.debugging.Assert(tf.greater_equal(turns, 0), [turns]), name="gate")
         builder = tf.compat.v1.saved_model.Builder(str(export_dir / "1"))
         signature = tf.compat.v1.saved_model.predict_signature_def({"x": x}, {"y": y})
-        builder.add_meta_graph_and_variables(session, ["serve"], signature_def_map={"serving_default": signature},
-                                             main_op=main_op)
+        builder.add_meta_graph_and_variables(
+            session, ["serve"], signature_def_map={"serving_default": signature}, main_op=main_op
+        )
         builder.save()
 
 

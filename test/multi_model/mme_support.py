@@ -18,8 +18,11 @@ class MultiModelStack(serve_stack.Stack):
     """serve in multi-model mode on free ports: `root` is the model root; 2 gunicorn workers unless told."""
 
     def __init__(self, root: Path, env: dict[str, str] | None = None, instances: int = 1):
-        settings = {"SAGEMAKER_MULTI_MODEL": "true", "SAGEMAKER_GUNICORN_WORKERS": "2",
-                    "SAGEMAKER_MULTI_MODEL_CODE_DIR": str(root.parent / "no-universal-code")}
+        settings = {
+            "SAGEMAKER_MULTI_MODEL": "true",
+            "SAGEMAKER_GUNICORN_WORKERS": "2",
+            "SAGEMAKER_MULTI_MODEL_CODE_DIR": str(root.parent / "no-universal-code"),
+        }
         super().__init__(root, {**settings, **(env or {})}, instances)
         self.root = root
 
@@ -37,15 +40,25 @@ class MultiModelStack(serve_stack.Stack):
 
     def invoke(self, name: str, body: object = None, content_type: str = "application/json", **headers: str) -> Answer:
         body = {"instances": [1.0, 2.0]} if body is None else body
-        return self.call("POST", f"/models/{name}/invoke", body if isinstance(body, (str, bytes)) else
-                         json.dumps(body), Content_Type=content_type, **headers)
+        return self.call(
+            "POST",
+            f"/models/{name}/invoke",
+            body if isinstance(body, (str, bytes)) else json.dumps(body),
+            Content_Type=content_type,
+            **headers,
+        )
 
     def listed(self, query: str = "") -> Answer:
         return self.call("GET", "/models" + query)
 
 
-def model(root: Path, name: str, source: Path = paths.HALF_PLUS_TWO, script: str | None = None,
-          files: dict[str, str] | None = None) -> Path:
+def model(
+    root: Path,
+    name: str,
+    source: Path = paths.HALF_PLUS_TWO,
+    script: str | None = None,
+    files: dict[str, str] | None = None,
+) -> Path:
     """root/name: a copy of a reference model (version folders at the top), with code/ when given."""
     path = root / name
     shutil.copytree(source, path)

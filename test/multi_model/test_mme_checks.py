@@ -7,32 +7,38 @@ import os
 import shutil
 import socket
 
+import paths
+import processes
 import pytest
 from mme_support import error, model, predictions
 
-import paths
-import processes
-
-LAYOUT_HELP = ("expected <model_dir>/<version>/saved_model.pb or <model_dir>/<model name>/<version>/saved_model.pb, "
-               "where <version> is a number such as 1")
+LAYOUT_HELP = (
+    "expected <model_dir>/<version>/saved_model.pb or <model_dir>/<model name>/<version>/saved_model.pb, "
+    "where <version> is a number such as 1"
+)
 
 
 @pytest.mark.parametrize("body", ["[1]", '"m"', "not json", "", "null"])
 def test_a_body_that_is_not_a_json_object_is_400(stack, body):
     answer = stack.call("POST", "/models", body, Content_Type="application/json")
     assert (answer.status, answer.json()) == (
-        400, error('request body must be a JSON object with "model_name" and "url"'))
+        400,
+        error('request body must be a JSON object with "model_name" and "url"'),
+    )
     assert answer.headers["x-amzn-requestid"]
 
 
-@pytest.mark.parametrize("name, why", [
-    ("", "must not be empty"),
-    ("../etc", "must start with a letter or digit and hold only letters, digits, '.', '_' and '-'"),
-    ("a/b", "must start with a letter or digit and hold only letters, digits, '.', '_' and '-'"),
-    ("-a", "must start with a letter or digit and hold only letters, digits, '.', '_' and '-'"),
-    ("a" * 256, "must be at most 255 characters, not 256"),
-    (5, "must be a string, not int"),
-])
+@pytest.mark.parametrize(
+    "name, why",
+    [
+        ("", "must not be empty"),
+        ("../etc", "must start with a letter or digit and hold only letters, digits, '.', '_' and '-'"),
+        ("a/b", "must start with a letter or digit and hold only letters, digits, '.', '_' and '-'"),
+        ("-a", "must start with a letter or digit and hold only letters, digits, '.', '_' and '-'"),
+        ("a" * 256, "must be at most 255 characters, not 256"),
+        (5, "must be a string, not int"),
+    ],
+)
 def test_an_invalid_model_name_is_400_before_the_url_is_looked_at(stack, name, why):
     answer = stack.load(name, "relative/not/checked/yet")
     assert (answer.status, answer.json()) == (400, error(f"invalid model_name '{name}': {why}"))
@@ -67,8 +73,7 @@ def test_urls_outside_the_model_root_are_400(stack, root, tmp_path):
     outside = model(tmp_path, "outside")
     evil = model(root.parent / "models-evil", "m")  # a sibling whose name starts with the root's
     (root / "link-out").symlink_to(outside)
-    cases = [str(outside), f"{root}/../models-evil/m", str(evil), str(root / "link-out"), "/", str(root),
-             f"{root}/.."]
+    cases = [str(outside), f"{root}/../models-evil/m", str(evil), str(root / "link-out"), "/", str(root), f"{root}/.."]
     for url in cases:
         answer = stack.load("out", url)
         assert (answer.status, answer.json()) == (400, error(f"url {url} is outside the model root {root}")), url
@@ -91,12 +96,19 @@ def test_what_a_load_reads_must_resolve_inside_the_url(stack, root, tmp_path):
     variables = model(root, "variables-link")
     shutil.rmtree(variables / "00000123" / "variables")
     (variables / "00000123" / "variables").symlink_to(outside / "00000123" / "variables")
-    cases = [(version, "00000123"), (code, "code"), (script, "code/inference.py"), (named, "half_plus_two"),
-             (variables, "00000123/variables")]
+    cases = [
+        (version, "00000123"),
+        (code, "code"),
+        (script, "code/inference.py"),
+        (named, "half_plus_two"),
+        (variables, "00000123/variables"),
+    ]
     for url, entry in cases:
         answer = stack.load("escape", str(url))
         assert (answer.status, answer.json()) == (
-            400, error(f"{url}/{entry} in model escape resolves outside {url}")), entry
+            400,
+            error(f"{url}/{entry} in model escape resolves outside {url}"),
+        ), entry
     assert stack.listed().json() == {"models": []}
 
 
@@ -124,14 +136,19 @@ def test_a_url_without_one_servable_savedmodel_is_404(stack, root):
     cases = [
         (root / "absent", f"{root}/absent is not a folder"),
         (empty, f"no SavedModel found in {empty}: {LAYOUT_HELP}"),
-        (no_pb, f"version folder {no_pb}/1 has no saved_model.pb (it holds notes.txt); a version folder must "
-                "contain a SavedModel as written by tf.saved_model.save"),
+        (
+            no_pb,
+            f"version folder {no_pb}/1 has no saved_model.pb (it holds notes.txt); a version folder must "
+            "contain a SavedModel as written by tf.saved_model.save",
+        ),
         (two, f"{two} holds 2 models (a, b); a multi-model endpoint serves one model per url"),
     ]
     for url, reason in cases:
         answer = stack.load("nothing", str(url))
         assert (answer.status, answer.json()) == (
-            404, error(f"Could not find valid base path {url} for servable nothing: {reason}")), url
+            404,
+            error(f"Could not find valid base path {url} for servable nothing: {reason}"),
+        ), url
 
 
 def test_the_named_layout_of_a_single_model_archive_loads(stack, root):
@@ -166,7 +183,9 @@ def test_a_models_request_body_over_64_kib_is_413(stack):
     body = '{"model_name": "big", "url": "/x", "padding": "' + "p" * 65536 + '"}'
     answer = stack.call("POST", "/models", body, Content_Type="application/json")
     assert (answer.status, answer.json()) == (
-        413, error("The request body is larger than 65536 bytes, the most a /models request may send"))
+        413,
+        error("The request body is larger than 65536 bytes, the most a /models request may send"),
+    )
 
 
 def test_a_half_sent_models_request_does_not_hold_a_thread_past_the_read_timeout(stack):
@@ -187,7 +206,11 @@ def test_client_text_cannot_forge_a_log_line(stack):
     line, so that no line of serve's log (its children's included) starts with the injected text."""
     injected = "FORGED-LINE serve: model loaded"
     assert stack.load(f"x\n{injected}", "/nowhere").status == 400
-    assert stack.call("POST", f"/models/y%0a{injected.replace(' ', '%20')}/invoke", "{}",
-                      Content_Type="application/json").status == 404
+    assert (
+        stack.call(
+            "POST", f"/models/y%0a{injected.replace(' ', '%20')}/invoke", "{}", Content_Type="application/json"
+        ).status
+        == 404
+    )
     log = processes.wait_for_log(stack, "x\\nFORGED-LINE", "y\\nFORGED-LINE")  # both requests logged, escaped
     assert [line for line in log.splitlines() if line.startswith("FORGED-LINE")] == []

@@ -7,11 +7,10 @@ from __future__ import annotations
 import json
 from concurrent.futures import ThreadPoolExecutor
 
-import pytest
-from mme_support import error, model
-
 import model_dirs
 import processes
+import pytest
+from mme_support import error, model
 
 REPORTER = """
     import json
@@ -55,8 +54,12 @@ def test_each_model_has_its_own_script_and_private_modules(stack, root):
         for name, value in (("a", "a"), ("b", "b")):
             for body in answers_of_every_worker(stack, name).values():
                 assert {k: v for k, v in body.items() if k != "pid"} == {
-                    "value": value, "model": name, "grpc_port": port, "channel": True,
-                    "rest_uri": f"http://127.0.0.1:{int(port) + 1}/v1/models/{name}:predict"}
+                    "value": value,
+                    "model": name,
+                    "grpc_port": port,
+                    "channel": True,
+                    "rest_uri": f"http://127.0.0.1:{int(port) + 1}/v1/models/{name}:predict",
+                }
         versioned = stack.invoke("a", X_Amzn_SageMaker_Custom_Attributes="tfs-model-version=123,tfs-method=regress")
         assert json.loads(versioned.body)["rest_uri"].endswith("/v1/models/a/versions/123:regress")
         assert stack.invoke("none").json() == {"predictions": [2.5, 3.0]}  # no script: the default handler
@@ -79,7 +82,10 @@ def test_an_unload_forgets_the_code_in_every_worker_and_a_reload_imports_it_agai
 
 
 def test_the_pair_contract_per_model(stack, root):
-    url = model(root, "pair", script="""
+    url = model(
+        root,
+        "pair",
+        script="""
         import json
 
         def input_handler(data, context):
@@ -87,7 +93,8 @@ def test_the_pair_contract_per_model(stack, root):
 
         def output_handler(response, context):
             return f"{context.model_name}: {response.json()['predictions']}", "text/plain"
-    """)
+    """,
+    )
     try:
         assert stack.load("pair", str(url)).status == 200
         answer = stack.invoke("pair", "1 2", content_type="text/plain")
@@ -96,17 +103,24 @@ def test_the_pair_contract_per_model(stack, root):
         stack.unload("pair")
 
 
-@pytest.mark.parametrize("script, message", [
-    ("import json\nVALUE = 1 / 0\n", "{script} failed to import: ZeroDivisionError: division by zero"),
-    ("def input_handler(data, context):\n    return data\n",
-     "Handlers are not implemented correctly in user script. {script} defines only input_handler: define "
-     "handler(data, context), or both input_handler(data, context) and output_handler(response, context)"),
-])
+@pytest.mark.parametrize(
+    "script, message",
+    [
+        ("import json\nVALUE = 1 / 0\n", "{script} failed to import: ZeroDivisionError: division by zero"),
+        (
+            "def input_handler(data, context):\n    return data\n",
+            "Handlers are not implemented correctly in user script. {script} defines only input_handler: define "
+            "handler(data, context), or both input_handler(data, context) and output_handler(response, context)",
+        ),
+    ],
+)
 def test_a_script_that_cannot_be_used_is_500_and_leaves_nothing_behind(stack, root, script, message):
     url = model(root, f"bad-script-{len(script)}", script=script)
     answer = stack.load("scripted", str(url))
     assert (answer.status, answer.json()) == (
-        500, error("Failed to load model scripted: " + message.format(script=url / "code" / "inference.py")))
+        500,
+        error("Failed to load model scripted: " + message.format(script=url / "code" / "inference.py")),
+    )
     assert stack.invoke("scripted").json() == error("Model scripted is not loaded yet.")
     assert stack.listed().json() == {"models": []}
     model_dirs.write_code(url, REPORTER, {"helpers.py": "VALUE = 'fixed'\n"})
@@ -121,8 +135,9 @@ def test_a_models_requirements_are_not_installed(stack, root):
     url = model(root, "with-requirements", files={"requirements.txt": "no-such-package==1.0\n"})
     try:
         assert stack.load("reqs", str(url)).status == 200
-        processes.wait_for_log(stack, f"{url}/code/requirements.txt of model reqs is not installed: a load does not "
-                                      "run pip")
+        processes.wait_for_log(
+            stack, f"{url}/code/requirements.txt of model reqs is not installed: a load does not run pip"
+        )
     finally:
         stack.unload("reqs")
 
@@ -147,15 +162,20 @@ TOOLKIT = """
 
 def test_the_inference_toolkit_contract_per_model(stack, root):
     url = model(root, "toolkit", script=TOOLKIT)
-    served = model(root, "toolkit-served", script="""
+    served = model(
+        root,
+        "toolkit-served",
+        script="""
         def output_fn(prediction, accept):  # the default model_fn: the model server's model, by the model's name
             return str(prediction), "text/plain"  # ServedModel.predict gives the predictions
-    """)
+    """,
+    )
     try:
         assert stack.load("tk", str(url)).status == 200
         bodies = answers_of_every_worker(stack, "tk", content_type="text/plain", body="1 2")
         assert {json.dumps({k: v for k, v in b.items() if k != "pid"}) for b in bodies.values()} == {
-            json.dumps({"sum": 3.0, "dir": str(url.resolve()), "name": "tk"})}  # model_fn ran in every worker
+            json.dumps({"sum": 3.0, "dir": str(url.resolve()), "name": "tk"})
+        }  # model_fn ran in every worker
         assert stack.load("tk-served", str(served)).status == 200
         answer = stack.invoke("tk-served", '{"instances": [1.0, 2.0]}')
         assert (answer.status, answer.text) == (200, "[2.5, 3.0]")
@@ -165,13 +185,17 @@ def test_the_inference_toolkit_contract_per_model(stack, root):
 
 
 def test_a_failing_model_fn_is_the_loads_500(stack, root):
-    url = model(root, "toolkit-broken", script="""
+    url = model(
+        root,
+        "toolkit-broken",
+        script="""
         def model_fn(model_dir):
             raise RuntimeError("no weights in " + model_dir)
 
         def predict_fn(data, model):
             return data
-    """)
+    """,
+    )
     answer = stack.load("broken-tk", str(url))
     assert answer.status == 500
     assert answer.json()["error"].startswith("Failed to load model broken-tk: ")

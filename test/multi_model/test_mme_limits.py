@@ -10,14 +10,13 @@ import shutil
 import signal
 from concurrent.futures import ThreadPoolExecutor
 
-import pytest
-from mme_support import MultiModelStack, error, gated_copy, model, model_server_state, predictions
-
 import clients
 import model_dirs
 import paths
 import processes
+import pytest
 import serve_stack
+from mme_support import MultiModelStack, error, gated_copy, model, model_server_state, predictions
 
 WAIT_SECONDS = 15
 
@@ -40,7 +39,9 @@ def test_max_models_is_a_507_that_only_a_loadable_request_gets(limited):
     try:
         full = limited.load("second", second)
         assert (full.status, full.json()) == (
-            507, error("Memory exhausted: 1 models are loaded and SAGEMAKER_MULTI_MODEL_MAX_MODELS is 1."))
+            507,
+            error("Memory exhausted: 1 models are loaded and SAGEMAKER_MULTI_MODEL_MAX_MODELS is 1."),
+        )
         # requests that would fail anyway keep their own answer: SageMaker evicts other models on a 507
         assert limited.load("first", second).status == 409
         assert limited.load("second", "relative").status == 400
@@ -57,7 +58,9 @@ def test_a_load_past_the_wait_time_is_408_and_leaves_nothing_behind(limited, gat
     try:
         answer = limited.load("late", str(url))
         assert (answer.status, answer.json()) == (
-            408, error(f"Failed to load model late: timed out after {WAIT_SECONDS} seconds"))
+            408,
+            error(f"Failed to load model late: timed out after {WAIT_SECONDS} seconds"),
+        )
         assert limited.listed().json() == {"models": []}
         assert [model_server_state(limited, "late", i) for i in (0, 1)] == [None, None]  # out of both instances
         assert limited.invoke("late").json() == error("Model late is not loaded yet.")
@@ -72,13 +75,18 @@ def test_a_model_server_killed_while_loading_is_a_507(limited, gated):
     try:
         with ThreadPoolExecutor(1) as pool:
             loading = pool.submit(limited.load, "heavy", str(url))
-            processes.wait_for(lambda: model_server_state(limited, "heavy", 1) == "LOADING",
-                               what="the load on model server 1")
+            processes.wait_for(
+                lambda: model_server_state(limited, "heavy", 1) == "LOADING", what="the load on model server 1"
+            )
             os.kill(limited.pid_of("tfs-1"), signal.SIGKILL)  # what the kernel's OOM killer does
             answer = loading.result()
-        assert (answer.status, answer.json()) == (507, error(
-            "Memory exhausted: model server 1 was killed (SIGKILL, as the kernel's OOM killer does) while loading "
-            "model heavy"))
+        assert (answer.status, answer.json()) == (
+            507,
+            error(
+                "Memory exhausted: model server 1 was killed (SIGKILL, as the kernel's OOM killer does) while loading "
+                "model heavy"
+            ),
+        )
         assert limited.listed().json() == {"models": []}
         assert model_server_state(limited, "heavy") is None
     finally:
@@ -116,20 +124,30 @@ def test_the_memory_limit_is_a_507_after_every_check_a_retry_could_not_fix_and_n
     url = str(model(root, "small"))
     env = {"SAGEMAKER_MULTI_MODEL_MEMORY_LIMIT_PERCENT": "1", "SAGEMAKER_TFS_DEFAULT_MODEL_NAME": "small"}
     with MultiModelStack(root, env) as stack:
-        processes.wait_for_log(stack, "SAGEMAKER_TFS_DEFAULT_MODEL_NAME=small is ignored: a multi-model endpoint's "
-                                    "requests name their model")
+        processes.wait_for_log(
+            stack,
+            "SAGEMAKER_TFS_DEFAULT_MODEL_NAME=small is ignored: a multi-model endpoint's requests name their model",
+        )
         assert stack.load("small", "relative").status == 400
         assert stack.load("small", str(root / "absent")).status == 404
         answer = stack.load("small", url)
         assert answer.status == 507
-        assert re.fullmatch(r"Memory exhausted: \d+% of memory is in use and SAGEMAKER_MULTI_MODEL_MEMORY_LIMIT_PERCENT"
-                            r" is 1\.", answer.json()["error"]), answer.text
+        assert re.fullmatch(
+            r"Memory exhausted: \d+% of memory is in use and SAGEMAKER_MULTI_MODEL_MEMORY_LIMIT_PERCENT"
+            r" is 1\.",
+            answer.json()["error"],
+        ), answer.text
         assert stack.listed().json() == {"models": []}
 
 
 def test_without_multi_model_there_are_no_model_routes(tmp_path):
     with serve_stack.Stack(model_dirs.copy_model(paths.HALF_PLUS_TWO, tmp_path, "model")) as stack:
-        for method, path in (("GET", "/models"), ("POST", "/models"), ("GET", "/models/model"),
-                             ("DELETE", "/models/model"), ("POST", "/models/model/invoke")):
+        for method, path in (
+            ("GET", "/models"),
+            ("POST", "/models"),
+            ("GET", "/models/model"),
+            ("DELETE", "/models/model"),
+            ("POST", "/models/model/invoke"),
+        ):
             answer = clients.http_call(stack.port, method, path, "{}" if method == "POST" else None)
             assert (answer.status, answer.json()) == (404, {"error": "Not Found"}), path

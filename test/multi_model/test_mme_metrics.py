@@ -22,12 +22,21 @@ def test_invocations_of_every_model_are_counted_under_one_route(tmp_path):
 
         # each worker writes its totals twice a second: the page once it has every count
         requests = "sagemaker_tfs_request_duration_seconds_count"
-        page = metrics_pages.counted_page(port, {
-            metrics_pages.metric(requests, route="/models/{name}/invoke", status="200"): 3,
-            metrics_pages.metric(requests, route="/models/{name}/invoke", status="400"): 1,
-            metrics_pages.metric(requests, route="/invocations", status="400"): 1,
-            metrics_pages.metric("sagemaker_tfs_stage_duration_seconds_count", route="/models/{name}/invoke",
-                                 stage="model_server"): 4})
-    assert sum(v for (name, labels), v in page.items()
-               if name == requests and ("route", "/models/{name}/invoke") in labels) == 4
+        page = metrics_pages.counted_page(
+            port,
+            {
+                metrics_pages.metric(requests, route="/models/{name}/invoke", status="200"): 3,
+                metrics_pages.metric(requests, route="/models/{name}/invoke", status="400"): 1,
+                metrics_pages.metric(requests, route="/invocations", status="400"): 1,
+                metrics_pages.metric(
+                    "sagemaker_tfs_stage_duration_seconds_count", route="/models/{name}/invoke", stage="model_server"
+                ): 4,
+            },
+        )
+    assert (
+        sum(
+            v for (name, labels), v in page.items() if name == requests and ("route", "/models/{name}/invoke") in labels
+        )
+        == 4
+    )
     assert metrics_pages.sample(page, "sagemaker_tfs_requests_in_flight") == 0

@@ -8,11 +8,10 @@ from __future__ import annotations
 import os
 from concurrent.futures import ThreadPoolExecutor
 
-from mme_support import error, gated_copy, model, model_server_state, predictions
-
 import clients
 import paths
 import processes
+from mme_support import error, gated_copy, model, model_server_state, predictions
 
 
 def test_two_loads_of_one_name_one_200_one_409(stack, root, gated):
@@ -22,8 +21,9 @@ def test_two_loads_of_one_name_one_200_one_409(stack, root, gated):
         processes.wait_for(lambda: model_server_state(stack, "twice") == "LOADING", what="the first load in flight")
         second = pool.submit(stack.load, "twice", str(url))
         gate.open()
-        answers = sorted([(first.result().status, first.result().json()), (second.result().status,
-                                                                           second.result().json())])
+        answers = sorted(
+            [(first.result().status, first.result().json()), (second.result().status, second.result().json())]
+        )
     try:
         assert answers[0][0] == 200
         assert answers[1] == (409, error("Model twice is already loaded."))
@@ -42,8 +42,7 @@ def test_a_slow_load_blocks_neither_other_models_nor_other_loads(stack, root, ga
             answers = {stack.invoke("quick").text for _ in range(50)}
             assert answers == {predictions(2.5, 3.0)}
             assert clients.http_status(stack.url + "/ping") == 200
-            assert stack.listed().json() == {"models": [{"modelName": "quick",
-                                                         "modelUrl": str(root / "quick-model")}]}
+            assert stack.listed().json() == {"models": [{"modelName": "quick", "modelUrl": str(root / "quick-model")}]}
             assert stack.invoke("slow").json() == error("Model slow is not loaded yet.")
             assert stack.call("GET", "/models/slow").json() == error("Model slow is not loaded yet.")
             # another name loads (and unloads) while the slow one is still loading
@@ -65,7 +64,10 @@ def test_a_slow_load_blocks_neither_other_models_nor_other_loads(stack, root, ga
 def test_an_unload_waits_for_running_invocations_and_new_ones_are_404_at_once(stack, root, tmp_path):
     started, release = tmp_path / "started", tmp_path / "release"
     os.mkfifo(release)
-    url = model(root, "busy", script=f"""
+    url = model(
+        root,
+        "busy",
+        script=f"""
         from pathlib import Path
 
         def handler(data, context):
@@ -74,14 +76,16 @@ def test_an_unload_waits_for_running_invocations_and_new_ones_are_404_at_once(st
                 Path({str(release)!r}).read_bytes()  # waits until the test opens the FIFO
                 return "finished", "text/plain"
             return "quick", "text/plain"
-    """)
+    """,
+    )
     assert stack.load("busy", str(url)).status == 200
     with ThreadPoolExecutor(2) as pool:
         running = pool.submit(stack.invoke, "busy", "block", "text/plain")
         processes.wait_for(started.exists, what="the invocation in its handler")
         unloading = pool.submit(stack.unload, "busy")
-        processes.wait_for(lambda: stack.invoke("busy", "quick", "text/plain").status == 404,
-                           what="new invocations answered 404")
+        processes.wait_for(
+            lambda: stack.invoke("busy", "quick", "text/plain").status == 404, what="new invocations answered 404"
+        )
         assert stack.listed().json() == {"models": []}
         assert not unloading.done()  # the running invocation has not finished: the unload has not either
         with open(release, "wb"):

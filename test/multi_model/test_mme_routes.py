@@ -3,12 +3,11 @@
 
 from __future__ import annotations
 
-import pytest
-from mme_support import error, model, predictions
-
 import clients
 import paths
 import processes
+import pytest
+from mme_support import error, model, predictions
 
 TARGET = "X_Amzn_SageMaker_Target_Model"
 
@@ -40,28 +39,44 @@ def test_at_start_up_nothing_is_loaded_and_ping_is_200(stack, root):
 
 
 def test_invocations_without_a_model_is_400(stack):
-    answer = stack.call("POST", "/invocations", '{"instances": [1.0]}', Content_Type="application/json",
-                        X_Amzn_RequestId="rid-no-model", **{TARGET: "a/model-1.tar.gz"})
+    answer = stack.call(
+        "POST",
+        "/invocations",
+        '{"instances": [1.0]}',
+        Content_Type="application/json",
+        X_Amzn_RequestId="rid-no-model",
+        **{TARGET: "a/model-1.tar.gz"},
+    )
     assert (answer.status, answer.json()) == (400, error("Invocation request does not contain model name."))
     assert answer.headers["x-amzn-requestid"] == "rid-no-model"
     processes.wait_for_log(stack, "request rid-no-model: POST /invocations, target model a/model-1.tar.gz")
 
 
-@pytest.mark.parametrize("method, path, message", [
-    ("GET", "/models/ghost", "Model ghost is not loaded yet."),
-    ("DELETE", "/models/ghost", "Model ghost is not loaded yet."),
-    ("POST", "/models/ghost/invoke", "Model ghost is not loaded yet."),
-    ("DELETE", "/models/bad%20name", "Model bad name is not loaded yet."),
-    ("GET", "/models/..%2Fetc", "Not Found"),  # a name is never a path: /models/../etc is no route
-])
+@pytest.mark.parametrize(
+    "method, path, message",
+    [
+        ("GET", "/models/ghost", "Model ghost is not loaded yet."),
+        ("DELETE", "/models/ghost", "Model ghost is not loaded yet."),
+        ("POST", "/models/ghost/invoke", "Model ghost is not loaded yet."),
+        ("DELETE", "/models/bad%20name", "Model bad name is not loaded yet."),
+        ("GET", "/models/..%2Fetc", "Not Found"),  # a name is never a path: /models/../etc is no route
+    ],
+)
 def test_a_model_that_is_not_loaded_is_404(stack, method, path, message):
     answer = stack.call(method, path, "{}" if method == "POST" else None, Content_Type="application/json")
     assert (answer.status, answer.json()) == (404, error(message))
 
 
-@pytest.mark.parametrize("method, path, status", [("PUT", "/models", 405), ("POST", "/models/m", 405),
-                                                  ("GET", "/models/m/invoke", 405), ("GET", "/models/m/x", 404),
-                                                  ("GET", "/nothing", 404)])
+@pytest.mark.parametrize(
+    "method, path, status",
+    [
+        ("PUT", "/models", 405),
+        ("POST", "/models/m", 405),
+        ("GET", "/models/m/invoke", 405),
+        ("GET", "/models/m/x", 404),
+        ("GET", "/nothing", 404),
+    ],
+)
 def test_other_methods_and_paths(stack, method, path, status):
     answer = stack.call(method, path)
     assert answer.status == status
@@ -78,14 +93,20 @@ def test_load_invoke_describe_list_unload_and_load_again(stack, root):
     try:
         assert stack.listed().json() == {"models": [{"modelName": "hp2", "modelUrl": url}]}
         described = stack.call("GET", "/models/hp2").json()
-        assert described == {"modelName": "hp2", "modelUrl": url, "model_version_status": [
-            {"version": str(v), "state": "AVAILABLE", "status": {"error_code": "OK", "error_message": ""}}
-            for v in (124, 123)]}
+        assert described == {
+            "modelName": "hp2",
+            "modelUrl": url,
+            "model_version_status": [
+                {"version": str(v), "state": "AVAILABLE", "status": {"error_code": "OK", "error_message": ""}}
+                for v in (124, 123)
+            ],
+        }
         invoked = stack.invoke("hp2", X_Amzn_RequestId="rid-invoke", **{TARGET: "customer/model-7.tar.gz"})
         assert (invoked.status, invoked.text) == (200, predictions(2.5, 3.0))
         assert invoked.headers["x-amzn-requestid"] == "rid-invoke"
-        processes.wait_for_log(stack, "request rid-invoke: POST /models/hp2/invoke, target model "
-                                      "customer/model-7.tar.gz")
+        processes.wait_for_log(
+            stack, "request rid-invoke: POST /models/hp2/invoke, target model customer/model-7.tar.gz"
+        )
     finally:
         unloaded = stack.unload("hp2")
     assert (unloaded.status, unloaded.json()) == (200, {"success": "Successfully unloaded model hp2."})
@@ -104,8 +125,11 @@ def test_the_path_names_the_model_and_version_and_method_attributes_are_honoured
     assert stack.invoke("versions", **{attributes: "tfs-model-version=123"}).text == predictions(2.5, 3.0)
     missing = stack.invoke("versions", **{attributes: "tfs-model-version=999"})
     assert (missing.status, missing.json()) == (404, error("Servable not found for request: Specific(versions, 999)"))
-    regress = stack.invoke("three", {"signature_name": "tensorflow/serving/regress", "examples": [{"x": 1.0}]},
-                           **{attributes: "tfs-method=regress"})
+    regress = stack.invoke(
+        "three",
+        {"signature_name": "tensorflow/serving/regress", "examples": [{"x": 1.0}]},
+        **{attributes: "tfs-method=regress"},
+    )
     assert (regress.status, regress.json()) == (200, {"results": [3.5]})
 
 
@@ -130,12 +154,15 @@ def test_the_list_is_sorted_and_paginated(stack, loaded):
     assert [m["modelName"] for m in first["models"] + rest["models"]] == sorted(names)
 
 
-@pytest.mark.parametrize("query, message", [
-    ("?limit=0", "invalid limit '0': must be an integer from 1 to 1000"),
-    ("?limit=1001", "invalid limit '1001': must be an integer from 1 to 1000"),
-    ("?limit=x", "invalid limit 'x': must be an integer from 1 to 1000"),
-    ("?next_page_token=%2F%2F%2F", "invalid next_page_token '///'"),
-])
+@pytest.mark.parametrize(
+    "query, message",
+    [
+        ("?limit=0", "invalid limit '0': must be an integer from 1 to 1000"),
+        ("?limit=1001", "invalid limit '1001': must be an integer from 1 to 1000"),
+        ("?limit=x", "invalid limit 'x': must be an integer from 1 to 1000"),
+        ("?next_page_token=%2F%2F%2F", "invalid next_page_token '///'"),
+    ],
+)
 def test_a_bad_limit_or_token_is_400(stack, query, message):
     answer = stack.listed(query)
     assert (answer.status, answer.json()) == (400, error(message))

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import tarfile
 
-import pytest
-
 import clients
 import processes
+import pytest
 from mme_support import MultiModelStack, gated_copy, model
 
 BODY = b'{"instances": [1.0, 2.0]}'
@@ -26,8 +25,9 @@ def runtime_stack(tmp_path_factory):
 
 def invoke(stack, target: str | None):
     args = {} if target is None else {"TargetModel": target}
-    return clients.runtime_client(stack.port).invoke_endpoint(EndpointName="mme", Body=BODY,
-                                                               ContentType="application/json", **args)
+    return clients.runtime_client(stack.port).invoke_endpoint(
+        EndpointName="mme", Body=BODY, ContentType="application/json", **args
+    )
 
 
 def error_of(stack, target: str | None) -> dict:
@@ -52,13 +52,19 @@ def test_a_target_archive_is_unpacked_once_and_served(runtime_stack, tmp_path):
     assert len(unpacked) == 1 and (unpacked[0] / "00000123" / "saved_model.pb").is_file()
 
 
-@pytest.mark.parametrize("target, message", [
-    (None, "TargetModel is required: this is a multi-model endpoint (SAGEMAKER_MULTI_MODEL=true)"),
-    ("../outside", "TargetModel '../outside' must be a path relative to the model root, without '..'"),
-    ("/etc", "TargetModel '/etc' must be a path relative to the model root, without '..'"),
-    ("x" * 1025, f"1 validation error detected: Value '{'x' * 1025}' at 'targetModel' failed to satisfy constraint: "
-                 "Member must have length less than or equal to 1024"),
-])
+@pytest.mark.parametrize(
+    "target, message",
+    [
+        (None, "TargetModel is required: this is a multi-model endpoint (SAGEMAKER_MULTI_MODEL=true)"),
+        ("../outside", "TargetModel '../outside' must be a path relative to the model root, without '..'"),
+        ("/etc", "TargetModel '/etc' must be a path relative to the model root, without '..'"),
+        (
+            "x" * 1025,
+            f"1 validation error detected: Value '{'x' * 1025}' at 'targetModel' failed to satisfy constraint: "
+            "Member must have length less than or equal to 1024",
+        ),
+    ],
+)
 def test_a_missing_or_invalid_target_is_a_validation_error(runtime_stack, target, message):
     error = error_of(runtime_stack, target)
     assert (error["Error"]["Code"], error["ResponseMetadata"]["HTTPStatusCode"]) == ("ValidationError", 400)
@@ -70,7 +76,8 @@ def test_a_target_that_is_not_there_is_a_validation_error(runtime_stack):
     assert (error["Error"]["Code"], error["ResponseMetadata"]["HTTPStatusCode"]) == ("ValidationError", 400)
     assert error["Error"]["Message"] == (
         f"Could not find model data for TargetModel 'absent.tar.gz': {runtime_stack.root / 'absent.tar.gz'} is not a "
-        "folder or a .tar.gz archive under the model root")
+        "folder or a .tar.gz archive under the model root"
+    )
 
 
 def test_a_target_still_loading_past_the_timeout_is_model_not_ready_then_served(runtime_stack, gated):
@@ -79,6 +86,8 @@ def test_a_target_still_loading_past_the_timeout_is_model_not_ready_then_served(
     assert (error["Error"]["Code"], error["ResponseMetadata"]["HTTPStatusCode"]) == ("ModelNotReadyException", 429)
     assert error["Error"]["Message"] == "Model 'slow' is still loading; retry the request"
     gate.open()
-    processes.wait_for(lambda: any(m["modelUrl"].endswith("/slow") for m in runtime_stack.listed().json()["models"]),
-                       what="the load of 'slow' to finish")
+    processes.wait_for(
+        lambda: any(m["modelUrl"].endswith("/slow") for m in runtime_stack.listed().json()["models"]),
+        what="the load of 'slow' to finish",
+    )
     assert invoke(runtime_stack, "slow")["Body"].read() == HALF_PLUS_TWO  # the gated model is y = 0.5 x + 2

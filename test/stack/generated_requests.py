@@ -10,14 +10,32 @@ import random
 from direct_route_cases import ATTRIBUTE_FORMS, ATTRIBUTES, nested
 
 TFS_KEYS = ("instances", "inputs", "examples", "signature_name")
-ODD_STRINGS = ["{", "}", "{}", '"', "\\", "\\\"}", "a}b{c", "\u00e9", "\u2028", "\U0001f600", "\x00", "\t\n"]
+ODD_STRINGS = ["{", "}", "{}", '"', "\\", '\\"}', "a}b{c", "\u00e9", "\u2028", "\U0001f600", "\x00", "\t\n"]
 CONTENT_TYPES = ["application/json"] * 6 + [
-    "application/json; charset=utf-8", "Application/JSON", "application/json ;charset=UTF-8", "application/json;",
-    "text/csv", "application/jsonlines", "application/jsons", "text/plain", "application/json, text/csv",
-    "application/x-npy", None]
-ACCEPTS = [None] * 6 + ["*/*", "application/json", "application/json;q=0", "application/json;q=0.5", "text/csv",
-                        "application/jsonlines", "text/csv, application/json", "image/png", "*/*;q=0.1",
-                        "APPLICATION/JSON"]
+    "application/json; charset=utf-8",
+    "Application/JSON",
+    "application/json ;charset=UTF-8",
+    "application/json;",
+    "text/csv",
+    "application/jsonlines",
+    "application/jsons",
+    "text/plain",
+    "application/json, text/csv",
+    "application/x-npy",
+    None,
+]
+ACCEPTS = [None] * 6 + [
+    "*/*",
+    "application/json",
+    "application/json;q=0",
+    "application/json;q=0.5",
+    "text/csv",
+    "application/jsonlines",
+    "text/csv, application/json",
+    "image/png",
+    "*/*;q=0.1",
+    "APPLICATION/JSON",
+]
 NAMES = ["half_plus_two", "half_plus_three", "missing", "a..b", "bad/name", "", "half_plus_two ", "HALF_PLUS_TWO"]
 VERSIONS = ["123", "124", "7", "007", "abc", "", "-1", "99999999999999999999"]
 METHODS = ["predict", "classify", "regress", "explain", "Predict"]
@@ -31,8 +49,10 @@ class Requests:
 
     def make(self) -> tuple[bytes, list[tuple[str, str]]]:
         pick = self.random.choice
-        body = pick([self._tfs_object] * 8
-                    + [self._flat, self._json_lines, self._broken, self._deep, self._decorated, self._other])()
+        body = pick(
+            [self._tfs_object] * 8
+            + [self._flat, self._json_lines, self._broken, self._deep, self._decorated, self._other]
+        )()
         plain = self.random.random() < 0.5  # headers the route takes: the SDK's, or a named model
         headers = []
         content_type = pick(CONTENT_TYPES[:8] if plain else CONTENT_TYPES)
@@ -62,7 +82,7 @@ class Requests:
         if kind == 0:
             return r.choice([r.uniform(-1e3, 1e3), r.randint(-10, 10), 1e300, -0.0, 2**70])
         if kind == 1:
-            return r.choice(ODD_STRINGS) + "".join(r.choice("ab{}[]\\\",: ") for _ in range(r.randrange(6)))
+            return r.choice(ODD_STRINGS) + "".join(r.choice('ab{}[]\\",: ') for _ in range(r.randrange(6)))
         if kind == 2:
             return r.choice([True, False, None])
         if kind in (3, 4):
@@ -77,11 +97,19 @@ class Requests:
     def _tfs_object(self) -> bytes:
         r = self.random
         if r.random() < 0.5:  # one the models can answer
-            request = r.choice([{"instances": self._numbers()}, {"inputs": self._numbers()},
-                                {"inputs": {"x": self._numbers()}}, {"examples": [{"x": v} for v in self._numbers()]},
-                                {"signature_name": "serving_default", "instances": self._numbers()},
-                                {"signature_name": r.choice(["regress_x_to_y", "classify_x_to_y", "nope"]),
-                                 "examples": [{"x": v} for v in self._numbers()]}])
+            request = r.choice(
+                [
+                    {"instances": self._numbers()},
+                    {"inputs": self._numbers()},
+                    {"inputs": {"x": self._numbers()}},
+                    {"examples": [{"x": v} for v in self._numbers()]},
+                    {"signature_name": "serving_default", "instances": self._numbers()},
+                    {
+                        "signature_name": r.choice(["regress_x_to_y", "classify_x_to_y", "nope"]),
+                        "examples": [{"x": v} for v in self._numbers()],
+                    },
+                ]
+            )
         else:
             request = {r.choice(TFS_KEYS): self._value(0)}
             for _ in range(r.randrange(3)):
@@ -90,19 +118,29 @@ class Requests:
 
     def _flat(self) -> bytes:
         r = self.random
-        return json.dumps(r.choice([self._numbers(), [[v] for v in self._numbers()], r.uniform(0, 9),
-                                    [{"instances": self._numbers()}]])).encode()
+        return json.dumps(
+            r.choice(
+                [self._numbers(), [[v] for v in self._numbers()], r.uniform(0, 9), [{"instances": self._numbers()}]]
+            )
+        ).encode()
 
     def _json_lines(self) -> bytes:
-        lines = [self._tfs_object() if self.random.random() < 0.6 else self._flat()
-                 for _ in range(self.random.randint(2, 3))]
+        lines = [
+            self._tfs_object() if self.random.random() < 0.6 else self._flat() for _ in range(self.random.randint(2, 3))
+        ]
         return b"\n".join(line.replace(b"\n", b"") for line in lines) + self.random.choice([b"", b"\n"])
 
     def _broken(self) -> bytes:
         body = self._tfs_object()
         cut = self.random.randrange(len(body))
-        return self.random.choice([body[:cut], body[:cut] + body[cut + 1:], body[:cut] + b'"' + body[cut:],
-                                   body[:cut] + b"\xff" + body[cut:]])
+        return self.random.choice(
+            [
+                body[:cut],
+                body[:cut] + body[cut + 1 :],
+                body[:cut] + b'"' + body[cut:],
+                body[:cut] + b"\xff" + body[cut:],
+            ]
+        )
 
     def _deep(self) -> bytes:
         levels = self.random.choice([15, 16, 17, 20, 64, 1000, 20_000])
@@ -112,13 +150,31 @@ class Requests:
 
     def _decorated(self) -> bytes:
         body = self._tfs_object()
-        return self.random.choice([b"\xef\xbb\xbf" + body, body + b" x", body + b"}", body + b" \r\n\t",
-                                   b" \n" + body, body + b"," + body, body + b"\x00"])
+        return self.random.choice(
+            [
+                b"\xef\xbb\xbf" + body,
+                body + b" x",
+                body + b"}",
+                body + b" \r\n\t",
+                b" \n" + body,
+                body + b"," + body,
+                body + b"\x00",
+            ]
+        )
 
     def _other(self) -> bytes:
         r = self.random
-        return r.choice([b"", b"  \n", b"1.0,2.0\n3.0,4.0", b'{"x": [1.0]}', b"null", b'"instances"',
-                         json.dumps({"y": 1, "instances": self._numbers()}).encode()])
+        return r.choice(
+            [
+                b"",
+                b"  \n",
+                b"1.0,2.0\n3.0,4.0",
+                b'{"x": [1.0]}',
+                b"null",
+                b'"instances"',
+                json.dumps({"y": 1, "instances": self._numbers()}).encode(),
+            ]
+        )
 
     # ---- custom attributes
     def _attributes(self, plain: bool) -> str:

@@ -21,8 +21,9 @@ def call(url: str, body: bytes | str | None = None, method: str | None = None, *
     return clients.http_call(parts.port, method or ("GET" if body is None else "POST"), parts.path, body, names)
 
 
-def model_dir(root: Path, script: str | None = None, files: dict[str, str] | None = None,
-              model: Path = paths.HALF_PLUS_THREE) -> Path:
+def model_dir(
+    root: Path, script: str | None = None, files: dict[str, str] | None = None, model: Path = paths.HALF_PLUS_THREE
+) -> Path:
     """root/model: the reference `model` as the archive layout (<version>/ at the top), code/inference.py holding
     `script` (dedented) and code/`files`."""
     return model_dirs.write_code(model_dirs.copy_model(model, root, "model"), script, files)

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
-import models
 import clients
 import model_dirs
+import models
 import paths
 import processes
+import pytest
 import serve_stack
 from stack_support import call, invoke, pretty_predictions
 
@@ -39,8 +38,9 @@ def test_predict_json_answers_tfs_s_body_byte_for_byte(stack):
 
 @pytest.mark.parametrize("version", ["123", "124"])
 def test_a_specific_version_of_another_model(stack, version):
-    answer = invoke(stack, "[[1.0], [2.0], [5.0]]",
-                    attributes=f"tfs-model-name=half_plus_two,tfs-model-version={version}")
+    answer = invoke(
+        stack, "[[1.0], [2.0], [5.0]]", attributes=f"tfs-model-name=half_plus_two,tfs-model-version={version}"
+    )
     assert (answer.status, answer.text) == (200, pretty_predictions("[2.5], [3.0], [4.5]"))
 
 
@@ -117,58 +117,94 @@ def test_regress_through_the_tfs_method_attribute(stack):
     assert answer.text == "2.5\n3.0"
 
 
-@pytest.mark.parametrize("accept, content_type, body", [
-    ("application/jsonlines", "application/jsonlines", "3.5\n4.0\n5.5"),
-    ("text/csv", "text/csv", "3.5\n4.0\n5.5"),
-    ("application/x-unknown, text/csv;q=0.5, application/jsonlines;q=0.9", "application/jsonlines",
-     "3.5\n4.0\n5.5"),
-    ("application/x-unknown, text/csv", "text/csv", "3.5\n4.0\n5.5"),
-])
+@pytest.mark.parametrize(
+    "accept, content_type, body",
+    [
+        ("application/jsonlines", "application/jsonlines", "3.5\n4.0\n5.5"),
+        ("text/csv", "text/csv", "3.5\n4.0\n5.5"),
+        (
+            "application/x-unknown, text/csv;q=0.5, application/jsonlines;q=0.9",
+            "application/jsonlines",
+            "3.5\n4.0\n5.5",
+        ),
+        ("application/x-unknown, text/csv", "text/csv", "3.5\n4.0\n5.5"),
+    ],
+)
 def test_accept_types(stack, accept, content_type, body):
     answer = invoke(stack, '{"instances": [1.0, 2.0, 5.0]}', Accept=accept)
     assert (answer.status, answer.headers["content-type"], answer.text) == (200, content_type, body)
 
 
 def test_json_lines_answers_for_multi_output_predictions(stack):
-    answer = invoke(stack, "[[1, 2], [3, 4]]", attributes="tfs-model-name=sum_and_count",
-                    Accept="application/jsonlines")
-    assert [json.loads(line) for line in answer.text.splitlines()] == [{"count": 2, "sum": 3.0},
-                                                                      {"count": 2, "sum": 7.0}]
+    answer = invoke(
+        stack, "[[1, 2], [3, 4]]", attributes="tfs-model-name=sum_and_count", Accept="application/jsonlines"
+    )
+    assert [json.loads(line) for line in answer.text.splitlines()] == [
+        {"count": 2, "sum": 3.0},
+        {"count": 2, "sum": 7.0},
+    ]
 
 
-@pytest.mark.parametrize("body, content_type, status, error", [
-    ("", "application/json", 400, "the request body is empty"),
-    ("x", "application/x-unknown", 415,
-     "unsupported content type 'application/x-unknown': the default input handler reads application/json, "
-     "application/jsonlines, application/jsons, application/x-jsonlines, application/jsonl, text/csv, "
-     "application/x-npy (a code/inference.py script can read others)"),
-    ("1,2\n3\n", "text/csv", 400,
-     "CSV line 2 has 1 field(s) but line 1 has 2: every row must have the same number of fields"),
-    ('{"instances": [1.0', "application/json", 400,
-     "the request body is not valid JSON: Expecting ',' delimiter: line 1 column 19 (char 18)"),
-])
+@pytest.mark.parametrize(
+    "body, content_type, status, error",
+    [
+        ("", "application/json", 400, "the request body is empty"),
+        (
+            "x",
+            "application/x-unknown",
+            415,
+            "unsupported content type 'application/x-unknown': the default input handler reads application/json, "
+            "application/jsonlines, application/jsons, application/x-jsonlines, application/jsonl, text/csv, "
+            "application/x-npy (a code/inference.py script can read others)",
+        ),
+        (
+            "1,2\n3\n",
+            "text/csv",
+            400,
+            "CSV line 2 has 1 field(s) but line 1 has 2: every row must have the same number of fields",
+        ),
+        (
+            '{"instances": [1.0',
+            "application/json",
+            400,
+            "the request body is not valid JSON: Expecting ',' delimiter: line 1 column 19 (char 18)",
+        ),
+    ],
+)
 def test_bad_requests_get_a_json_error_naming_the_problem(stack, body, content_type, status, error):
     answer = invoke(stack, body, content_type)
-    assert (answer.status, answer.headers["content-type"], answer.json()) == (status, "application/json",
-                                                                             {"error": error})
+    assert (answer.status, answer.headers["content-type"], answer.json()) == (
+        status,
+        "application/json",
+        {"error": error},
+    )
 
 
-@pytest.mark.parametrize("body, content_type", [
-    ("[" * 5000 + "]" * 5000, "application/json"),
-    ('{"instances": ' + "[" * 100_000, "application/json"),
-    ("1\n" + "[" * 5000 + "\n", "application/jsonlines"),
-])
+@pytest.mark.parametrize(
+    "body, content_type",
+    [
+        ("[" * 5000 + "]" * 5000, "application/json"),
+        ('{"instances": ' + "[" * 100_000, "application/json"),
+        ("1\n" + "[" * 5000 + "\n", "application/jsonlines"),
+    ],
+)
 def test_json_nested_too_deeply_is_a_400(stack, body, content_type):
     answer = invoke(stack, body, content_type)
     assert (answer.status, answer.headers["content-type"], answer.json()) == (
-        400, "application/json", {"error": "the request body's JSON nests arrays and objects too deeply to be read"})
+        400,
+        "application/json",
+        {"error": "the request body's JSON nests arrays and objects too deeply to be read"},
+    )
 
 
-@pytest.mark.parametrize("body, content_type", [
-    (f"[[{'9' * 5000}], [1.0]]", "application/json"),
-    (f"{'9' * 5000}\n1.0\n", "application/jsonlines"),
-    (f"+{'9' * 5000}\n1.0\n", "text/csv"),
-])
+@pytest.mark.parametrize(
+    "body, content_type",
+    [
+        (f"[[{'9' * 5000}], [1.0]]", "application/json"),
+        (f"{'9' * 5000}\n1.0\n", "application/jsonlines"),
+        (f"+{'9' * 5000}\n1.0\n", "text/csv"),
+    ],
+)
 def test_an_integer_of_5000_digits_is_a_double_as_in_tensorflow_serving(stack, body, content_type):
     # beyond Python's int-string limit (4300 digits) and beyond the double range: infinity for a float input
     answer = invoke(stack, body, content_type, Accept="text/csv")
@@ -177,15 +213,19 @@ def test_an_integer_of_5000_digits_is_a_double_as_in_tensorflow_serving(stack, b
 
 def test_a_model_version_beyond_int64_is_a_400(stack):
     answer = invoke(stack, "1.0", attributes="tfs-model-name=half_plus_two,tfs-model-version=" + "9" * 5000)
-    assert (answer.status, answer.json()) == (400, {"error": "invalid tfs-model-version: must be at most "
-                                                             "9223372036854775807"})
+    assert (answer.status, answer.json()) == (
+        400,
+        {"error": "invalid tfs-model-version: must be at most 9223372036854775807"},
+    )
 
 
 def test_a_model_server_error_reaches_the_client_unchanged(stack):
     answer = invoke(stack, '{"instances": ["a"]}')
     assert answer.status == 400
-    assert answer.text == ('{\n    "error": "Failed to process element: 0 of \'instances\' list. Error: '
-                           'INVALID_ARGUMENT: JSON Value: \\"a\\" Type: String is not of expected type: float"\n}')
+    assert answer.text == (
+        '{\n    "error": "Failed to process element: 0 of \'instances\' list. Error: '
+        'INVALID_ARGUMENT: JSON Value: \\"a\\" Type: String is not of expected type: float"\n}'
+    )
 
 
 def test_a_csv_of_750k_values_round_trip(stack):

@@ -7,9 +7,8 @@ import io
 import json
 
 import numpy as np
-import pytest
-
 import paths
+import pytest
 import serve_stack
 from clients import npy_body
 from stack_support import invoke, model_dir, pretty_predictions
@@ -25,14 +24,20 @@ def stack(tmp_path_factory):
 
 def test_an_npy_array_is_the_instances(stack):
     answer = invoke(stack, npy_body(np.array([1.0, 2.0, 5.0], dtype=np.float32)), NPY)
-    assert (answer.status, answer.content_type, answer.text) == (200, "application/json",
-                                                                 pretty_predictions("2.5, 3.0, 4.5"))
+    assert (answer.status, answer.content_type, answer.text) == (
+        200,
+        "application/json",
+        pretty_predictions("2.5, 3.0, 4.5"),
+    )
 
 
-@pytest.mark.parametrize("body, content_type", [
-    (npy_body(np.array([[1.0], [2.0]])), NPY),
-    ("[[1.0], [2.0]]", "application/json"),
-])
+@pytest.mark.parametrize(
+    "body, content_type",
+    [
+        (npy_body(np.array([[1.0], [2.0]])), NPY),
+        ("[[1.0], [2.0]]", "application/json"),
+    ],
+)
 def test_accept_npy_answers_the_predictions_as_an_array(stack, body, content_type):
     answer = invoke(stack, body, content_type, Accept=NPY)
     assert (answer.status, answer.content_type) == (200, NPY)
@@ -54,9 +59,15 @@ def test_large_images_go_in_binary_and_come_back_in_the_models_type(stack):
 
 def test_a_pickled_npy_body_is_refused(stack):
     answer = invoke(stack, npy_body(np.array([{"x": 1.0}], dtype=object), allow_pickle=True), NPY)
-    assert (answer.status, answer.json()) == (400, {"error": (
-        "cannot read the NPY body: it holds Python objects (a pickled payload), which are refused "
-        "(allow_pickle=False); send an array of numbers or strings")})
+    assert (answer.status, answer.json()) == (
+        400,
+        {
+            "error": (
+                "cannot read the NPY body: it holds Python objects (a pickled payload), which are refused "
+                "(allow_pickle=False); send an array of numbers or strings"
+            )
+        },
+    )
 
 
 def test_a_corrupt_npy_body_is_400(stack):
@@ -68,5 +79,7 @@ def test_a_corrupt_npy_body_is_400(stack):
 def test_predictions_that_are_not_an_array_of_numbers_are_406(stack):
     body = '{"signature_name": "classify_x_to_y", "examples": [{"x": 1.0}]}'
     answer = invoke(stack, body, "application/json", attributes="tfs-method=classify", Accept=NPY)
-    assert (answer.status, answer.json()) == (406, {"error": "the predictions cannot be an NPY array: they mix "
-                                                             "strings and numbers; accept application/json"})
+    assert (answer.status, answer.json()) == (
+        406,
+        {"error": "the predictions cannot be an NPY array: they mix strings and numbers; accept application/json"},
+    )

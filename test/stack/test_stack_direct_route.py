@@ -14,15 +14,14 @@ import re
 import signal
 from collections import Counter
 
-import numpy
-import pytest
-
 import clients
 import metrics_pages
 import model_dirs
+import numpy
 import paths
 import ports
 import processes
+import pytest
 import serve_stack
 from direct_route_cases import APP, ATTRIBUTE_FORMS, BODIES, MODEL_SERVER
 from generated_requests import Requests
@@ -47,8 +46,13 @@ ENV = {"SAGEMAKER_TFS_DEFAULT_MODEL_NAME": "half_plus_three"}
 @pytest.fixture(scope="module")
 def direct(root):
     # nginx's level warn: a body it keeps in a temp file is a line, which marks a point in its error lines
-    env = {**ENV, "SAGEMAKER_METRICS": "true", "SAGEMAKER_METRICS_PORT": str(ports.free_port()),
-           "SAGEMAKER_SERVER_TIMING": "true", "SAGEMAKER_TFS_NGINX_LOGLEVEL": "warn"}
+    env = {
+        **ENV,
+        "SAGEMAKER_METRICS": "true",
+        "SAGEMAKER_METRICS_PORT": str(ports.free_port()),
+        "SAGEMAKER_SERVER_TIMING": "true",
+        "SAGEMAKER_TFS_NGINX_LOGLEVEL": "warn",
+    }
     with serve_stack.Stack(root, env=env, instances=2) as started:
         yield started
 
@@ -80,7 +84,7 @@ ROWS = [
     ("big integer", '{"instances": [123456789012345678901234567890]}', JSON, {}),
     ("duplicate key", '{"instances": [1.0], "instances": [2.0]}', JSON, {}),
     ("escaped key", '{"\\u0069nstances": [1.0]}', JSON, {}),
-    ("json lines as json", '[1.0]\n[2.0]\n', JSON, {}),
+    ("json lines as json", "[1.0]\n[2.0]\n", JSON, {}),
     ("json lines of numbers", "1.0\n2.0\n", JSON, {}),
     ("generic object", '{"x": 1.0}', JSON, {}),
     ("byte-order mark", b"\xef\xbb\xbf" + TFS.encode(), JSON, {}),
@@ -119,16 +123,18 @@ ROWS = [
 
 
 def _send(stack: serve_stack.Stack, body, content_type, headers) -> clients.Answer:
-    return invoke(stack, body, content_type, X_Amzn_RequestId="rid-direct", **{k.replace("-", "_"): v
-                                                                              for k, v in headers.items()})
+    return invoke(
+        stack, body, content_type, X_Amzn_RequestId="rid-direct", **{k.replace("-", "_"): v for k, v in headers.items()}
+    )
 
 
 def _seen(answer: clients.Answer) -> tuple:
     return answer.status, answer.content_type, answer.body, answer.headers.get("x-amzn-requestid")
 
 
-@pytest.mark.parametrize("name, body, content_type, headers", ROWS,
-                         ids=[getattr(row, "values", row)[0] for row in ROWS])
+@pytest.mark.parametrize(
+    "name, body, content_type, headers", ROWS, ids=[getattr(row, "values", row)[0] for row in ROWS]
+)
 def test_both_routes_give_the_same_answer(direct, app, name, body, content_type, headers):
     assert _seen(_send(direct, body, content_type, headers)) == _seen(_send(app, body, content_type, headers))
 
@@ -151,15 +157,19 @@ def test_the_body_decides_the_route(direct, app, body, route):
 
 @pytest.mark.parametrize("attributes, path", ATTRIBUTE_FORMS, ids=range(len(ATTRIBUTE_FORMS)))
 def test_every_custom_attribute_form_gets_one_answer(direct, app, attributes, path):
-    assert _seen(_send(direct, TFS, JSON, {ATTRIBUTES: attributes})) == _seen(_send(app, TFS, JSON,
-                                                                                     {ATTRIBUTES: attributes}))
+    assert _seen(_send(direct, TFS, JSON, {ATTRIBUTES: attributes})) == _seen(
+        _send(app, TFS, JSON, {ATTRIBUTES: attributes})
+    )
 
 
 def test_a_named_model_version_and_method_take_the_route(direct):
     named = invoke(direct, TFS, attributes="tfs-model-name=half_plus_two,tfs-model-version=124")
     assert (named.status, named.text, _answered_by(named)) == (200, pretty_predictions("2.5, 3.0, 4.5"), MODEL_SERVER)
-    regress = invoke(direct, '{"signature_name": "regress_x_to_y", "examples": [{"x": 2.0}]}',
-                     attributes="tfs-method=regress,tfs-model-name=half_plus_two")
+    regress = invoke(
+        direct,
+        '{"signature_name": "regress_x_to_y", "examples": [{"x": 2.0}]}',
+        attributes="tfs-method=regress,tfs-model-name=half_plus_two",
+    )
     assert (regress.status, regress.json(), _answered_by(regress)) == (200, {"results": [3.0]}, MODEL_SERVER)
 
 
@@ -167,8 +177,9 @@ def test_a_model_the_model_servers_do_not_serve_gets_the_apps_answer(direct, app
     """The model servers' 404 sends the request to the app, whose answer the client gets."""
     missing = invoke(direct, TFS, attributes="tfs-model-name=missing")
     assert _answered_by(missing) == APP
-    assert _seen(missing) == _seen(invoke(app, TFS, attributes="tfs-model-name=missing",
-                                          X_Amzn_RequestId=missing.headers["x-amzn-requestid"]))
+    assert _seen(missing) == _seen(
+        invoke(app, TFS, attributes="tfs-model-name=missing", X_Amzn_RequestId=missing.headers["x-amzn-requestid"])
+    )
     assert missing.status == 404 and missing.content_type == JSON and "missing" in missing.json()["error"]
 
 
@@ -207,16 +218,23 @@ def test_generated_requests_get_one_answer_on_both_routes(direct, app):
 
 
 def test_exact_answers(direct):
-    assert _seen(invoke(direct, TFS)) [:3] == (200, JSON, PREDICTIONS.encode())
+    assert _seen(invoke(direct, TFS))[:3] == (200, JSON, PREDICTIONS.encode())
     flat = invoke(direct, "[1.0, 2.0]")
     assert (flat.status, flat.text) == (200, pretty_predictions("[3.5, 4.0]"))
     invalid = invoke(direct, '{"instances": [1.0,')
     assert (invalid.status, invalid.json()) == (
-        400, {"error": "the request body is not valid JSON: Expecting value: line 1 column 20 (char 19)"})
+        400,
+        {"error": "the request body is not valid JSON: Expecting value: line 1 column 20 (char 19)"},
+    )
     shape = invoke(direct, '{"instances": ["a"]}')  # the model server's answer, as it wrote it
-    assert (shape.status, shape.content_type, shape.text) == (400, JSON, (
-        '{\n    "error": "Failed to process element: 0 of \'instances\' list. Error: INVALID_ARGUMENT: JSON Value: '
-        '\\"a\\" Type: String is not of expected type: float"\n}'))
+    assert (shape.status, shape.content_type, shape.text) == (
+        400,
+        JSON,
+        (
+            '{\n    "error": "Failed to process element: 0 of \'instances\' list. Error: INVALID_ARGUMENT: JSON Value: '
+            '\\"a\\" Type: String is not of expected type: float"\n}'
+        ),
+    )
     csv = invoke(direct, TFS, Accept="text/csv")
     assert (csv.status, csv.content_type, csv.text) == (200, "text/csv", "3.5\n4.0\n5.5")
 
@@ -266,16 +284,21 @@ def test_metrics_count_each_route(root):
     """serve's page counts the direct route's requests (nginx's log datagrams) apart from the app's. On a stack of
     its own, whose counts start at 0: no earlier test's request can still be on its way to the page."""
     port = ports.free_port()
-    with serve_stack.Stack(root, env={**ENV, "SAGEMAKER_METRICS": "true",
-                                      "SAGEMAKER_METRICS_PORT": str(port)}) as stack:
+    with serve_stack.Stack(
+        root, env={**ENV, "SAGEMAKER_METRICS": "true", "SAGEMAKER_METRICS_PORT": str(port)}
+    ) as stack:
         for _ in range(3):
             assert invoke(stack, TFS).status == 200
         assert invoke(stack, "[1.0]").status == 200  # falls back: the app answers it
         # the workers write their totals every 0.5 s; nginx logs a request once it is answered
         counts = "sagemaker_tfs_direct_request_duration_seconds_count", "sagemaker_tfs_request_duration_seconds_count"
-        metrics_pages.counted_page(port, {
-            metrics_pages.metric(counts[0], route="/invocations", status="200"): 3,  # direct
-            metrics_pages.metric(counts[1], route="/invocations", status="200"): 1})  # the app
+        metrics_pages.counted_page(
+            port,
+            {
+                metrics_pages.metric(counts[0], route="/invocations", status="200"): 3,  # direct
+                metrics_pages.metric(counts[1], route="/invocations", status="200"): 1,
+            },
+        )  # the app
 
 
 def test_server_timing_on_the_direct_route(direct):
@@ -293,11 +316,14 @@ def test_model_servers_down_both_routes_answer_as_the_app(direct, app):
         pids = [stack.pid_of(f"tfs-{i}") for i in range(len(stack.model_server_ports) // 2)]
         for pid in pids:
             os.kill(pid, signal.SIGKILL)
-        processes.wait_for(lambda: not any(ports.port_is_open(low + 2 * i + 1) for i in range(len(pids))),
-                           what="the model servers' REST ports to close")
+        processes.wait_for(
+            lambda: not any(ports.port_is_open(low + 2 * i + 1) for i in range(len(pids))),
+            what="the model servers' REST ports to close",
+        )
         answer = invoke(stack, TFS)
-        answers.append((answer.status, answer.content_type,
-                        re.sub(rb"127\.0\.0\.1:\d+", b"127.0.0.1:PORT", answer.body)))
+        answers.append(
+            (answer.status, answer.content_type, re.sub(rb"127\.0\.0\.1:\d+", b"127.0.0.1:PORT", answer.body))
+        )
     for stack in (direct, app):
         stack.wait_until(stack.ready, timeout=180, what="answering /ping with 200 again")
     assert answers[0] == answers[1]

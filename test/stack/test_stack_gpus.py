@@ -12,11 +12,10 @@ import signal
 import stat
 from pathlib import Path
 
-import pytest
-
 import model_dirs
 import paths
 import processes
+import pytest
 import serve_stack
 from sagemaker_tfs.config import cpu_count
 from stack_support import invoke
@@ -38,16 +37,19 @@ SCRIPT_LOADS = "one per GPU: the script's model_fn loads the model"
 
 
 def listing(count: int) -> str:
-    return "".join(f"GPU {i}: NVIDIA A10G (UUID: GPU-{i}{i}{i}{i}aaaa-bbbb-cccc-dddd-eeeeeeeeeeee)\n"
-                   for i in range(count))
+    return "".join(
+        f"GPU {i}: NVIDIA A10G (UUID: GPU-{i}{i}{i}{i}aaaa-bbbb-cccc-dddd-eeeeeeeeeeee)\n" for i in range(count)
+    )
 
 
 # GPU 0 in MIG mode with three MIG devices (a CUDA process enumerates one of them), GPU 1 whole: CUDA sees 2
-MIG = ("GPU 0: NVIDIA A100-SXM4-40GB (UUID: GPU-5d5ba0d6-d33d-2b2c-524d-9e3d8d2b8a77)\n"
-       "  MIG 1g.5gb      Device  0: (UUID: MIG-c6d4f1ef-42e4-5de3-91c7-45d71c87eb3f)\n"
-       "  MIG 1g.5gb      Device  1: (UUID: MIG-cba663e8-9bed-5b25-b243-5985ef7c9beb)\n"
-       "  MIG 2g.10gb     Device  2: (UUID: MIG-1e3ea1d3-2f4f-5c1b-a8a6-3c0e4d87e5b7)\n"
-       "GPU 1: NVIDIA A100-SXM4-40GB (UUID: GPU-a4c07c49-9a32-7d7c-0c1c-2b4ef1d4c8a1)\n")
+MIG = (
+    "GPU 0: NVIDIA A100-SXM4-40GB (UUID: GPU-5d5ba0d6-d33d-2b2c-524d-9e3d8d2b8a77)\n"
+    "  MIG 1g.5gb      Device  0: (UUID: MIG-c6d4f1ef-42e4-5de3-91c7-45d71c87eb3f)\n"
+    "  MIG 1g.5gb      Device  1: (UUID: MIG-cba663e8-9bed-5b25-b243-5985ef7c9beb)\n"
+    "  MIG 2g.10gb     Device  2: (UUID: MIG-1e3ea1d3-2f4f-5c1b-a8a6-3c0e4d87e5b7)\n"
+    "GPU 1: NVIDIA A100-SXM4-40GB (UUID: GPU-a4c07c49-9a32-7d7c-0c1c-2b4ef1d4c8a1)\n"
+)
 
 
 @pytest.fixture(autouse=True)
@@ -93,7 +95,8 @@ def test_four_gpus_one_worker_per_gpu_and_a_replacement_takes_the_dead_workers_g
     with toolkit_stack(tmp_path, listing_nvidia_smi(tmp_path, listing(4))) as stack:
         assert gpu_line(stack) == (
             f"GPUs: 4 seen by CUDA (nvidia-smi -L lists 4 GPUs); gunicorn workers: 4 ({SCRIPT_LOADS}), toolkit gpu_id "
-            "by worker slot: 0->0, 1->1, 2->2, 3->3; model servers: none")
+            "by worker slot: 0->0, 1->1, 2->2, 3->3; model servers: none"
+        )
         by_pid = seen(stack, 4)
         assert sorted(by_pid.values()) == ["0", "1", "2", "3"]
         assert stack.gunicorn_workers() == set(by_pid)
@@ -105,8 +108,10 @@ def test_four_gpus_one_worker_per_gpu_and_a_replacement_takes_the_dead_workers_g
         after = seen(stack, 5)
         (replacement,) = set(after) - set(by_pid)
         assert after[replacement] == "2"
-        processes.wait_for(lambda: stack.gunicorn_workers() == set(by_pid) - {victim} | {replacement},
-                           what="the replacement to be the only new worker")
+        processes.wait_for(
+            lambda: stack.gunicorn_workers() == set(by_pid) - {victim} | {replacement},
+            what="the replacement to be the only new worker",
+        )
 
 
 def test_the_toolkit_worker_count_overrides_the_gpu_default_and_spreads_over_every_gpu(tmp_path):
@@ -114,7 +119,8 @@ def test_the_toolkit_worker_count_overrides_the_gpu_default_and_spreads_over_eve
     with toolkit_stack(tmp_path, env) as stack:
         assert gpu_line(stack) == (
             "GPUs: 4 seen by CUDA (nvidia-smi -L lists 4 GPUs); gunicorn workers: 6 (SAGEMAKER_MODEL_SERVER_WORKERS), "
-            "toolkit gpu_id by worker slot: 0->0, 1->1, 2->2, 3->3, 4->0, 5->1; model servers: none")
+            "toolkit gpu_id by worker slot: 0->0, 1->1, 2->2, 3->3, 4->0, 5->1; model servers: none"
+        )
         assert sorted(seen(stack, 6).values()) == ["0", "0", "1", "1", "2", "3"]
         assert len(stack.gunicorn_workers()) == 6
 
@@ -123,7 +129,8 @@ def test_one_gpu_one_worker(tmp_path):
     with toolkit_stack(tmp_path, listing_nvidia_smi(tmp_path, listing(1))) as stack:
         assert gpu_line(stack) == (
             f"GPUs: 1 seen by CUDA (nvidia-smi -L lists 1 GPU); gunicorn workers: 1 ({SCRIPT_LOADS}), toolkit gpu_id "
-            "by worker slot: 0->0; model servers: none")
+            "by worker slot: 0->0; model servers: none"
+        )
         assert list(seen(stack, 1).values()) == ["0"]
         assert len(stack.gunicorn_workers()) == 1
 
@@ -132,7 +139,8 @@ def test_mig_devices_count_as_cuda_enumerates_them(tmp_path):
     with toolkit_stack(tmp_path, listing_nvidia_smi(tmp_path, MIG)) as stack:
         assert gpu_line(stack) == (
             "GPUs: 2 seen by CUDA (nvidia-smi -L lists 2 GPUs, 3 MIG devices (a CUDA process sees one)); gunicorn "
-            f"workers: 2 ({SCRIPT_LOADS}), toolkit gpu_id by worker slot: 0->0, 1->1; model servers: none")
+            f"workers: 2 ({SCRIPT_LOADS}), toolkit gpu_id by worker slot: 0->0, 1->1; model servers: none"
+        )
         assert sorted(seen(stack, 2).values()) == ["0", "1"]
 
 
@@ -141,24 +149,33 @@ def test_cuda_visible_devices_chooses_the_gpus_and_gpu_id_indexes_them(tmp_path)
     with toolkit_stack(tmp_path, env) as stack:
         assert gpu_line(stack) == (
             "GPUs: 2 seen by CUDA (nvidia-smi -L lists 4 GPUs, CUDA_VISIBLE_DEVICES=3,1,7); gunicorn workers: 2 "
-            f"({SCRIPT_LOADS}), toolkit gpu_id by worker slot: 0->0, 1->1; model servers: none")
+            f"({SCRIPT_LOADS}), toolkit gpu_id by worker slot: 0->0, 1->1; model servers: none"
+        )
         assert sorted(seen(stack, 2).values()) == ["0", "1"]
 
 
-@pytest.mark.parametrize("nvidia_smi, how", [
-    ("echo 'No devices were found'; exit 6", "nvidia-smi -L failed (exit 6): No devices were found"),
-    ("echo 'NVIDIA-SMI has failed because it could not communicate with the NVIDIA driver.'; exit 9",
-     "nvidia-smi -L failed (exit 9): NVIDIA-SMI has failed because it could not communicate with the NVIDIA driver."),
-    (None, "nvidia-smi not found"),
-], ids=["no GPU listed", "no driver", "no nvidia-smi"])
+@pytest.mark.parametrize(
+    "nvidia_smi, how",
+    [
+        ("echo 'No devices were found'; exit 6", "nvidia-smi -L failed (exit 6): No devices were found"),
+        (
+            "echo 'NVIDIA-SMI has failed because it could not communicate with the NVIDIA driver.'; exit 9",
+            "nvidia-smi -L failed (exit 9): NVIDIA-SMI has failed because it could not communicate with the NVIDIA driver.",
+        ),
+        (None, "nvidia-smi not found"),
+    ],
+    ids=["no GPU listed", "no driver", "no nvidia-smi"],
+)
 def test_without_gpus_one_worker_per_core_and_gpu_id_none(tmp_path, nvidia_smi, how):
     env = stand_in(tmp_path, nvidia_smi) if nvidia_smi else {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
     if shutil.which("nvidia-smi", path=env["PATH"]) and not nvidia_smi:
         pytest.skip("this machine has an nvidia-smi")
     with toolkit_stack(tmp_path, env) as stack:
         cores = cpu_count()
-        assert gpu_line(stack) == (f"GPUs: 0 seen by CUDA ({how}); gunicorn workers: {cores} (one per core), toolkit "
-                                   "gpu_id by worker slot: None; model servers: none")
+        assert gpu_line(stack) == (
+            f"GPUs: 0 seen by CUDA ({how}); gunicorn workers: {cores} (one per core), toolkit "
+            "gpu_id by worker slot: None; model servers: none"
+        )
         assert list(seen(stack, cores).values()) == ["None"] * cores
         if nvidia_smi:
             processes.wait_for_log(stack, f"WARNING serve: {how}: counting no GPU")
@@ -169,8 +186,10 @@ def test_a_hanging_nvidia_smi_costs_its_timeout_then_counts_no_gpu(tmp_path):
     env = {**stand_in(tmp_path, f"echo $$ > {pid_file}; exec sleep 600"), "SAGEMAKER_NVIDIA_SMI_TIMEOUT_SECONDS": "1"}
     with toolkit_stack(tmp_path, env) as stack:
         how = "nvidia-smi -L did not answer within 1 s"
-        assert gpu_line(stack) == (f"GPUs: 0 seen by CUDA ({how}); gunicorn workers: {cpu_count()} (one per core), "
-                                   "toolkit gpu_id by worker slot: None; model servers: none")
+        assert gpu_line(stack) == (
+            f"GPUs: 0 seen by CUDA ({how}); gunicorn workers: {cpu_count()} (one per core), "
+            "toolkit gpu_id by worker slot: None; model servers: none"
+        )
         processes.wait_for_log(stack, f"WARNING serve: {how} (SAGEMAKER_NVIDIA_SMI_TIMEOUT_SECONDS): counting no GPU")
         hung = int(pid_file.read_text())
         processes.wait_for(lambda: not processes.pid_alive(hung), what="the hanging nvidia-smi to be killed")
@@ -179,17 +198,23 @@ def test_a_hanging_nvidia_smi_costs_its_timeout_then_counts_no_gpu(tmp_path):
 def test_a_handler_script_keeps_a_worker_per_core_and_gets_a_model_server_per_gpu(tmp_path):
     """The model servers hold the model: workers per core; one instance per GPU CUDA sees (SAGEMAKER_TFS_INSTANCE_COUNT
     unset), each pinned to its GPU as serve's CUDA_VISIBLE_DEVICES names it, with the memory share rule."""
-    folder = model_dirs.write_code(model_dirs.copy_model(paths.HALF_PLUS_THREE, tmp_path, "model"),
-                                   "def handler(data, context):\n    return data.read(), 'application/json'\n")
-    env = {**listing_nvidia_smi(tmp_path, listing(4)), "CUDA_VISIBLE_DEVICES": "1,2,3",
-           "SAGEMAKER_TFS_INSTANCE_COUNT": ""}  # unset
+    folder = model_dirs.write_code(
+        model_dirs.copy_model(paths.HALF_PLUS_THREE, tmp_path, "model"),
+        "def handler(data, context):\n    return data.read(), 'application/json'\n",
+    )
+    env = {
+        **listing_nvidia_smi(tmp_path, listing(4)),
+        "CUDA_VISIBLE_DEVICES": "1,2,3",
+        "SAGEMAKER_TFS_INSTANCE_COUNT": "",
+    }  # unset
     with serve_stack.Stack(folder, env=env, instances=3) as stack:
         cores = cpu_count()
         slots = ", ".join(f"{slot}->{slot % 3}" for slot in range(cores))
         assert gpu_line(stack) == (
             f"GPUs: 3 seen by CUDA (nvidia-smi -L lists 4 GPUs, CUDA_VISIBLE_DEVICES=1,2,3); gunicorn workers: {cores} "
             f"(one per core), toolkit gpu_id by worker slot: {slots}; model servers: 3 (one per GPU), "
-            "CUDA_VISIBLE_DEVICES by instance: 0->1, 1->2, 2->3, --per_process_gpu_memory_fraction=0.8")
+            "CUDA_VISIBLE_DEVICES by instance: 0->1, 1->2, 2->3, --per_process_gpu_memory_fraction=0.8"
+        )
         pinned = [environ(stack.pid_of(f"tfs-{i}")).get("CUDA_VISIBLE_DEVICES") for i in range(3)]
         assert pinned == ["1", "2", "3"]
         assert len(stack.gunicorn_workers()) == cores

@@ -8,9 +8,8 @@ import subprocess
 import sys
 import zipfile
 
-import pytest
-
 import processes
+import pytest
 import serve_stack
 from stack_support import invoke, model_dir
 
@@ -97,13 +96,20 @@ def test_pair_shapes_the_request_and_the_answer(pair):
 def test_pair_whose_output_handler_raises_on_a_model_server_error_passes_that_error_on(pair):
     answer = invoke(pair, '{"instances": ["a"]}')
     assert answer.status == 400
-    assert answer.json() == {"error": "Failed to process element: 0 of 'instances' list. Error: INVALID_ARGUMENT: "
-                                      "JSON Value: \"a\" Type: String is not of expected type: float"}
+    assert answer.json() == {
+        "error": "Failed to process element: 0 of 'instances' list. Error: INVALID_ARGUMENT: "
+        'JSON Value: "a" Type: String is not of expected type: float'
+    }
 
 
 def test_handler_answers_a_bare_dict_with_the_context_of_the_request(handler):
-    answer = invoke(handler, "[1.0, 2.0]", "application/json; charset=utf-8",
-                    "tfs-model-name=model,tfs-model-version=123,tfs-method=predict", Accept="*/*")
+    answer = invoke(
+        handler,
+        "[1.0, 2.0]",
+        "application/json; charset=utf-8",
+        "tfs-model-name=model,tfs-model-version=123,tfs-method=predict",
+        Accept="*/*",
+    )
     assert (answer.status, answer.headers["content-type"]) == (200, "application/json"), answer.text
     body = answer.json()
     assert body["predictions"] == [3.5, 4.0]
@@ -111,19 +117,29 @@ def test_handler_answers_a_bare_dict_with_the_context_of_the_request(handler):
     assert re.fullmatch(r"http://127\.0\.0\.1:\d+/v1/models/model/versions/123:predict", context.pop("rest_uri"))
     assert re.fullmatch(r"\d+", context.pop("grpc_port"))
     assert context == {
-        "model_name": "model", "model_version": "123", "method": "predict",
+        "model_name": "model",
+        "model_version": "123",
+        "method": "predict",
         "custom_attributes": "tfs-model-name=model,tfs-model-version=123,tfs-method=predict",
-        "request_content_type": "application/json; charset=utf-8", "accept_header": "*/*", "content_length": 10,
-        "timeout": 30.0}
+        "request_content_type": "application/json; charset=utf-8",
+        "accept_header": "*/*",
+        "content_length": 10,
+        "timeout": 30.0,
+    }
     assert body["channel"] == "Channel"
 
 
 def test_handler_context_defaults_without_headers(handler):
     context = invoke(handler, "[1.0]", content_type=None).json()["context"]
     assert re.fullmatch(r"http://127\.0\.0\.1:\d+/v1/models/model:predict", context["rest_uri"])
-    assert (context["model_name"], context["model_version"], context["method"], context["custom_attributes"],
-            context["request_content_type"], context["accept_header"]) == (None, None, None, None,
-                                                                           "application/json", "application/json")
+    assert (
+        context["model_name"],
+        context["model_version"],
+        context["method"],
+        context["custom_attributes"],
+        context["request_content_type"],
+        context["accept_header"],
+    ) == (None, None, None, None, "application/json", "application/json")
 
 
 def test_a_user_exception_is_a_500_with_its_message_and_a_logged_traceback(handler):
@@ -143,17 +159,25 @@ def test_a_handler_error_chooses_the_status(handler):
 @pytest.fixture(scope="module")
 def wheel_requirements(tmp_path_factory):
     """A model whose requirements.txt installs `stackdemo` from a wheel built here (no index); uninstalled after."""
-    folder = model_dir(tmp_path_factory.mktemp("requirements"), WHEEL_HANDLER, {
-        "requirements.txt": "--no-index\n--find-links wheels\nstackdemo==0.1\n"})
+    folder = model_dir(
+        tmp_path_factory.mktemp("requirements"),
+        WHEEL_HANDLER,
+        {"requirements.txt": "--no-index\n--find-links wheels\nstackdemo==0.1\n"},
+    )
     wheels = folder / "code" / "wheels"
     wheels.mkdir()
     with zipfile.ZipFile(wheels / "stackdemo-0.1-py3-none-any.whl", "w") as wheel:
         wheel.writestr("stackdemo/__init__.py", 'VALUE = "stackdemo 0.1, installed from code/requirements.txt"\n')
         wheel.writestr("stackdemo-0.1.dist-info/METADATA", "Metadata-Version: 2.1\nName: stackdemo\nVersion: 0.1\n")
-        wheel.writestr("stackdemo-0.1.dist-info/WHEEL",
-                       "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
-        wheel.writestr("stackdemo-0.1.dist-info/RECORD", "stackdemo/__init__.py,,\nstackdemo-0.1.dist-info/METADATA,,\n"
-                       "stackdemo-0.1.dist-info/WHEEL,,\nstackdemo-0.1.dist-info/RECORD,,\n")
+        wheel.writestr(
+            "stackdemo-0.1.dist-info/WHEEL",
+            "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        )
+        wheel.writestr(
+            "stackdemo-0.1.dist-info/RECORD",
+            "stackdemo/__init__.py,,\nstackdemo-0.1.dist-info/METADATA,,\n"
+            "stackdemo-0.1.dist-info/WHEEL,,\nstackdemo-0.1.dist-info/RECORD,,\n",
+        )
     try:
         with serve_stack.Stack(folder) as stack:
             yield stack
@@ -177,5 +201,6 @@ def test_code_lib_wins_over_requirements_which_are_not_installed(tmp_path_factor
     files = {**LIB, "requirements.txt": "no-such-package-anywhere==1.0\n"}  # would fail to install
     with stack_of(tmp_path_factory, "lib-and-requirements", LIB_HANDLER, files) as stack:
         assert invoke(stack, "[2.0]").json() == {"predictions": [5.0]}
-        processes.wait_for_log(stack, "/code/lib exists: its modules are used and ",
-                               "requirements.txt is not installed")
+        processes.wait_for_log(
+            stack, "/code/lib exists: its modules are used and ", "requirements.txt is not installed"
+        )

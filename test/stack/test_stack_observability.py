@@ -9,11 +9,10 @@ import os
 import signal
 from urllib.parse import urlsplit
 
-import pytest
-
 import metrics_pages
 import ports
 import processes
+import pytest
 import serve_stack
 from stack_support import call, invoke, model_dir
 
@@ -42,8 +41,11 @@ TFS_PAGE = "/monitoring/prometheus/metrics"
 
 
 def invocations(page: dict) -> float:
-    return sum(v for (name, labels), v in page.items()
-               if name == "sagemaker_tfs_request_duration_seconds_count" and ("route", "/invocations") in labels)
+    return sum(
+        v
+        for (name, labels), v in page.items()
+        if name == "sagemaker_tfs_request_duration_seconds_count" and ("route", "/invocations") in labels
+    )
 
 
 def gunicorn_workers(stack: serve_stack.Stack) -> set[int]:
@@ -55,8 +57,12 @@ def gunicorn_workers(stack: serve_stack.Stack) -> set[int]:
 def metered(tmp_path_factory):
     root = tmp_path_factory.mktemp("metered")
     port = ports.free_port()
-    env = {"SAGEMAKER_METRICS": "true", "SAGEMAKER_METRICS_PORT": str(port), "SAGEMAKER_SERVER_TIMING": "true",
-           "SAGEMAKER_GUNICORN_WORKERS": "2"}
+    env = {
+        "SAGEMAKER_METRICS": "true",
+        "SAGEMAKER_METRICS_PORT": str(port),
+        "SAGEMAKER_SERVER_TIMING": "true",
+        "SAGEMAKER_GUNICORN_WORKERS": "2",
+    }
     with serve_stack.Stack(model_dir(root, PASS_THROUGH), env) as stack:
         stack.metrics_url = f"http://127.0.0.1:{port}/metrics"
         stack.metrics_port = port
@@ -84,14 +90,20 @@ def test_requests_are_counted_by_route_status_and_stage_over_every_worker(metere
 
     # Workers write their totals twice a second, each its own: the page once it has every count checked here.
     stage_counts = "sagemaker_tfs_stage_duration_seconds_count"
-    page = metrics_pages.counted_page(metered.metrics_port, {
-        metric(REQUESTS, route="/invocations", status="200"): 3,
-        metric(REQUESTS, route="/invocations", status="400"): 1,
-        metric(REQUESTS, route="/ping", status="200"): 1,
-        **{metric(stage_counts, route="/invocations", stage=stage): 4
-           for stage in ("input_handler", "model_server", "output_handler")},
-        metric("sagemaker_tfs_request_duration_seconds_bucket", route="/invocations", status="200", le="+Inf"): 3,
-    }, before)
+    page = metrics_pages.counted_page(
+        metered.metrics_port,
+        {
+            metric(REQUESTS, route="/invocations", status="200"): 3,
+            metric(REQUESTS, route="/invocations", status="400"): 1,
+            metric(REQUESTS, route="/ping", status="200"): 1,
+            **{
+                metric(stage_counts, route="/invocations", stage=stage): 4
+                for stage in ("input_handler", "model_server", "output_handler")
+            },
+            metric("sagemaker_tfs_request_duration_seconds_bucket", route="/invocations", status="200", le="+Inf"): 3,
+        },
+        before,
+    )
     assert invocations(page) - invocations(before) == 4
     assert value(page, REQUESTS, route="other", status="404") is None  # nginx answers other paths itself
     assert value(page, "sagemaker_tfs_requests_in_flight") == 0
@@ -102,10 +114,17 @@ def test_requests_are_counted_by_route_status_and_stage_over_every_worker(metere
     assert ports.listening_addresses(metered.metrics_port) == {"127.0.0.1"}
 
     # The model server's own page (TFS's names) on its loopback REST port.
-    metrics_pages.counted_page(tfs_port, {
-        metric(":tensorflow:serving:request_count_total", model_name="model", status="INVALID_ARGUMENT"): 1,
-        metric(":tensorflow:serving:request_latency_count", API="predict", entrypoint="REST", model_name="model"): 3,
-    }, tfs_before, TFS_PAGE)
+    metrics_pages.counted_page(
+        tfs_port,
+        {
+            metric(":tensorflow:serving:request_count_total", model_name="model", status="INVALID_ARGUMENT"): 1,
+            metric(
+                ":tensorflow:serving:request_latency_count", API="predict", entrypoint="REST", model_name="model"
+            ): 3,
+        },
+        tfs_before,
+        TFS_PAGE,
+    )
 
 
 def test_a_killed_worker_is_a_restart_and_its_counts_stay(metered):
@@ -113,8 +132,10 @@ def test_a_killed_worker_is_a_restart_and_its_counts_stay(metered):
     workers = gunicorn_workers(metered)
     assert len(workers) == 2
     os.kill(min(workers), signal.SIGKILL)
-    processes.wait_for(lambda: len(gunicorn_workers(metered) - workers) == 1 and len(gunicorn_workers(metered)) == 2,
-                       what="gunicorn to replace the worker")
+    processes.wait_for(
+        lambda: len(gunicorn_workers(metered) - workers) == 1 and len(gunicorn_workers(metered)) == 2,
+        what="gunicorn to replace the worker",
+    )
     assert invoke(metered, INSTANCES).status == 200
     processes.wait_for(lambda: invocations(scrape(metered.metrics_url)) == served + 1, what="the page to count it")
     page = scrape(metered.metrics_url)
@@ -149,8 +170,9 @@ def test_nginx_writes_an_access_line_per_request_with_its_id_and_times(metered):
     assert invoke(metered, "{", X_Amzn_RequestId="rid-access-2").status == 400
 
     log = processes.wait_for_log(metered, " id=rid-access-1\n", " id=rid-access-2\n")
-    processes.wait_for(lambda: invocations(scrape(metered.metrics_url)) == served + 2,
-                       what="the page to count both")  # the page settled, for the others
+    processes.wait_for(
+        lambda: invocations(scrape(metered.metrics_url)) == served + 2, what="the page to count both"
+    )  # the page settled, for the others
     first, second = [line for line in log.splitlines() if " id=rid-access-" in line]
     assert first.startswith('127.0.0.1 "POST /invocations HTTP/1.1" 200 ') and first.endswith(" id=rid-access-1")
     assert second.startswith('127.0.0.1 "POST /invocations HTTP/1.1" 400 ') and second.endswith(" id=rid-access-2")

@@ -7,19 +7,18 @@ import os
 import shutil
 import signal
 
+import clients
 import falcon
 import falcon.testing
+import processes
 import pytest
-
+import serve_stack
 from sagemaker_tfs.config import Settings
 from sagemaker_tfs.runtime_api import members, realtime
 from sagemaker_tfs.runtime_api.container import Answer
-from sagemaker_tfs.runtime_api.errors import RuntimeApiError, answer as error_answer
+from sagemaker_tfs.runtime_api.errors import RuntimeApiError
+from sagemaker_tfs.runtime_api.errors import answer as error_answer
 from sagemaker_tfs.web.middleware import RequestId
-
-import clients
-import processes
-import serve_stack
 from stack_support import invoke, model_dir
 
 ON = {"SAGEMAKER_LOCAL_RUNTIME_API": "true"}
@@ -46,18 +45,25 @@ def stack(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def scripted(tmp_path_factory):
-    env = {**ON, "SAGEMAKER_LOCAL_RUNTIME_TIMEOUT_SECONDS": "1", "SAGEMAKER_LOCAL_RUNTIME_VARIANT": "Blue",
-           "SAGEMAKER_GUNICORN_WORKERS": "1"}  # one worker: a call that times out must not hold up the others
+    env = {
+        **ON,
+        "SAGEMAKER_LOCAL_RUNTIME_TIMEOUT_SECONDS": "1",
+        "SAGEMAKER_LOCAL_RUNTIME_VARIANT": "Blue",
+        "SAGEMAKER_GUNICORN_WORKERS": "1",
+    }  # one worker: a call that times out must not hold up the others
     with serve_stack.Stack(model_dir(tmp_path_factory.mktemp("scripted"), SLOW_SCRIPT), env=env) as running:
         yield running
 
 
-@pytest.mark.parametrize("body, content_type, accept, attributes", [
-    (BODY, "application/json", None, None),  # the direct route
-    (BODY, "application/json", None, "tfs-model-name=model,tfs-method=predict"),  # the direct route, named
-    (b"1.0\n2.0\n", "text/csv", "text/csv", None),  # the app's codecs
-    (b"[1.0, 2.0]", "application/json", "application/jsonlines", None),
-])
+@pytest.mark.parametrize(
+    "body, content_type, accept, attributes",
+    [
+        (BODY, "application/json", None, None),  # the direct route
+        (BODY, "application/json", None, "tfs-model-name=model,tfs-method=predict"),  # the direct route, named
+        (b"1.0\n2.0\n", "text/csv", "text/csv", None),  # the app's codecs
+        (b"[1.0, 2.0]", "application/json", "application/jsonlines", None),
+    ],
+)
 def test_invoke_endpoint_answers_what_invocations_answers(stack, body, content_type, accept, attributes):
     headers = {"Accept": accept} if accept else {}
     expected = invoke(stack, body, content_type, attributes, **headers)
@@ -66,7 +72,8 @@ def test_invoke_endpoint_answers_what_invocations_answers(stack, body, content_t
     if attributes:
         args["CustomAttributes"] = attributes
     answer = clients.runtime_client(stack.port).invoke_endpoint(
-        EndpointName="local-endpoint", Body=body, ContentType=content_type, **args)
+        EndpointName="local-endpoint", Body=body, ContentType=content_type, **args
+    )
     assert answer["Body"].read() == expected.body
     assert answer["ContentType"] == expected.content_type
     assert answer["InvokedProductionVariant"] == "AllTraffic"
@@ -78,29 +85,40 @@ def test_a_client_error_of_the_container_is_a_model_error_with_its_status_and_bo
     bad = b'{"instances": ["a"]}'
     container = invoke(stack, bad)
     assert container.status == 400
-    error = clients.client_error(lambda: clients.runtime_client(stack.port).invoke_endpoint(
-        EndpointName="local-endpoint", Body=bad, ContentType="application/json"))
+    error = clients.client_error(
+        lambda: clients.runtime_client(stack.port).invoke_endpoint(
+            EndpointName="local-endpoint", Body=bad, ContentType="application/json"
+        )
+    )
     assert error["ResponseMetadata"]["HTTPStatusCode"] == 424
     assert error["Error"]["Code"] == "ModelError"
     assert error["OriginalStatusCode"] == 400
     assert error["OriginalMessage"] == container.text
-    stream = (f"arn:aws:logs:local:000000000000:log-group:/aws/sagemaker/Endpoints/local-endpoint:log-stream:"
-              f"AllTraffic/serve-{stack.proc.pid}")
+    stream = (
+        f"arn:aws:logs:local:000000000000:log-group:/aws/sagemaker/Endpoints/local-endpoint:log-stream:"
+        f"AllTraffic/serve-{stack.proc.pid}"
+    )
     assert error["LogStreamArn"] == stream
-    assert error["Error"]["Message"] == (f'Received client error (400) from primary with message "{container.text}". '
-                                         f"See {stream} for more information.")
+    assert error["Error"]["Message"] == (
+        f'Received client error (400) from primary with message "{container.text}". See {stream} for more information.'
+    )
 
 
-@pytest.mark.parametrize("which, body, content_type", [
-    ("stack", BODY, "application/json"),  # the direct route
-    ("stack", b"1.0\n2.0\n", "text/csv"),  # the app's workers
-    ("scripted", b"1,2", "text/csv"),  # the app's workers, with a script
-])
-def test_the_request_id_endpoint_name_and_inference_id_are_logged_and_the_id_answered(request, which, body,
-                                                                                      content_type):
+@pytest.mark.parametrize(
+    "which, body, content_type",
+    [
+        ("stack", BODY, "application/json"),  # the direct route
+        ("stack", b"1.0\n2.0\n", "text/csv"),  # the app's workers
+        ("scripted", b"1,2", "text/csv"),  # the app's workers, with a script
+    ],
+)
+def test_the_request_id_endpoint_name_and_inference_id_are_logged_and_the_id_answered(
+    request, which, body, content_type
+):
     stack = request.getfixturevalue(which)
     answer = clients.runtime_client(stack.port).invoke_endpoint(
-        EndpointName="logged-endpoint", Body=body, ContentType=content_type, InferenceId="inference-7")
+        EndpointName="logged-endpoint", Body=body, ContentType=content_type, InferenceId="inference-7"
+    )
     rid = answer["ResponseMetadata"]["RequestId"]
     assert len(rid) == 36
     processes.wait_for_log(stack, f"request {rid}: InvokeEndpoint logged-endpoint, inference id inference-7")
@@ -108,8 +126,11 @@ def test_the_request_id_endpoint_name_and_inference_id_are_logged_and_the_id_ans
 
 def test_a_body_over_the_payload_limit_is_a_validation_error(stack):
     body = b'{"instances": [' + b"1.0, " * (1024 * 1024 // 5) + b"1.0]}"
-    error = clients.client_error(lambda: clients.runtime_client(stack.port).invoke_endpoint(
-        EndpointName="e", Body=body, ContentType="application/json"))
+    error = clients.client_error(
+        lambda: clients.runtime_client(stack.port).invoke_endpoint(
+            EndpointName="e", Body=body, ContentType="application/json"
+        )
+    )
     assert error["ResponseMetadata"]["HTTPStatusCode"] == 400
     assert error["Error"]["Code"] == "ValidationError"
     rid = error["ResponseMetadata"]["RequestId"]
@@ -117,54 +138,91 @@ def test_a_body_over_the_payload_limit_is_a_validation_error(stack):
 
 
 def test_an_empty_body_is_a_validation_error(stack):
-    error = clients.client_error(lambda: clients.runtime_client(stack.port).invoke_endpoint(
-        EndpointName="e", Body=b"", ContentType="application/json"))
+    error = clients.client_error(
+        lambda: clients.runtime_client(stack.port).invoke_endpoint(
+            EndpointName="e", Body=b"", ContentType="application/json"
+        )
+    )
     assert (error["Error"]["Code"], error["ResponseMetadata"]["HTTPStatusCode"]) == ("ValidationError", 400)
-    assert error["Error"]["Message"] == ("1 validation error detected: Value at 'body' failed to satisfy constraint: "
-                                         "Member must not be empty")
+    assert error["Error"]["Message"] == (
+        "1 validation error detected: Value at 'body' failed to satisfy constraint: Member must not be empty"
+    )
 
 
 def test_a_target_model_on_a_single_model_endpoint_is_a_validation_error(stack):
-    error = clients.client_error(lambda: clients.runtime_client(stack.port).invoke_endpoint(
-        EndpointName="e", Body=BODY, ContentType="application/json", TargetModel="model.tar.gz"))
+    error = clients.client_error(
+        lambda: clients.runtime_client(stack.port).invoke_endpoint(
+            EndpointName="e", Body=BODY, ContentType="application/json", TargetModel="model.tar.gz"
+        )
+    )
     assert (error["Error"]["Code"], error["ResponseMetadata"]["HTTPStatusCode"]) == ("ValidationError", 400)
-    assert error["Error"]["Message"] == ("TargetModel is only valid for a multi-model endpoint: this container "
-                                         "serves one model (SAGEMAKER_MULTI_MODEL is not true)")
+    assert error["Error"]["Message"] == (
+        "TargetModel is only valid for a multi-model endpoint: this container "
+        "serves one model (SAGEMAKER_MULTI_MODEL is not true)"
+    )
 
 
-@pytest.mark.parametrize("member, value, message", [
-    ("TargetContainerHostname", "c1", "TargetContainerHostname is not supported by the local endpoint e: it serves one "
-                                      "container, not a multi-container endpoint with direct invocation"),
-    ("EnableExplanations", "`true`", "EnableExplanations is not supported by the local endpoint e: it has no "
-                                     "SageMaker Clarify explainer"),
-    ("InferenceComponentName", "ic-1", "InferenceComponentName is not supported by the local endpoint e: it has no "
-                                       "inference components"),
-    ("TargetVariant", "Green", "TargetVariant 'Green' is not a production variant of endpoint e: its one variant is "
-                               "AllTraffic (SAGEMAKER_LOCAL_RUNTIME_VARIANT)"),
-])
+@pytest.mark.parametrize(
+    "member, value, message",
+    [
+        (
+            "TargetContainerHostname",
+            "c1",
+            "TargetContainerHostname is not supported by the local endpoint e: it serves one "
+            "container, not a multi-container endpoint with direct invocation",
+        ),
+        (
+            "EnableExplanations",
+            "`true`",
+            "EnableExplanations is not supported by the local endpoint e: it has no SageMaker Clarify explainer",
+        ),
+        (
+            "InferenceComponentName",
+            "ic-1",
+            "InferenceComponentName is not supported by the local endpoint e: it has no inference components",
+        ),
+        (
+            "TargetVariant",
+            "Green",
+            "TargetVariant 'Green' is not a production variant of endpoint e: its one variant is "
+            "AllTraffic (SAGEMAKER_LOCAL_RUNTIME_VARIANT)",
+        ),
+    ],
+)
 def test_members_one_local_container_cannot_honour_are_refused(stack, member, value, message):
-    error = clients.client_error(lambda: clients.runtime_client(stack.port).invoke_endpoint(
-        EndpointName="e", Body=BODY, ContentType="application/json", **{member: value}))
+    error = clients.client_error(
+        lambda: clients.runtime_client(stack.port).invoke_endpoint(
+            EndpointName="e", Body=BODY, ContentType="application/json", **{member: value}
+        )
+    )
     assert (error["ResponseMetadata"]["HTTPStatusCode"], error["Error"]["Code"]) == (400, "ValidationError")
     assert error["Error"]["Message"] == message
 
 
 def test_the_endpoint_s_own_variant_is_accepted(stack):
     answer = clients.runtime_client(stack.port).invoke_endpoint(
-        EndpointName="e", Body=BODY, ContentType="application/json", TargetVariant="AllTraffic")
+        EndpointName="e", Body=BODY, ContentType="application/json", TargetVariant="AllTraffic"
+    )
     assert answer["Body"].read() == invoke(stack, BODY).body
 
 
 def test_members_that_break_the_service_model_are_validation_errors_in_sagemaker_s_words(stack):
-    error = clients.client_error(lambda: clients.runtime_client(stack.port).invoke_endpoint(
-        EndpointName="my_endpoint", Body=BODY, ContentType="application/json", InferenceId="i" * 65,
-        CustomAttributes="a" * 1025))
+    error = clients.client_error(
+        lambda: clients.runtime_client(stack.port).invoke_endpoint(
+            EndpointName="my_endpoint",
+            Body=BODY,
+            ContentType="application/json",
+            InferenceId="i" * 65,
+            CustomAttributes="a" * 1025,
+        )
+    )
     assert (error["ResponseMetadata"]["HTTPStatusCode"], error["Error"]["Code"]) == (400, "ValidationError")
     assert error["Error"]["Message"] == (
         "3 validation errors detected: Value 'my_endpoint' at 'endpointName' failed to satisfy constraint: Member "
         "must satisfy regular expression pattern: ^[a-zA-Z0-9](-*[a-zA-Z0-9])*; Value at 'customAttributes' failed "
         "to satisfy constraint: Member must have length less than or equal to 1024; Value '" + "i" * 65 + "' at "
-        "'inferenceId' failed to satisfy constraint: Member must have length less than or equal to 64")
+        "'inferenceId' failed to satisfy constraint: Member must have length less than or equal to 64"
+    )
 
 
 def member_cases() -> list[tuple[str, str, str]]:
@@ -189,7 +247,8 @@ def operation_s_own_answer(header: str, value: str) -> tuple[int, bytes]:
     app.add_error_handler(RuntimeApiError, error_answer)
     app.add_route(realtime.ROUTE, realtime.InvokeEndpoint(Settings.from_env({}), Always200(), None))
     result = falcon.testing.TestClient(app).simulate_post(
-        "/endpoints/e/invocations", body=BODY, headers={"Content-Type": "application/json", header: value})
+        "/endpoints/e/invocations", body=BODY, headers={"Content-Type": "application/json", header: value}
+    )
     return result.status_code, result.content if result.status_code != 200 else b""
 
 
@@ -212,7 +271,10 @@ def test_nginx_vouches_for_no_request_the_operation_refuses(stack, member, heade
     container = clients.http_call(stack.port, "POST", "/invocations", BODY, headers)  # what the operation passes on
     if container.status == 200:
         assert (answer.status, answer.body, answer.headers["x-amzn-invoked-production-variant"]) == (
-            200, container.body, "AllTraffic")
+            200,
+            container.body,
+            "AllTraffic",
+        )
     else:
         assert (answer.status, answer.json()["OriginalStatusCode"]) == (424, container.status)
 
@@ -220,35 +282,50 @@ def test_nginx_vouches_for_no_request_the_operation_refuses(stack, member, heade
 def test_a_server_error_of_a_handler_is_a_model_error(scripted):
     container = invoke(scripted, BODY, attributes="fail")
     assert container.status == 500
-    error = clients.client_error(lambda: clients.runtime_client(scripted.port).invoke_endpoint(
-        EndpointName="e", Body=BODY, ContentType="application/json", CustomAttributes="fail"))
+    error = clients.client_error(
+        lambda: clients.runtime_client(scripted.port).invoke_endpoint(
+            EndpointName="e", Body=BODY, ContentType="application/json", CustomAttributes="fail"
+        )
+    )
     assert (error["Error"]["Code"], error["OriginalStatusCode"]) == ("ModelError", 500)
     assert error["OriginalMessage"] == container.text
-    assert error["Error"]["Message"].startswith(f'Received server error (500) from primary with message "')
+    assert error["Error"]["Message"].startswith('Received server error (500) from primary with message "')
 
 
 def test_the_variant_setting_names_the_invoked_production_variant(scripted):
     answer = clients.runtime_client(scripted.port).invoke_endpoint(
-        EndpointName="e", Body=b"1,2", ContentType="text/csv", Accept="text/csv")
+        EndpointName="e", Body=b"1,2", ContentType="text/csv", Accept="text/csv"
+    )
     assert (answer["Body"].read(), answer["ContentType"], answer["InvokedProductionVariant"]) == (
-        b"1,2", "text/csv", "Blue")
+        b"1,2",
+        "text/csv",
+        "Blue",
+    )
 
 
 def test_an_answer_later_than_the_timeout_is_a_model_error_as_sagemaker_gives_it(scripted):
-    error = clients.client_error(lambda: clients.runtime_client(scripted.port).invoke_endpoint(
-        EndpointName="e", Body=BODY, ContentType="application/json", CustomAttributes="sleep"))
+    error = clients.client_error(
+        lambda: clients.runtime_client(scripted.port).invoke_endpoint(
+            EndpointName="e", Body=BODY, ContentType="application/json", CustomAttributes="sleep"
+        )
+    )
     assert (error["Error"]["Code"], error["ResponseMetadata"]["HTTPStatusCode"]) == ("ModelError", 424)
     assert error["OriginalStatusCode"] == 0
-    assert error["OriginalMessage"] == ("Your invocation timed out while waiting for a response from container "
-                                        "primary. Review the latency metrics for each container, resolve the issue, "
-                                        "and try again.")
+    assert error["OriginalMessage"] == (
+        "Your invocation timed out while waiting for a response from container "
+        "primary. Review the latency metrics for each container, resolve the issue, "
+        "and try again."
+    )
 
 
 def timed_out_then_answered(stack) -> None:
     """A call whose handler outlasts the timeout is SageMaker's ModelError; the next call is answered meanwhile."""
     client = clients.runtime_client(stack.port)
-    error = clients.client_error(lambda: client.invoke_endpoint(
-        EndpointName="e", Body=BODY, ContentType="application/json", CustomAttributes="sleep"))
+    error = clients.client_error(
+        lambda: client.invoke_endpoint(
+            EndpointName="e", Body=BODY, ContentType="application/json", CustomAttributes="sleep"
+        )
+    )
     assert (error["Error"]["Code"], error["OriginalStatusCode"]) == ("ModelError", 0)
     answer = client.invoke_endpoint(EndpointName="e", Body=b"1,2", ContentType="text/csv", Accept="text/csv")
     assert answer["Body"].read() == b"1,2"
@@ -263,8 +340,12 @@ def test_a_timed_out_call_holds_up_no_other_call_of_its_worker(scripted):
 
 def test_under_the_thread_per_connection_worker_a_timed_out_call_holds_up_no_other(tmp_path):
     """The same with the `connections` worker class, where the call runs in a thread of its own."""
-    env = {**ON, "SAGEMAKER_LOCAL_RUNTIME_TIMEOUT_SECONDS": "1", "SAGEMAKER_GUNICORN_WORKERS": "1",
-           "SAGEMAKER_GUNICORN_WORKER_CLASS": "connections"}
+    env = {
+        **ON,
+        "SAGEMAKER_LOCAL_RUNTIME_TIMEOUT_SECONDS": "1",
+        "SAGEMAKER_GUNICORN_WORKERS": "1",
+        "SAGEMAKER_GUNICORN_WORKER_CLASS": "connections",
+    }
     with serve_stack.Stack(model_dir(tmp_path, SLOW_SCRIPT), env=env) as stack:
         timed_out_then_answered(stack)
 
@@ -275,19 +356,28 @@ def test_a_container_that_is_not_ready_is_service_unavailable(tmp_path):
         shutil.rmtree(folder / "00000123")  # the model server started again cannot load the model: /ping stays 503
         os.kill(stack.pid_of("tfs-0"), signal.SIGKILL)
         processes.wait_for(lambda: clients.http_status(stack.url + "/ping") == 503, what="/ping answering 503")
-        error = clients.client_error(lambda: clients.runtime_client(stack.port).invoke_endpoint(
-            EndpointName="down", Body=BODY, ContentType="application/json"))
+        error = clients.client_error(
+            lambda: clients.runtime_client(stack.port).invoke_endpoint(
+                EndpointName="down", Body=BODY, ContentType="application/json"
+            )
+        )
     assert (error["Error"]["Code"], error["ResponseMetadata"]["HTTPStatusCode"]) == ("ServiceUnavailable", 503)
-    assert error["Error"]["Message"] == "The endpoint down is not ready: its container does not answer GET /ping with 200"
+    assert (
+        error["Error"]["Message"] == "The endpoint down is not ready: its container does not answer GET /ping with 200"
+    )
 
 
 def test_without_the_setting_the_runtime_api_does_not_exist(tmp_path):
     with serve_stack.Stack(model_dir(tmp_path)) as stack:
-        error = clients.client_error(lambda: clients.runtime_client(stack.port).invoke_endpoint(
-            EndpointName="e", Body=BODY, ContentType="application/json"))
+        error = clients.client_error(
+            lambda: clients.runtime_client(stack.port).invoke_endpoint(
+                EndpointName="e", Body=BODY, ContentType="application/json"
+            )
+        )
         assert error["ResponseMetadata"]["HTTPStatusCode"] == 404
-        answer = clients.http_call(stack.port, "POST", "/endpoints/e/invocations", BODY,
-                                   {"Content-Type": "application/json"})
+        answer = clients.http_call(
+            stack.port, "POST", "/endpoints/e/invocations", BODY, {"Content-Type": "application/json"}
+        )
         assert (answer.status, answer.json()) == (404, {"error": "Not Found"})
 
 
@@ -298,14 +388,25 @@ def test_a_burst_of_concurrent_calls_is_answered_whole(stack):
     client = clients.runtime_client(stack.port)
     expected = invoke(stack, BODY).body
     with ThreadPoolExecutor(64) as pool:
-        bodies = list(pool.map(lambda _: client.invoke_endpoint(
-            EndpointName="e", Body=BODY, ContentType="application/json")["Body"].read(), range(64)))
+        bodies = list(
+            pool.map(
+                lambda _: client.invoke_endpoint(EndpointName="e", Body=BODY, ContentType="application/json")[
+                    "Body"
+                ].read(),
+                range(64),
+            )
+        )
     assert bodies == [expected] * 64
 
 
 def test_the_streaming_operation_is_refused_with_a_clear_message(stack):
-    error = clients.client_error(lambda: clients.runtime_client(stack.port).invoke_endpoint_with_response_stream(
-        EndpointName="e", Body=BODY, ContentType="application/json"))
+    error = clients.client_error(
+        lambda: clients.runtime_client(stack.port).invoke_endpoint_with_response_stream(
+            EndpointName="e", Body=BODY, ContentType="application/json"
+        )
+    )
     assert (error["Error"]["Code"], error["ResponseMetadata"]["HTTPStatusCode"]) == ("ValidationError", 400)
-    assert error["Error"]["Message"] == ("InvokeEndpointWithResponseStream is not served by the local runtime API "
-                                         "(SAGEMAKER_LOCAL_RUNTIME_API): use InvokeEndpoint or InvokeEndpointAsync")
+    assert error["Error"]["Message"] == (
+        "InvokeEndpointWithResponseStream is not served by the local runtime API "
+        "(SAGEMAKER_LOCAL_RUNTIME_API): use InvokeEndpoint or InvokeEndpointAsync"
+    )

@@ -16,13 +16,12 @@ import warnings
 from urllib.parse import urlsplit
 
 import boto3
-import numpy as np
-import pytest
-from botocore.exceptions import ClientError
-
 import clients
+import numpy as np
 import processes
+import pytest
 import serve_stack
+from botocore.exceptions import ClientError
 from stack_support import invoke, model_dir
 
 ENDPOINT = "local-endpoint"
@@ -33,8 +32,9 @@ NPY = "application/x-npy"
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
     """half_plus_three (y = 0.5 x + 3; version 123; a predict and a regress signature), no script."""
-    with serve_stack.Stack(model_dir(tmp_path_factory.mktemp("sdk")),
-                           env={"SAGEMAKER_LOCAL_RUNTIME_API": "true"}) as stack:
+    with serve_stack.Stack(
+        model_dir(tmp_path_factory.mktemp("sdk")), env={"SAGEMAKER_LOCAL_RUNTIME_API": "true"}
+    ) as stack:
         yield stack
 
 
@@ -42,9 +42,15 @@ def stack(tmp_path_factory):
 def offline(monkeypatch, tmp_path):
     """The process environment of a machine without AWS: dummy credentials, a region, no instance metadata, no
     configuration file or profile, no endpoint URL of any service, the SDK's v2 deprecation warning silenced."""
-    for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL",
-                 "AWS_ENDPOINT_URL_SAGEMAKER", "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME",
-                 "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS"):
+    for name in (
+        "AWS_PROFILE",
+        "AWS_DEFAULT_PROFILE",
+        "AWS_SESSION_TOKEN",
+        "AWS_ENDPOINT_URL",
+        "AWS_ENDPOINT_URL_SAGEMAKER",
+        "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME",
+        "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS",
+    ):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "local")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "local")
@@ -91,13 +97,15 @@ def session(sdk, stack, loopback_only):
     boto_session.events.register("before-send", loopback_only)  # the clients the SDK makes from it
     runtime = clients.runtime_client(stack.port)
     runtime.meta.events.register("before-send", loopback_only)
-    return sdk.session.Session(boto_session=boto_session, sagemaker_runtime_client=runtime,
-                               sagemaker_client=boto_session.client("sagemaker"))
+    return sdk.session.Session(
+        boto_session=boto_session, sagemaker_runtime_client=runtime, sagemaker_client=boto_session.client("sagemaker")
+    )
 
 
 def predictor(sdk, session, serializer, deserializer):
-    return sdk.predictor.Predictor(ENDPOINT, sagemaker_session=session, serializer=serializer,
-                                   deserializer=deserializer)
+    return sdk.predictor.Predictor(
+        ENDPOINT, sagemaker_session=session, serializer=serializer, deserializer=deserializer
+    )
 
 
 def model_error(session, call) -> dict:
@@ -110,13 +118,15 @@ def model_error(session, call) -> dict:
 
 # ----- the SDK's Predictor -----
 
+
 @pytest.mark.parametrize("data", [[1.0, 2.0, 5.0], {"instances": [1.0, 2.0, 5.0]}])
 def test_json_serializer_and_deserializer(sdk, session, loopback_only, data):
     json_predictor = predictor(sdk, session, sdk.serializers.JSONSerializer(), sdk.deserializers.JSONDeserializer())
     expected = [[3.5, 4.0, 5.5]] if isinstance(data, list) else [3.5, 4.0, 5.5]  # a bare list is one instance
     assert json_predictor.predict(data) == {"predictions": expected}
-    assert loopback_only.urls == [f"{session.sagemaker_runtime_client.meta.endpoint_url}/endpoints/{ENDPOINT}/"
-                                  "invocations"]
+    assert loopback_only.urls == [
+        f"{session.sagemaker_runtime_client.meta.endpoint_url}/endpoints/{ENDPOINT}/invocations"
+    ]
 
 
 def test_csv_serializer_and_deserializer(sdk, session):
@@ -144,9 +154,14 @@ def test_a_model_error_raises_botocores_model_error_with_the_containers_answer(s
     json_predictor = predictor(sdk, session, sdk.serializers.JSONSerializer(), sdk.deserializers.JSONDeserializer())
     error = model_error(session, lambda: json_predictor.predict(bad))
     assert (error["Error"]["Code"], error["OriginalStatusCode"], error["OriginalMessage"]) == (
-        "ModelError", 400, container.text)
-    assert error["LogStreamArn"] == (f"arn:aws:logs:local:000000000000:log-group:/aws/sagemaker/Endpoints/{ENDPOINT}:"
-                                     f"log-stream:AllTraffic/serve-{stack.proc.pid}")
+        "ModelError",
+        400,
+        container.text,
+    )
+    assert error["LogStreamArn"] == (
+        f"arn:aws:logs:local:000000000000:log-group:/aws/sagemaker/Endpoints/{ENDPOINT}:"
+        f"log-stream:AllTraffic/serve-{stack.proc.pid}"
+    )
 
 
 def test_predict_passes_custom_attributes_and_the_inference_id(sdk, session, stack):
@@ -158,14 +173,16 @@ def test_predict_passes_custom_attributes_and_the_inference_id(sdk, session, sta
 
 # ----- the SDK's TensorFlowPredictor -----
 
+
 def test_tensorflow_predictor_predicts(sdk, session):
     tfs = sdk.tensorflow.TensorFlowPredictor(ENDPOINT, sagemaker_session=session)
     assert tfs.predict({"instances": [1.0, 2.0, 5.0]}) == {"predictions": [3.5, 4.0, 5.5]}
 
 
 def test_tensorflow_predictor_names_the_model_and_its_version(sdk, session):
-    named = sdk.tensorflow.TensorFlowPredictor(ENDPOINT, sagemaker_session=session, model_name="model",
-                                               model_version="123")
+    named = sdk.tensorflow.TensorFlowPredictor(
+        ENDPOINT, sagemaker_session=session, model_name="model", model_version="123"
+    )
     assert named.predict({"instances": [1.0, 2.0]}) == {"predictions": [3.5, 4.0]}
 
 
@@ -175,8 +192,9 @@ def test_tensorflow_predictor_of_a_model_the_container_lacks_is_a_model_error(sd
     missing = sdk.tensorflow.TensorFlowPredictor(ENDPOINT, sagemaker_session=session, model_name="missing")
     error = model_error(session, lambda: missing.predict({"instances": [1.0]}))
     assert (error["OriginalStatusCode"], error["OriginalMessage"]) == (404, container.text)
-    assert error["Error"]["Message"].startswith(f'Received client error (404) from primary with message "'
-                                                f'{container.text}". See arn:aws:logs:local:')
+    assert error["Error"]["Message"].startswith(
+        f'Received client error (404) from primary with message "{container.text}". See arn:aws:logs:local:'
+    )
 
 
 def test_tensorflow_predictor_regresses(sdk, session):
@@ -186,7 +204,8 @@ def test_tensorflow_predictor_regresses(sdk, session):
 
 
 def test_tensorflow_predictor_classify_on_a_model_without_a_classification_signature_is_a_model_error(
-        sdk, session, stack):
+    sdk, session, stack
+):
     examples = {"signature_name": "tensorflow/serving/regress", "examples": [{"x": 1.0}]}
     container = invoke(stack, json.dumps(examples), attributes="tfs-method=classify")
     assert container.status == 400 and "Expected classification signature outputs" in container.text
@@ -196,6 +215,7 @@ def test_tensorflow_predictor_classify_on_a_model_without_a_classification_signa
 
 
 # ----- sagemaker-core's Endpoint (the v3 SDK's resource layer; v2 brings its 1.x release) -----
+
 
 def test_sagemaker_core_endpoint_invoke_with_the_endpoint_url_variable(sdk, stack, monkeypatch, loopback_only):
     """Endpoint.invoke takes no client or endpoint URL, only a boto3 session: AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME
@@ -208,10 +228,14 @@ def test_sagemaker_core_endpoint_invoke_with_the_endpoint_url_variable(sdk, stac
     boto_session.events.register("before-send", loopback_only)
     endpoint = resources.Endpoint(endpoint_name=ENDPOINT)
     # a str body: sagemaker-core 1.x cannot serialize bytes (TypeError: vars() argument must have __dict__), 2.x can
-    answer = endpoint.invoke(body="1.0\n2.0\n5.0", content_type="text/csv", accept="text/csv",
-                             session=boto_session, region="us-east-1")
+    answer = endpoint.invoke(
+        body="1.0\n2.0\n5.0", content_type="text/csv", accept="text/csv", session=boto_session, region="us-east-1"
+    )
     assert (answer.body.read(), answer.content_type, answer.invoked_production_variant) == (
-        b"3.5\n4.0\n5.5", "text/csv", "AllTraffic")
+        b"3.5\n4.0\n5.5",
+        "text/csv",
+        "AllTraffic",
+    )
     with pytest.raises(ClientError) as raised:
         endpoint.invoke(body='{"instances": ["a"]}', content_type="application/json")
     assert (raised.value.response["Error"]["Code"], raised.value.response["OriginalStatusCode"]) == ("ModelError", 400)
@@ -220,20 +244,23 @@ def test_sagemaker_core_endpoint_invoke_with_the_endpoint_url_variable(sdk, stac
 
 # ----- boto3 alone, pointed at the container by the environment -----
 
+
 def test_the_endpoint_url_variable_points_a_plain_boto3_client_at_the_container(stack, monkeypatch, loopback_only):
     """No code change at all: boto3 honours the service's own endpoint variable (AWS_ENDPOINT_URL_<SERVICE ID>)."""
     monkeypatch.setenv("AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME", f"http://127.0.0.1:{stack.port}")
     runtime = boto3.client("sagemaker-runtime", region_name="us-east-1")
     runtime.meta.events.register("before-send", loopback_only)
-    answer = runtime.invoke_endpoint(EndpointName=ENDPOINT, Body=b'{"instances": [1.0, 2.0, 5.0]}',
-                                     ContentType="application/json", Accept=NPY)
+    answer = runtime.invoke_endpoint(
+        EndpointName=ENDPOINT, Body=b'{"instances": [1.0, 2.0, 5.0]}', ContentType="application/json", Accept=NPY
+    )
     assert (answer["ContentType"], answer["InvokedProductionVariant"]) == (NPY, "AllTraffic")
     assert np.load(io.BytesIO(answer["Body"].read()), allow_pickle=False).tolist() == [3.5, 4.0, 5.5]
     assert loopback_only.urls == [f"http://127.0.0.1:{stack.port}/endpoints/{ENDPOINT}/invocations"]
 
 
-def test_the_endpoint_url_variable_points_the_sdks_default_session_at_the_container(sdk, stack, monkeypatch,
-                                                                                  loopback_only):
+def test_the_endpoint_url_variable_points_the_sdks_default_session_at_the_container(
+    sdk, stack, monkeypatch, loopback_only
+):
     """The SDK with no change either: its own Session() makes its runtime client with boto3, which honours the
     variable."""
     monkeypatch.setenv("AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME", stack.url)

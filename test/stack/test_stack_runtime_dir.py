@@ -6,9 +6,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import pytest
-
 import processes
+import pytest
 import serve_stack
 from stack_support import invoke, model_dir, pretty_predictions
 from test_stack_lifecycle import cannot_start, serve_fails
@@ -16,8 +15,17 @@ from test_stack_lifecycle import cannot_start, serve_fails
 VICTIM_TEXT = "not serve's to write\n"
 
 # Every file serve (or nginx, which it starts) creates in the runtime folder, besides the lock.
-PLANTED = ("nginx.conf", "model_config.pbtxt", "batching_parameters.pbtxt", "tfs-0.pid", "gunicorn-supervised.pid",
-           "nginx-supervised.pid", "nginx.pid", "gunicorn.pid", "app-startup-error.txt")
+PLANTED = (
+    "nginx.conf",
+    "model_config.pbtxt",
+    "batching_parameters.pbtxt",
+    "tfs-0.pid",
+    "gunicorn-supervised.pid",
+    "nginx-supervised.pid",
+    "nginx.pid",
+    "gunicorn.pid",
+    "app-startup-error.txt",
+)
 
 
 @pytest.fixture
@@ -38,8 +46,16 @@ def test_links_planted_in_the_runtime_folder_are_replaced_never_written_through(
         assert invoke(stack, "1.0").text == pretty_predictions("3.5")
         assert victim.read_text() == VICTIM_TEXT
         assert list(outside.iterdir()) == []
-        for name in ("nginx.conf", "model_config.pbtxt", "batching_parameters.pbtxt", "tfs-0.pid",
-                     "gunicorn-supervised.pid", "nginx-supervised.pid", "nginx.pid", "gunicorn.pid"):
+        for name in (
+            "nginx.conf",
+            "model_config.pbtxt",
+            "batching_parameters.pbtxt",
+            "tfs-0.pid",
+            "gunicorn-supervised.pid",
+            "nginx-supervised.pid",
+            "nginx.pid",
+            "gunicorn.pid",
+        ):
             assert (stack.runtime_dir / name).is_file() and not (stack.runtime_dir / name).is_symlink(), name
         assert (stack.runtime_dir / "nginx").is_dir() and not (stack.runtime_dir / "nginx").is_symlink()
     assert victim.read_text() == VICTIM_TEXT
@@ -51,7 +67,8 @@ def test_a_linked_lock_file_is_refused_and_not_written_through(tmp_path, victim)
     (runtime / "serve.lock").symlink_to(victim)
     output = serve_fails(model_dir(tmp_path), SAGEMAKER_RUNTIME_DIR=str(runtime))
     assert cannot_start(output) == (
-        f"{runtime}/serve.lock is a symbolic link: serve writes only files it creates; remove it")
+        f"{runtime}/serve.lock is a symbolic link: serve writes only files it creates; remove it"
+    )
     assert victim.read_text() == VICTIM_TEXT
 
 
@@ -59,8 +76,11 @@ def test_a_linked_constraints_file_is_not_written_through(tmp_path, victim):
     runtime = tmp_path / "runtime"
     runtime.mkdir(mode=0o700)
     (runtime / "constraints.txt").symlink_to(victim)
-    folder = model_dir(tmp_path, "def handler(data, context):\n    return data.read()\n",
-                       {"requirements.txt": "--no-index\nno-such-package-anywhere==1.0\n"})
+    folder = model_dir(
+        tmp_path,
+        "def handler(data, context):\n    return data.read()\n",
+        {"requirements.txt": "--no-index\nno-such-package-anywhere==1.0\n"},
+    )
     output = serve_fails(folder, SAGEMAKER_RUNTIME_DIR=str(runtime))
     assert cannot_start(output) == f"pip could not install {folder}/code/requirements.txt (exit 1):"
     assert victim.read_text() == VICTIM_TEXT
@@ -75,7 +95,8 @@ def test_a_runtime_folder_others_can_write_is_refused(tmp_path, mode):
     output = serve_fails(model_dir(tmp_path), SAGEMAKER_RUNTIME_DIR=str(runtime))
     assert cannot_start(output) == (
         f"runtime folder {runtime} can be written by other users (mode {mode & 0o777:o}): make it private "
-        f"(chmod go-w) or choose another SAGEMAKER_RUNTIME_DIR")
+        f"(chmod go-w) or choose another SAGEMAKER_RUNTIME_DIR"
+    )
     assert list(runtime.iterdir()) == []
 
 
@@ -90,7 +111,8 @@ def test_a_runtime_folder_of_another_user_is_refused(tmp_path):
     output = serve_fails(model_dir(tmp_path), SAGEMAKER_RUNTIME_DIR=str(runtime))
     assert cannot_start(output) == (
         f"runtime folder {runtime} belongs to uid {owner}, not to uid {os.geteuid()} who runs serve: "
-        f"choose another SAGEMAKER_RUNTIME_DIR")
+        f"choose another SAGEMAKER_RUNTIME_DIR"
+    )
 
 
 def test_a_linked_runtime_folder_is_refused(tmp_path):
@@ -100,7 +122,8 @@ def test_a_linked_runtime_folder_is_refused(tmp_path):
     runtime.symlink_to(real, target_is_directory=True)
     output = serve_fails(model_dir(tmp_path), SAGEMAKER_RUNTIME_DIR=str(runtime))
     assert cannot_start(output) == (
-        f"runtime folder {runtime} is a symbolic link: give SAGEMAKER_RUNTIME_DIR the folder itself")
+        f"runtime folder {runtime} is a symbolic link: give SAGEMAKER_RUNTIME_DIR the folder itself"
+    )
     assert list(real.iterdir()) == []
 
 
@@ -113,13 +136,15 @@ def test_a_runtime_folder_that_cannot_be_written_gets_one_message_naming_the_set
     assert cannot_start(output) == (
         f"cannot write the runtime folder {runtime} (Not a directory): set SAGEMAKER_RUNTIME_DIR to a writable "
         "folder of serve's user (with a read-only root file system: on a tmpfs, e.g. docker run --read-only "
-        "--tmpfs /tmp)")
+        "--tmpfs /tmp)"
+    )
     assert "Traceback" not in output
 
 
 def uid_of(pid: int) -> int:
-    return next(int(line.split()[1]) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
-                if line.startswith("Uid:"))
+    return next(
+        int(line.split()[1]) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith("Uid:")
+    )
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="serve as root: CI and the container run it so")

@@ -65,8 +65,9 @@ class SlowRequests:
     def start(self) -> None:
         for thread in self.threads:
             thread.start()
-        processes.wait_for(lambda: len(list(self.started.iterdir())) == len(self.names),
-                           what="all requests in the handler")
+        processes.wait_for(
+            lambda: len(list(self.started.iterdir())) == len(self.names), what="all requests in the handler"
+        )
 
     def finish(self) -> dict[str, tuple[int, str] | str]:
         for thread in self.threads:
@@ -86,8 +87,9 @@ def assert_nothing_left(stack: serve_stack.Stack, pids: set[int]) -> None:
 def held_import_stack(tmp_path: Path, **env: str) -> tuple[serve_stack.Stack, Path, Path]:
     started, go = tmp_path / "import-started", tmp_path / "import-go"
     folder = model_dir(tmp_path, HELD_IMPORT)
-    stack = serve_stack.Stack(folder, env={"IMPORT_STARTED": str(started), "IMPORT_GO": str(go),
-                                           "SAGEMAKER_GUNICORN_WORKERS": "1", **env})
+    stack = serve_stack.Stack(
+        folder, env={"IMPORT_STARTED": str(started), "IMPORT_GO": str(go), "SAGEMAKER_GUNICORN_WORKERS": "1", **env}
+    )
     return stack, started, go
 
 
@@ -177,8 +179,9 @@ def test_a_killed_nginx_master_s_workers_finish_their_requests_then_quit_and_not
 
         def new_nginx_listens() -> bool:
             new_master = stack.pid_of("nginx-supervised")
-            return new_master != master and \
-                ports.listening_pids(stack.port) == processes.descendants(new_master) | {new_master}
+            return new_master != master and ports.listening_pids(stack.port) == processes.descendants(new_master) | {
+                new_master
+            }
 
         stack.wait_until(new_nginx_listens, timeout=60, what="the new nginx alone listening on the port")
         processes.wait_for(lambda: not old_nginx & set(processes.live_processes()), what="the old workers gone")
@@ -216,8 +219,9 @@ def test_no_gunicorn_control_socket_in_home_and_a_private_runtime_folder_by_defa
     # XDG_RUNTIME_DIR as short as /run/user/0: the sockets' paths in it must fit AF_UNIX's 108 bytes
     with tempfile.TemporaryDirectory(prefix="xdg-") as folder:  # mode 0700
         xdg = Path(folder)
-        stack = serve_stack.Stack(model_dir(tmp_path),
-                                  env={"HOME": str(home), "XDG_RUNTIME_DIR": str(xdg), "SAGEMAKER_RUNTIME_DIR": ""})
+        stack = serve_stack.Stack(
+            model_dir(tmp_path), env={"HOME": str(home), "XDG_RUNTIME_DIR": str(xdg), "SAGEMAKER_RUNTIME_DIR": ""}
+        )
         stack.runtime_dir = xdg / f"sagemaker-tfs-{stack.port}"
         with stack:
             assert invoke(stack, "[1.0]").status == 200
@@ -237,7 +241,8 @@ def test_a_sigkilled_serve_leaves_no_process_and_no_listening_port_after_5_s(tmp
 
         def nothing_left() -> bool:
             return not pids & set(processes.live_processes()) and all(
-                ports.listening_pids(port) is None for port in stack_ports)
+                ports.listening_pids(port) is None for port in stack_ports
+            )
 
         processes.wait_for(nothing_left, timeout=5, what="no process of the stack and no listening port")
     finally:

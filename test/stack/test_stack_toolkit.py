@@ -6,24 +6,24 @@ return values, errors and the environment variables. Start-up failures are in te
 from __future__ import annotations
 
 import io
-import json
 import threading
 from pathlib import Path
 
-import numpy as np
-import pytest
-
 import model_dirs
+import numpy as np
 import paths
 import processes
+import pytest
 import serve_stack
 from clients import npy_body
 from sagemaker_tfs.shared import runtime_dir
 from stack_support import invoke
 
 READY_LINE = " INFO serve: ready: "
-NO_SUPPORT = ("is not supported by this framework. Please implement input_fn to deserialize the request data or an "
-              "output_fn to serialize the response.")
+NO_SUPPORT = (
+    "is not supported by this framework. Please implement input_fn to deserialize the request data or an "
+    "output_fn to serialize the response."
+)
 
 # ---- the default input_fn, predict_fn (model.predict) and output_fn ----
 
@@ -51,23 +51,26 @@ def test_no_model_server_runs_without_a_saved_model(defaults):
     assert not list(defaults.runtime_dir.glob("tfs-*.pid"))
 
 
-@pytest.mark.parametrize("body, content_type, accept, expected", [
-    ("[1, 2]", "application/json", "application/json", "[2, 4]"),  # JSON array -> numpy
-    ("[[1.5, 2], [3, 4]]", "application/json", "application/json", "[[3.0, 4.0], [6.0, 8.0]]"),
-    ('{"a": [1, 2]}', "application/json", "application/json", '{"a": [1, 2]}'),  # an object stays a dict
-    ("3", "application/json", "application/json", "6"),  # a number: 0-d array
-    ("[1, 2]", "Application/JSON; charset=utf-8", "application/json", "[2, 4]"),  # parameters and case ignored
-    ("1,2,3", "text/csv", "text/csv", "2\n4\n6\n"),  # int64, one row: 1-D
-    ("1.5,2", "text/csv", "text/csv", "3.0\n4.0\n"),  # float64, not a structured array
-    ("1,2\r\n3,4\r\n", "text/csv", "text/csv", "2,4\n6,8\n"),  # 2-D: a line per row
-    ("1\n2\n\n3\n", "text/csv", "text/csv", "2\n4\n6\n"),  # one column: 1-D; blank lines skipped
-    ('"1","2"', "text/csv", "application/json", "[2, 4]"),  # RFC 4180 quoting
-    ("7", "text/csv", "text/csv", "14\n"),
-    ("1\n[2, 3]\n\n4\n", "application/jsonlines", "application/json", None),  # ragged JSON lines: 400 below
-    ("[1, 2]\n[3, 4]\n", "application/jsonlines", "application/jsonlines", "[2, 4]\n[6, 8]"),
-    ("1\n2\n", "application/jsonlines", "text/csv", "2\n4\n"),
-    ("3", "application/json", "text/csv", "6\n"),  # 0-d as CSV: one line
-])
+@pytest.mark.parametrize(
+    "body, content_type, accept, expected",
+    [
+        ("[1, 2]", "application/json", "application/json", "[2, 4]"),  # JSON array -> numpy
+        ("[[1.5, 2], [3, 4]]", "application/json", "application/json", "[[3.0, 4.0], [6.0, 8.0]]"),
+        ('{"a": [1, 2]}', "application/json", "application/json", '{"a": [1, 2]}'),  # an object stays a dict
+        ("3", "application/json", "application/json", "6"),  # a number: 0-d array
+        ("[1, 2]", "Application/JSON; charset=utf-8", "application/json", "[2, 4]"),  # parameters and case ignored
+        ("1,2,3", "text/csv", "text/csv", "2\n4\n6\n"),  # int64, one row: 1-D
+        ("1.5,2", "text/csv", "text/csv", "3.0\n4.0\n"),  # float64, not a structured array
+        ("1,2\r\n3,4\r\n", "text/csv", "text/csv", "2,4\n6,8\n"),  # 2-D: a line per row
+        ("1\n2\n\n3\n", "text/csv", "text/csv", "2\n4\n6\n"),  # one column: 1-D; blank lines skipped
+        ('"1","2"', "text/csv", "application/json", "[2, 4]"),  # RFC 4180 quoting
+        ("7", "text/csv", "text/csv", "14\n"),
+        ("1\n[2, 3]\n\n4\n", "application/jsonlines", "application/json", None),  # ragged JSON lines: 400 below
+        ("[1, 2]\n[3, 4]\n", "application/jsonlines", "application/jsonlines", "[2, 4]\n[6, 8]"),
+        ("1\n2\n", "application/jsonlines", "text/csv", "2\n4\n"),
+        ("3", "application/json", "text/csv", "6\n"),  # 0-d as CSV: one line
+    ],
+)
 def test_default_decoders_and_encoders(defaults, body, content_type, accept, expected):
     answer = invoke(defaults, body, content_type, Accept=accept)
     if expected is None:
@@ -86,32 +89,50 @@ def test_npy_in_and_out_never_pickled(defaults):
     assert invoke(defaults, npy_body(np.array([1, 2])), "application/x-npy", Accept="application/json").text == "[2, 4]"
 
 
-@pytest.mark.parametrize("body, error", [
-    (npy_body(np.array([{"x": 1}], dtype=object), allow_pickle=True),
-     "cannot read the NPY body: it holds Python objects (a pickled payload), which are refused (allow_pickle=False); "
-     "send an array of numbers or strings"),
-    (b"\x80\x04\x95 a pickle", "cannot read the NPY body: it does not start with the NPY magic \\x93NUMPY"),
-    (npy_body(np.array([1.0, 2.0]))[:-3], "cannot read the NPY body: "),
-])
+@pytest.mark.parametrize(
+    "body, error",
+    [
+        (
+            npy_body(np.array([{"x": 1}], dtype=object), allow_pickle=True),
+            "cannot read the NPY body: it holds Python objects (a pickled payload), which are refused (allow_pickle=False); "
+            "send an array of numbers or strings",
+        ),
+        (b"\x80\x04\x95 a pickle", "cannot read the NPY body: it does not start with the NPY magic \\x93NUMPY"),
+        (npy_body(np.array([1.0, 2.0]))[:-3], "cannot read the NPY body: "),
+    ],
+)
 def test_a_pickled_or_corrupt_npy_body_is_400(defaults, body, error):
     answer = invoke(defaults, body, "application/x-npy")
     assert answer.status == 400
     assert answer.json()["error"].startswith(error)
 
 
-@pytest.mark.parametrize("body, content_type, error", [
-    ("[[1, 2], [3]]", "application/json", "the JSON value cannot be an array: "),
-    ("[1, 2", "application/json", "the request body is not valid JSON: Expecting ',' delimiter: line 1 column 6"),
-    ("1,2\n3,x\n", "text/csv", "CSV line 2: 'x' is not a number (the default input_fn reads numbers only; write an "
-                               "input_fn for other fields)"),
-    ("1,2\n3\n", "text/csv", "CSV line 2 has 1 field(s) but line 1 has 2: every row must have the same number of "
-                             "fields"),
-    ("1\n{\n", "application/jsonlines", "JSON lines: line 2 is not one JSON value: Expecting property name enclosed "
-                                        "in double quotes at column 2"),
-    ("", "application/json", "empty request body"),
-    ("", "text/csv", "empty request body"),
-    (b"", "application/x-npy", "empty request body"),
-])
+@pytest.mark.parametrize(
+    "body, content_type, error",
+    [
+        ("[[1, 2], [3]]", "application/json", "the JSON value cannot be an array: "),
+        ("[1, 2", "application/json", "the request body is not valid JSON: Expecting ',' delimiter: line 1 column 6"),
+        (
+            "1,2\n3,x\n",
+            "text/csv",
+            "CSV line 2: 'x' is not a number (the default input_fn reads numbers only; write an "
+            "input_fn for other fields)",
+        ),
+        (
+            "1,2\n3\n",
+            "text/csv",
+            "CSV line 2 has 1 field(s) but line 1 has 2: every row must have the same number of fields",
+        ),
+        (
+            "1\n{\n",
+            "application/jsonlines",
+            "JSON lines: line 2 is not one JSON value: Expecting property name enclosed in double quotes at column 2",
+        ),
+        ("", "application/json", "empty request body"),
+        ("", "text/csv", "empty request body"),
+        (b"", "application/x-npy", "empty request body"),
+    ],
+)
 def test_bad_bodies_are_400_naming_the_problem(defaults, body, content_type, error):
     answer = invoke(defaults, body, content_type, Accept="application/json")
     assert answer.status == 400
@@ -125,13 +146,16 @@ def test_other_types_are_415_and_406_with_the_toolkit_s_text(defaults):
     assert (answer.status, answer.json()) == (406, {"error": f"Content type application/xml, image/* {NO_SUPPORT}"})
 
 
-@pytest.mark.parametrize("accept, content_type", [
-    (None, "text/csv"),  # SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT
-    ("*/*", "text/csv"),
-    ("text/csv;q=0.5, application/json", "application/json"),  # the highest q wins
-    ("application/xml, application/jsonlines, text/csv", "application/jsonlines"),  # then list order
-    ("application/json;q=0, text/*;q=0.2", "text/csv"),  # q=0 excluded
-])
+@pytest.mark.parametrize(
+    "accept, content_type",
+    [
+        (None, "text/csv"),  # SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT
+        ("*/*", "text/csv"),
+        ("text/csv;q=0.5, application/json", "application/json"),  # the highest q wins
+        ("application/xml, application/jsonlines, text/csv", "application/jsonlines"),  # then list order
+        ("application/json;q=0, text/*;q=0.2", "text/csv"),  # q=0 excluded
+    ],
+)
 def test_the_default_output_fn_chooses_by_accept(defaults, accept, content_type):
     answer = invoke(defaults, "[1, 2]", "application/json", **({"Accept": accept} if accept else {}))
     assert (answer.status, answer.content_type) == (200, content_type)
@@ -249,8 +273,13 @@ PROBE = """
 def probe(tmp_path_factory):
     folder = tmp_path_factory.mktemp("probe") / "model"
     model_dirs.write_code(folder, files={"probe.py": PROBE, "lib/probe_helper.py": "HELPS = True\n"})
-    env = {"SAGEMAKER_PROGRAM": "probe.py", "SAGEMAKER_MODEL_SERVER_WORKERS": "2", "SAGEMAKER_GUNICORN_THREADS": "4",
-           "SAGEMAKER_MODEL_SERVER_TIMEOUT": "2", "PROBE_MODEL_FN_SECONDS": "4"}
+    env = {
+        "SAGEMAKER_PROGRAM": "probe.py",
+        "SAGEMAKER_MODEL_SERVER_WORKERS": "2",
+        "SAGEMAKER_GUNICORN_THREADS": "4",
+        "SAGEMAKER_MODEL_SERVER_TIMEOUT": "2",
+        "PROBE_MODEL_FN_SECONDS": "4",
+    }
     with serve_stack.Stack(folder, env=env) as stack:
         stack.model_dir = folder
         yield stack
@@ -264,8 +293,9 @@ def test_the_toolkit_s_worker_count_and_timeout_names_apply(probe):
     args = Path(f"/proc/{probe.pid_of('gunicorn-supervised')}/cmdline").read_bytes().split(b"\0")
     assert args[args.index(b"--workers") + 1] == b"2"  # SAGEMAKER_MODEL_SERVER_WORKERS
     assert args[args.index(b"--timeout") + 1] == b"2"  # SAGEMAKER_MODEL_SERVER_TIMEOUT
-    processes.wait_for_log(probe, "inference toolkit functions pre_model_fn, model_fn, model_warmup_fn, input_fn, "
-                                "predict_fn, output_fn")  # SAGEMAKER_PROGRAM=probe.py
+    processes.wait_for_log(
+        probe, "inference toolkit functions pre_model_fn, model_fn, model_warmup_fn, input_fn, predict_fn, output_fn"
+    )  # SAGEMAKER_PROGRAM=probe.py
 
 
 def test_every_worker_ran_the_start_up_functions_in_order_outliving_gunicorn_s_timeout(probe):
@@ -305,20 +335,56 @@ def test_set_response_status_and_content_type_override_the_return_value(probe):
     assert (answer.status, answer.content_type, answer.text) == (202, "text/plain", "queued")
 
 
-@pytest.mark.parametrize("body, content_type, accept, expected", [
-    ("[1]", None, None, {"type": "str", "input_data": "[1]", "content_type": "application/json",
-                         "accept": "application/json"}),
-    ("1,2", "text/csv", "*/*", {"type": "str", "input_data": "1,2", "content_type": "text/csv",
-                                "accept": "application/json"}),
-    ("Ã©".encode("latin-1"), "text/csv; charset=latin-1", "text/csv, application/json",
-     {"type": "str", "input_data": "Ã©", "content_type": "text/csv; charset=latin-1",
-      "accept": "text/csv, application/json"}),
-    (b"\x00\xff", "application/octet-stream", "image/png",
-     {"type": "bytearray", "input_data": [0, 255], "content_type": "application/octet-stream", "accept": "image/png"}),
-    (b"1\n", "application/jsonlines", None,
-     {"type": "bytearray", "input_data": [49, 10], "content_type": "application/jsonlines",
-      "accept": "application/json"}),
-])
+@pytest.mark.parametrize(
+    "body, content_type, accept, expected",
+    [
+        (
+            "[1]",
+            None,
+            None,
+            {"type": "str", "input_data": "[1]", "content_type": "application/json", "accept": "application/json"},
+        ),
+        (
+            "1,2",
+            "text/csv",
+            "*/*",
+            {"type": "str", "input_data": "1,2", "content_type": "text/csv", "accept": "application/json"},
+        ),
+        (
+            "Ã©".encode("latin-1"),
+            "text/csv; charset=latin-1",
+            "text/csv, application/json",
+            {
+                "type": "str",
+                "input_data": "Ã©",
+                "content_type": "text/csv; charset=latin-1",
+                "accept": "text/csv, application/json",
+            },
+        ),
+        (
+            b"\x00\xff",
+            "application/octet-stream",
+            "image/png",
+            {
+                "type": "bytearray",
+                "input_data": [0, 255],
+                "content_type": "application/octet-stream",
+                "accept": "image/png",
+            },
+        ),
+        (
+            b"1\n",
+            "application/jsonlines",
+            None,
+            {
+                "type": "bytearray",
+                "input_data": [49, 10],
+                "content_type": "application/jsonlines",
+                "accept": "application/json",
+            },
+        ),
+    ],
+)
 def test_what_the_functions_receive(probe, body, content_type, accept, expected):
     answer = run(probe, "received", body, content_type, **({"Accept": accept} if accept else {}))
     assert answer.status == 200
@@ -327,19 +393,24 @@ def test_what_the_functions_receive(probe, body, content_type, accept, expected)
 
 def test_an_undecodable_text_body_is_400(probe):
     answer = run(probe, "received", b"\xff\xfe", "application/json")
-    assert (answer.status, answer.json()) == (400, {"error": "the request body is not utf-8 text: invalid byte at "
-                                                             "position 0"})
+    assert (answer.status, answer.json()) == (
+        400,
+        {"error": "the request body is not utf-8 text: invalid byte at position 0"},
+    )
 
 
-@pytest.mark.parametrize("kind, status, content_type, body", [
-    ("pair", 200, "text/plain", b"body"),
-    ("triple", 201, "text/plain", b"made"),
-    ("str", 200, "text/csv", b"bare"),  # the first concrete type of Accept
-    ("bytes", 200, "text/csv", b"bare"),
-    ("bytearray", 200, "text/csv", b"bare"),
-    ("dict", 200, "application/json", b'{"a": 1}'),
-    ("list", 200, "application/json", b'[1, "x"]'),
-])
+@pytest.mark.parametrize(
+    "kind, status, content_type, body",
+    [
+        ("pair", 200, "text/plain", b"body"),
+        ("triple", 201, "text/plain", b"made"),
+        ("str", 200, "text/csv", b"bare"),  # the first concrete type of Accept
+        ("bytes", 200, "text/csv", b"bare"),
+        ("bytearray", 200, "text/csv", b"bare"),
+        ("dict", 200, "application/json", b'{"a": 1}'),
+        ("list", 200, "application/json", b'[1, "x"]'),
+    ],
+)
 def test_return_values(probe, kind, status, content_type, body):
     answer = run(probe, "return", X_Return=kind, Accept="text/*, text/csv, application/json")
     assert (answer.status, answer.content_type, answer.body) == (status, content_type, body)
@@ -348,18 +419,27 @@ def test_return_values(probe, kind, status, content_type, body):
 @pytest.mark.parametrize("kind, shown", [("array", "array([0, 1, 2])"), ("none", "None")])
 def test_a_body_of_another_type_is_500_naming_it(probe, kind, shown):
     answer = run(probe, "return", X_Return=kind)
-    assert (answer.status, answer.json()) == (500, {"error": (
-        f"output_fn returned {shown}, which cannot be sent: return (body, content_type), (body, content_type, "
-        "status) or a body (str, bytes, dict or list)")})
+    assert (answer.status, answer.json()) == (
+        500,
+        {
+            "error": (
+                f"output_fn returned {shown}, which cannot be sent: return (body, content_type), (body, content_type, "
+                "status) or a body (str, bytes, dict or list)"
+            )
+        },
+    )
 
 
-@pytest.mark.parametrize("probe_name, status, error", [
-    ("generic", 409, "conflicting record"),
-    ("base", 429, "slow down"),
-    ("handler", 422, "field x is missing"),
-    ("unsupported", 415, f"Content type application/x-foo {NO_SUPPORT}"),
-    ("value", 500, "boom"),
-])
+@pytest.mark.parametrize(
+    "probe_name, status, error",
+    [
+        ("generic", 409, "conflicting record"),
+        ("base", 429, "slow down"),
+        ("handler", 422, "field x is missing"),
+        ("unsupported", 415, f"Content type application/x-foo {NO_SUPPORT}"),
+        ("value", 500, "boom"),
+    ],
+)
 def test_errors_choose_the_status_with_a_json_body(probe, probe_name, status, error):
     answer = run(probe, probe_name, X_Amzn_RequestId=f"req-{probe_name}")
     assert (answer.status, answer.json()) == (status, {"error": error})
@@ -453,13 +533,24 @@ def test_the_served_model_s_members(served):
     answer = invoke(served, "[1.0]", X_Probe="members")
     assert answer.status == 200
     assert answer.json() == {
-        "type": "ServedModel", "name": "half_plus_three", "prediction": [3.5], "version": [3.5], "signature": [3.5],
-        "columnar": [3.5, 4.0], "numpy": [[3.5], [4.0]], "regress": {"results": [3.5]},
+        "type": "ServedModel",
+        "name": "half_plus_three",
+        "prediction": [3.5],
+        "version": [3.5],
+        "signature": [3.5],
+        "columnar": [3.5, 4.0],
+        "numpy": [[3.5], [4.0]],
+        "regress": {"results": [3.5]},
     }
 
 
 def test_a_model_server_error_reaches_the_client_with_its_status_and_message(served):
     answer = invoke(served, '["a"]')
-    assert (answer.status, answer.json()) == (400, {"error": "Failed to process element: 0 of 'instances' list. "
-                                                             "Error: INVALID_ARGUMENT: JSON Value: \"a\" Type: String "
-                                                             "is not of expected type: float"})
+    assert (answer.status, answer.json()) == (
+        400,
+        {
+            "error": "Failed to process element: 0 of 'instances' list. "
+            'Error: INVALID_ARGUMENT: JSON Value: "a" Type: String '
+            "is not of expected type: float"
+        },
+    )

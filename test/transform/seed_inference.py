@@ -16,7 +16,6 @@ import json
 import struct
 
 import requests
-
 from sagemaker_tfs import HandlerError
 
 EMOJI = ["🍣", "🍵"]
@@ -27,7 +26,7 @@ def _tfrecords(body):
     values, pos = [], 0
     while pos + 12 <= len(body):
         (length,) = struct.unpack_from("<Q", body, pos)
-        values.append(body[pos + 12:pos + 12 + length])
+        values.append(body[pos + 12 : pos + 12 + length])
         pos += 12 + length + 4
     return values if values and pos == len(body) else None
 
@@ -39,7 +38,7 @@ def _recordio(body):
         if magic != RECORDIO_MAGIC:
             return None
         length = header & ((1 << 29) - 1)
-        values.append(body[pos + 8:pos + 8 + length])
+        values.append(body[pos + 8 : pos + 8 + length])
         pos += 8 + length + (-length % 4)
     return values if values and pos == len(body) else None
 
@@ -72,6 +71,7 @@ def handler(data, context):
     if framed is not None:
         lines = [json.dumps({"framed": framed, "y": y}) for y in predictions]
     else:
-        lines = [json.dumps({"output": f"I want to {EMOJI[round(2 * y - 6) % 2]}"}, ensure_ascii=False)
-                 for y in predictions]
+        lines = [
+            json.dumps({"output": f"I want to {EMOJI[round(2 * y - 6) % 2]}"}, ensure_ascii=False) for y in predictions
+        ]
     return "\n".join(lines), "application/json"

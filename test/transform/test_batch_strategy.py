@@ -18,8 +18,7 @@ def test_single_record_sends_each_record_alone_and_refuses_one_over_the_limit():
 
 
 def test_multi_record_packs_greedily_in_order_up_to_the_limit_inclusive():
-    result = list(pack(items(b"aaaa", b"bbbb", b"cc", b"dddddddddd", b"e"), multi_record=True, limit=10,
-                       joiner=b"\n"))
+    result = list(pack(items(b"aaaa", b"bbbb", b"cc", b"dddddddddd", b"e"), multi_record=True, limit=10, joiner=b"\n"))
     # "aaaa\nbbbb" is 9 bytes, adding "\ncc" would make 12; "cc" alone then "dddddddddd" (exactly 10) alone
     assert bodies(result) == [b"aaaa\nbbbb", b"cc", b"dddddddddd", b"e"]
     assert [b.indexes for b in result] == [[0, 1], [2], [3], [4]]

@@ -3,9 +3,7 @@
 import json
 
 import pytest
-
-from sagemaker_tfs.transform.dataprocessing import (DataProcessing, RecordError, assemble, data_format,
-                                                    split_response)
+from sagemaker_tfs.transform.dataprocessing import DataProcessing, RecordError, assemble, data_format, split_response
 
 
 def csv_example() -> DataProcessing:
@@ -27,8 +25,9 @@ def test_csv_join_keeps_quoting_valid():
 
 
 def test_json_lines_worked_example():
-    processing = DataProcessing.build("$.features", "$['id','SageMakerOutput']", "Input",
-                                      "application/jsonlines", "application/jsonlines")
+    processing = DataProcessing.build(
+        "$.features", "$['id','SageMakerOutput']", "Input", "application/jsonlines", "application/jsonlines"
+    )
     record = b'{"id":"a","features":[1,2]}'
     assert processing.request_record(record) == b"[1,2]"
     [output] = processing.outputs([record], b'{"sum":3}')
@@ -45,7 +44,9 @@ def test_join_of_a_non_object_record_wraps_both():
     processing = DataProcessing.build(None, None, "Input", "application/jsonlines", "application/jsonlines")
     records = [b"[1,2]", b"5"]
     assert [json.loads(o) for o in processing.outputs(records, b"3.5\n5.5\n")] == [
-        {"SageMakerInput": [1, 2], "SageMakerOutput": 3.5}, {"SageMakerInput": 5, "SageMakerOutput": 5.5}]
+        {"SageMakerInput": [1, 2], "SageMakerOutput": 3.5},
+        {"SageMakerInput": 5, "SageMakerOutput": 5.5},
+    ]
 
 
 def test_join_overwrites_an_input_member_named_sagemakeroutput():
@@ -70,16 +71,39 @@ def test_defaults_are_inactive():
     assert not DataProcessing.build(None, "$", "None", "text/csv", None).active
 
 
-@pytest.mark.parametrize("processing, records, body, message, kind", [
-    (csv_example(), [b"a,1", b"b,2"], b"3\n", "Number of output records (1) does not match the number of input "
-                                              "records (2)", "AlgorithmError"),
-    (DataProcessing.build(None, None, "Input", "application/jsonlines", "application/jsonlines"), [b"{}"],
-     b"not json", "Failed to parse output from the algorithm as JSON", "AlgorithmError"),
-    (DataProcessing.build(None, None, "Input", "text/csv", "text/csv"), [b"a"], b'"unclosed\n1',
-     "Failed to parse output from the algorithm as CSV", "AlgorithmError"),
-    (DataProcessing.build(None, "$[9]", "Input", "text/csv", "text/csv"), [b"a,1"], b"2",
-     "Unable to apply JsonPath $[9]: index 9 is out of range for 3 elements", "ClientError"),
-])
+@pytest.mark.parametrize(
+    "processing, records, body, message, kind",
+    [
+        (
+            csv_example(),
+            [b"a,1", b"b,2"],
+            b"3\n",
+            "Number of output records (1) does not match the number of input records (2)",
+            "AlgorithmError",
+        ),
+        (
+            DataProcessing.build(None, None, "Input", "application/jsonlines", "application/jsonlines"),
+            [b"{}"],
+            b"not json",
+            "Failed to parse output from the algorithm as JSON",
+            "AlgorithmError",
+        ),
+        (
+            DataProcessing.build(None, None, "Input", "text/csv", "text/csv"),
+            [b"a"],
+            b'"unclosed\n1',
+            "Failed to parse output from the algorithm as CSV",
+            "AlgorithmError",
+        ),
+        (
+            DataProcessing.build(None, "$[9]", "Input", "text/csv", "text/csv"),
+            [b"a,1"],
+            b"2",
+            "Unable to apply JsonPath $[9]: index 9 is out of range for 3 elements",
+            "ClientError",
+        ),
+    ],
+)
 def test_outputs_that_cannot_be_processed_fail_the_request(processing, records, body, message, kind):
     with pytest.raises(RecordError) as error:
         processing.outputs(records, body)

@@ -9,9 +9,8 @@ import time
 import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-import pytest
-
 import ports
+import pytest
 from sagemaker_tfs.transform import TransformJobStopped, cli, transform
 
 
@@ -68,8 +67,7 @@ def standin():
     server = ThreadingHTTPServer(("127.0.0.1", ports.free_port()), StandIn)
     server.daemon_threads = True
     server.requests, server.seen, server.connections = [], set(), 0
-    server.execution_parameters = {"MaxConcurrentTransforms": 4, "BatchStrategy": "SINGLE_RECORD",
-                                   "MaxPayloadInMB": 6}
+    server.execution_parameters = {"MaxConcurrentTransforms": 4, "BatchStrategy": "SINGLE_RECORD", "MaxPayloadInMB": 6}
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     server.url = f"http://127.0.0.1:{server.server_address[1]}"
@@ -89,8 +87,12 @@ def listing(folder) -> list[str]:
 
 
 def run(standin, tmp_path, **params):
-    params = {"data": str(tmp_path / "in"), "output_path": str(tmp_path / "out"), "work_dir": str(tmp_path / "work"),
-              **params}
+    params = {
+        "data": str(tmp_path / "in"),
+        "output_path": str(tmp_path / "out"),
+        "work_dir": str(tmp_path / "work"),
+        **params,
+    }
     return transform(standin.url, **params)
 
 
@@ -109,8 +111,13 @@ def test_output_order_is_kept_under_concurrency_and_the_container_answer_is_used
 def test_5xx_is_retried_then_fails_only_its_object_with_sagemakers_message(standin, tmp_path, caplog):
     write(tmp_path / "in", {"bad.txt": "ok\nfail500\nok2\n", "good.txt": "a\nb\n"})
     with caplog.at_level(logging.INFO, logger="sagemaker_tfs.transform"):
-        description = run(standin, tmp_path, split_type="Line", strategy="SingleRecord",
-                          model_client_config={"InvocationsMaxRetries": 2})
+        description = run(
+            standin,
+            tmp_path,
+            split_type="Line",
+            strategy="SingleRecord",
+            model_client_config={"InvocationsMaxRetries": 2},
+        )
     assert description["TransformJobStatus"] == "Failed"
     assert description["FailureReason"] == "AlgorithmError: See job logs for more information"
     assert listing(tmp_path / "out") == ["good.txt.out"]  # no partial output, no temporary file
@@ -143,8 +150,15 @@ def test_a_transient_5xx_is_retried_and_the_output_is_complete(standin, tmp_path
 
 def test_headers_are_sent_only_when_set_and_no_limit_means_chunked(standin, tmp_path):
     write(tmp_path / "in", {"a.txt": "1\n2\n"})
-    run(standin, tmp_path, split_type="Line", strategy="MultiRecord", max_payload=0,
-        content_type="text/csv", accept="application/jsonlines")
+    run(
+        standin,
+        tmp_path,
+        split_type="Line",
+        strategy="MultiRecord",
+        max_payload=0,
+        content_type="text/csv",
+        accept="application/jsonlines",
+    )
     [(headers, body)] = standin.requests
     assert body == b"1\n2"  # MultiRecord Line batch: records joined by newlines, no trailing newline
     assert headers["Content-Type"] == "text/csv" and headers["Accept"] == "application/jsonlines"
@@ -160,8 +174,7 @@ def test_records_over_the_limit_fail_their_object_under_each_strategy(standin, t
     write(tmp_path / "in", {"big.txt": f"a\n{big}\nb\n", "small.txt": "c\nd\n"})
     for strategy in ("SingleRecord", "MultiRecord"):
         out = tmp_path / f"out-{strategy}"
-        description = run(standin, tmp_path, split_type="Line", strategy=strategy, max_payload=1,
-                          output_path=str(out))
+        description = run(standin, tmp_path, split_type="Line", strategy=strategy, max_payload=1, output_path=str(out))
         big_result, small_result = description["LocalRun"]["Objects"]
         assert big_result["Messages"] == ["Too much data for max payload size"]
         assert big_result["FailedRecords"] == [1]
@@ -172,8 +185,12 @@ def test_records_over_the_limit_fail_their_object_under_each_strategy(standin, t
 
 def test_an_endpoint_that_does_not_answer_fails_with_no_response(tmp_path):
     write(tmp_path / "in", {"a.txt": "1"})
-    description = transform(f"http://127.0.0.1:{ports.free_port()}", data=str(tmp_path / "in"),
-                            output_path=str(tmp_path / "out"), model_client_config={"InvocationsMaxRetries": 1})
+    description = transform(
+        f"http://127.0.0.1:{ports.free_port()}",
+        data=str(tmp_path / "in"),
+        output_path=str(tmp_path / "out"),
+        model_client_config={"InvocationsMaxRetries": 1},
+    )
     [obj] = description["LocalRun"]["Objects"]
     assert obj["Messages"] == ["Unable to get response from algorithm"] and obj["Requests"] == 2
     assert description["FailureReason"] == "AlgorithmError: See job logs for more information"
@@ -204,15 +221,29 @@ def test_an_interrupted_job_is_stopped_and_leaves_no_output(standin, tmp_path):
 def test_no_input_fails_before_anything_starts(tmp_path):
     description = transform("/no/such/model", data=str(tmp_path / "nothing"), output_path=str(tmp_path / "out"))
     assert description["TransformJobStatus"] == "Failed"
-    assert description["FailureReason"].startswith('ClientError: No S3 objects found under S3 URL')
+    assert description["FailureReason"].startswith("ClientError: No S3 objects found under S3 URL")
 
 
 def test_the_command_prints_a_summary_writes_the_description_and_exits_with_the_status(standin, tmp_path, capsys):
     write(tmp_path / "in", {"a.txt": "ab\ncd\n", "b.txt": "fail400\n"})
     described = tmp_path / "job.json"
-    status = cli.main(["--model", standin.url, "--data", str(tmp_path / "in"), "--output-path",
-                       str(tmp_path / "out"), "--SplitType", "Line", "--assemble-with", "Line", "--describe",
-                       str(described), "--print-request"])
+    status = cli.main(
+        [
+            "--model",
+            standin.url,
+            "--data",
+            str(tmp_path / "in"),
+            "--output-path",
+            str(tmp_path / "out"),
+            "--SplitType",
+            "Line",
+            "--assemble-with",
+            "Line",
+            "--describe",
+            str(described),
+            "--print-request",
+        ]
+    )
     out, err = capsys.readouterr()
     assert status == 1
     assert json.loads(out)["TransformInput"]["SplitType"] == "Line"  # --print-request: the CreateTransformJob body

@@ -19,13 +19,23 @@ def test_the_line_redraws_in_place_with_the_jobs_totals(monkeypatch):
     stream = Terminal()
     bar = progress.ProgressBar(stream)
     bar(Stats(objects=2, bytes_total=1000))  # the first update starts the clock
-    bar(Stats(objects=2, objects_done=1, records_done=1500, records_failed=3, requests=1200, bytes_total=1000,
-              bytes_done=500))
+    bar(
+        Stats(
+            objects=2,
+            objects_done=1,
+            records_done=1500,
+            records_failed=3,
+            requests=1200,
+            bytes_total=1000,
+            bytes_done=500,
+        )
+    )
     first, second = stream.getvalue().split("\r")[1:]
-    assert first == ("[........................]   0%  objects 0/2  records 0  requests 0  0 records/s  0 s"
-                     "\x1b[K")
-    assert second == ("[############............]  50%  objects 1/2  records 1,500 (3 failed)  requests 1,200  "
-                      "150 records/s  10 s\x1b[K")
+    assert first == ("[........................]   0%  objects 0/2  records 0  requests 0  0 records/s  0 s\x1b[K")
+    assert second == (
+        "[############............]  50%  objects 1/2  records 1,500 (3 failed)  requests 1,200  "
+        "150 records/s  10 s\x1b[K"
+    )
     bar.clear()
     assert stream.getvalue().endswith("\r\x1b[K")
 

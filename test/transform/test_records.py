@@ -3,7 +3,6 @@
 import struct
 
 import pytest
-
 from sagemaker_tfs.transform.crc32c import crc32c, masked_crc32c
 from sagemaker_tfs.transform.records import FramingError, Record, joiner, split
 
@@ -56,11 +55,17 @@ def test_recordio_joins_a_record_written_in_parts_with_the_magic_number():
     assert records[0].framed == recordio(b"head", 1) + recordio(b"mid", 2) + recordio(b"tail", 3)
 
 
-@pytest.mark.parametrize("body, message", [
-    (recordio(b"abc") + b"\x00\x01\x02\x03\x04\x05\x06\x07", "RecordIO record at byte 12 does not start with the magic"),
-    (recordio(b"abcdef")[:10], "RecordIO record at byte 0 is truncated"),
-    (recordio(b"x", 2), "continuation flag 2 out of sequence"),
-])
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        (
+            recordio(b"abc") + b"\x00\x01\x02\x03\x04\x05\x06\x07",
+            "RecordIO record at byte 12 does not start with the magic",
+        ),
+        (recordio(b"abcdef")[:10], "RecordIO record at byte 0 is truncated"),
+        (recordio(b"x", 2), "continuation flag 2 out of sequence"),
+    ],
+)
 def test_bad_recordio_framing_is_reported_with_its_offset(body, message):
     with pytest.raises(FramingError, match=message):
         list(split(body, "RecordIO"))
@@ -83,13 +88,13 @@ def test_tfrecord_files_written_by_tensorflow_split_into_their_records(tfrecord_
 def test_tfrecord_crc_mismatches_and_truncation_are_reported(tfrecord_file):
     body = bytearray(tfrecord_file[0].read_bytes())
     first = len(tfrecord(tfrecord_file[1][0]))
-    corrupted = bytes(body[:first + 14]) + bytes([body[first + 14] ^ 0xFF]) + bytes(body[first + 15:])
+    corrupted = bytes(body[: first + 14]) + bytes([body[first + 14] ^ 0xFF]) + bytes(body[first + 15 :])
     with pytest.raises(FramingError, match=f"TFRecord at byte {first} is corrupted: the CRC of its data"):
         list(split(corrupted, "TFRecord"))
     with pytest.raises(FramingError, match="TFRecord at byte 0 is corrupted: the CRC of its length"):
         list(split(b"\x05" + bytes(body[1:]), "TFRecord"))
     last = len(body) - len(tfrecord(tfrecord_file[1][-1]))
     with pytest.raises(FramingError, match=f"TFRecord at byte {last} is truncated: 1000 bytes announced, 500 left"):
-        list(split(bytes(body[:last + 12 + 500 + 4]), "TFRecord"))
+        list(split(bytes(body[: last + 12 + 500 + 4]), "TFRecord"))
     with pytest.raises(FramingError, match=f"TFRecord at byte {first} is truncated: 10 bytes left"):
-        list(split(bytes(body[:first + 10]), "TFRecord"))
+        list(split(bytes(body[: first + 10]), "TFRecord"))

@@ -5,7 +5,6 @@ import json
 
 import boto3
 import pytest
-
 from sagemaker_tfs.shared.storage import InputObject, SourceError, Storage
 
 
@@ -49,7 +48,9 @@ def test_a_manifest_lists_keys_relative_to_its_prefix(tmp_path):
     manifest.write_text(json.dumps([{"prefix": f"{tmp_path}/in/"}, "deep/b.csv", "a.csv"]))
     objects = Storage().list_inputs(str(manifest), "ManifestFile")
     assert [(obj.location, obj.name) for obj in objects] == [
-        (f"{tmp_path}/in/deep/b.csv", "deep/b.csv"), (f"{tmp_path}/in/a.csv", "a.csv")]
+        (f"{tmp_path}/in/deep/b.csv", "deep/b.csv"),
+        (f"{tmp_path}/in/a.csv", "a.csv"),
+    ]
 
 
 @pytest.mark.parametrize("content", ['{"prefix": "x"}', '[{"prefix": 1}, "a"]', "[]", "not json"])
@@ -94,8 +95,11 @@ def test_s3_prefix_manifest_and_outputs_against_a_local_s3_server(s3_endpoint):
     s3.create_bucket(Bucket="storage-test")
     for key in ("in/a.csv", "in/sub/b.csv", "in/", "in_other/c.csv", "out-of-prefix.csv"):
         s3.put_object(Bucket="storage-test", Key=key, Body=b"1,2\n")
-    s3.put_object(Bucket="storage-test", Key="manifest.json",
-                  Body=json.dumps([{"prefix": "s3://storage-test/in/"}, "sub/b.csv"]).encode())
+    s3.put_object(
+        Bucket="storage-test",
+        Key="manifest.json",
+        Body=json.dumps([{"prefix": "s3://storage-test/in/"}, "sub/b.csv"]).encode(),
+    )
     storage = Storage(s3_endpoint)
     assert names(storage.list_inputs("s3://storage-test/in", "S3Prefix")) == ["a.csv", "sub/b.csv", "_other/c.csv"]
     manifest = storage.list_inputs("s3://storage-test/manifest.json", "ManifestFile")

@@ -15,11 +15,10 @@ import struct
 from pathlib import Path
 
 import boto3
-import numpy as np
-import pytest
-
 import clients
+import numpy as np
 import paths
+import pytest
 from sagemaker_tfs.transform import containers, transform
 from sagemaker_tfs.transform.containers import container_environment, start_containers, stop_containers
 
@@ -54,8 +53,9 @@ def stacks(tmp_path_factory):
     try:
         for name, script in (("seed", HERE / "seed_inference.py"), ("plain", None)):
             parent = tmp_path_factory.mktemp(f"{name}-stack")
-            started[name] = start_containers(model_folder(parent, script), 1,
-                                             container_environment({}, None, None, None), parent / "work", 180)
+            started[name] = start_containers(
+                model_folder(parent, script), 1, container_environment({}, None, None, None), parent / "work", 180
+            )
         yield {name: containers[0].url for name, containers in started.items()}
     finally:
         for containers in started.values():
@@ -79,7 +79,8 @@ def small_seed_files(tmp_path_factory) -> Path:
     folder.mkdir()
     for number in (1, 2):
         (folder / f"testdata{number}.jsonl").write_text(
-            "".join(f'{{"value":{v}}}\n' for v in seed_values(number, small=True)))
+            "".join(f'{{"value":{v}}}\n' for v in seed_values(number, small=True))
+        )
     return folder
 
 
@@ -90,27 +91,43 @@ def seed_values(number: int, small: bool = False) -> list[int]:
 
 
 def run(url: str, data: Path, out: Path, **params) -> dict:
-    return transform(url, data=str(data), output_path=str(out), work_dir=str(out.parent / f"{out.name}-work"),
-                     **params)
+    return transform(url, data=str(data), output_path=str(out), work_dir=str(out.parent / f"{out.name}-work"), **params)
 
 
 # ----- the seed write-up's cases -----
 
 
 def test_seed_whole_file_over_max_payload_fails_without_a_request(stacks, seed_files, tmp_path):
-    description = run(stacks["seed"], seed_files, tmp_path / "out", content_type="application/json",
-                      strategy="SingleRecord", max_payload=1)
+    description = run(
+        stacks["seed"],
+        seed_files,
+        tmp_path / "out",
+        content_type="application/json",
+        strategy="SingleRecord",
+        max_payload=1,
+    )
     assert description["TransformJobStatus"] == "Failed"
     assert description["FailureReason"] == "ClientError: See job logs for more information"
     for obj in description["LocalRun"]["Objects"]:
-        assert (obj["Status"], obj["Messages"], obj["Requests"], obj["FailedRecords"]) == \
-            ("Failed", [PAYLOAD_ERROR], 0, [0])
+        assert (obj["Status"], obj["Messages"], obj["Requests"], obj["FailedRecords"]) == (
+            "Failed",
+            [PAYLOAD_ERROR],
+            0,
+            [0],
+        )
     assert listing(tmp_path / "out") == []
 
 
 def test_seed_whole_file_in_one_request_reaches_the_script(stacks, seed_files, tmp_path):
-    description = run(stacks["seed"], seed_files, tmp_path / "out", content_type="application/json",
-                      strategy="SingleRecord", max_payload=6, model_client_config={"InvocationsMaxRetries": 1})
+    description = run(
+        stacks["seed"],
+        seed_files,
+        tmp_path / "out",
+        content_type="application/json",
+        strategy="SingleRecord",
+        max_payload=6,
+        model_client_config={"InvocationsMaxRetries": 1},
+    )
     assert description["FailureReason"] == "AlgorithmError: See job logs for more information"
     for obj in description["LocalRun"]["Objects"]:
         assert obj["Records"] == 1 and obj["Requests"] == 2 and obj["Retries"] == 1
@@ -122,8 +139,15 @@ def test_seed_whole_file_in_one_request_reaches_the_script(stacks, seed_files, t
 
 
 def test_seed_line_single_record_concatenates_outputs_without_a_separator(stacks, small_seed_files, tmp_path):
-    description = run(stacks["seed"], small_seed_files, tmp_path / "out", content_type="application/json",
-                      split_type="Line", strategy="SingleRecord", max_payload=1)
+    description = run(
+        stacks["seed"],
+        small_seed_files,
+        tmp_path / "out",
+        content_type="application/json",
+        split_type="Line",
+        strategy="SingleRecord",
+        max_payload=1,
+    )
     assert description["TransformJobStatus"] == "Completed"
     assert description["LocalRun"]["Summary"]["Requests"] == 300
     for number in (1, 2):
@@ -132,8 +156,16 @@ def test_seed_line_single_record_concatenates_outputs_without_a_separator(stacks
 
 
 def test_seed_line_single_record_with_assemble_with_line(stacks, small_seed_files, tmp_path):
-    description = run(stacks["seed"], small_seed_files, tmp_path / "out", content_type="application/json",
-                      split_type="Line", strategy="SingleRecord", assemble_with="Line", max_concurrent_transforms=4)
+    description = run(
+        stacks["seed"],
+        small_seed_files,
+        tmp_path / "out",
+        content_type="application/json",
+        split_type="Line",
+        strategy="SingleRecord",
+        assemble_with="Line",
+        max_concurrent_transforms=4,
+    )
     assert description["TransformJobStatus"] == "Completed"
     text = (tmp_path / "out" / "testdata1.jsonl.out").read_text()
     assert text.splitlines()[:5] == [f'{{"output": "I want to {e}"}}' for e in ("🍵", "🍵", "🍣", "🍵", "🍵")]
@@ -141,9 +173,16 @@ def test_seed_line_single_record_with_assemble_with_line(stacks, small_seed_file
 
 
 def test_seed_line_multi_record_sends_lines_joined_by_newlines(stacks, seed_files, tmp_path):
-    description = run(stacks["seed"], seed_files, tmp_path / "out", content_type="application/json",
-                      split_type="Line", strategy="MultiRecord", max_payload=1,
-                      model_client_config={"InvocationsMaxRetries": 0})
+    description = run(
+        stacks["seed"],
+        seed_files,
+        tmp_path / "out",
+        content_type="application/json",
+        split_type="Line",
+        strategy="MultiRecord",
+        max_payload=1,
+        model_client_config={"InvocationsMaxRetries": 0},
+    )
     assert description["FailureReason"] == "AlgorithmError: See job logs for more information"
     for obj in description["LocalRun"]["Objects"]:
         assert obj["Requests"] == 2  # about 1.5 MB in batches of at most 1 MB, never mixing the two files
@@ -153,19 +192,36 @@ def test_seed_line_multi_record_sends_lines_joined_by_newlines(stacks, seed_file
 
 
 def test_seed_multi_record_split_in_the_script_gives_the_single_record_output(stacks, seed_files, tmp_path):
-    description = run(stacks["seed"], seed_files, tmp_path / "out", content_type="application/jsonlines",
-                      split_type="Line", strategy="MultiRecord", max_payload=1, assemble_with="Line")
+    description = run(
+        stacks["seed"],
+        seed_files,
+        tmp_path / "out",
+        content_type="application/jsonlines",
+        split_type="Line",
+        strategy="MultiRecord",
+        max_payload=1,
+        assemble_with="Line",
+    )
     assert description["TransformJobStatus"] == "Completed"
     assert description["LocalRun"]["Summary"]["Requests"] == 4
     for number in (1, 2):
-        assert (tmp_path / "out" / f"testdata{number}.jsonl.out").read_text() == \
-            "".join(seed_output(v) + "\n" for v in seed_values(number))
+        assert (tmp_path / "out" / f"testdata{number}.jsonl.out").read_text() == "".join(
+            seed_output(v) + "\n" for v in seed_values(number)
+        )
 
 
 def test_seed_join_with_input(stacks, small_seed_files, tmp_path):
-    description = run(stacks["seed"], small_seed_files, tmp_path / "out", content_type="application/json",
-                      accept="application/json", split_type="Line", strategy="SingleRecord", assemble_with="Line",
-                      join_source="Input")
+    description = run(
+        stacks["seed"],
+        small_seed_files,
+        tmp_path / "out",
+        content_type="application/json",
+        accept="application/json",
+        split_type="Line",
+        strategy="SingleRecord",
+        assemble_with="Line",
+        join_source="Input",
+    )
     assert description["TransformJobStatus"] == "Completed"
     lines = (tmp_path / "out" / "testdata1.jsonl.out").read_text().splitlines()
     assert lines[:5] == [  # byte for byte what the write-up shows
@@ -187,16 +243,25 @@ def test_records_answered_400_and_500_fail_their_files_only(stacks, tmp_path):
     (data / "a-client.jsonl").write_text('1\n"fail400"\n3\n"fail400"\n')
     (data / "b-algorithm.jsonl").write_text('"fail500"\n2\n')
     (data / "c-good.jsonl").write_text("5\n6\n")
-    description = run(stacks["seed"], data, tmp_path / "out", content_type="application/jsonlines",
-                      split_type="Line", strategy="SingleRecord", assemble_with="Line", max_concurrent_transforms=2)
+    description = run(
+        stacks["seed"],
+        data,
+        tmp_path / "out",
+        content_type="application/jsonlines",
+        split_type="Line",
+        strategy="SingleRecord",
+        assemble_with="Line",
+        max_concurrent_transforms=2,
+    )
     client, algorithm, good = description["LocalRun"]["Objects"]
     assert description["TransformJobStatus"] == "Failed"
     assert description["FailureReason"] == "ClientError: See job logs for more information"
     assert (client["FailedRecords"], client["Requests"], client["Retries"]) == ([1, 3], 4, 0)
     assert client["Messages"] == ['ClientError: 400\n\nMessage:\n{"error": "record refused on purpose: fail400"}']
     assert (algorithm["FailedRecords"], algorithm["Requests"], algorithm["Retries"]) == ([0], 5, 3)
-    assert algorithm["Messages"] == ['Bad HTTP status received from algorithm: 500\n\nMessage:\n'
-                                     '{"error": "record refused on purpose: fail500"}']
+    assert algorithm["Messages"] == [
+        'Bad HTTP status received from algorithm: 500\n\nMessage:\n{"error": "record refused on purpose: fail500"}'
+    ]
     assert good["Status"] == "Completed"
     assert listing(tmp_path / "out") == ["c-good.jsonl.out"]
     assert (tmp_path / "out" / "c-good.jsonl.out").read_text() == seed_output(5) + "\n" + seed_output(6) + "\n"
@@ -209,8 +274,17 @@ def test_a_record_over_max_payload_fails_its_file_under_each_strategy(stacks, tm
     (data / "small.csv").write_text("4\n5\n")
     for strategy in ("SingleRecord", "MultiRecord"):
         out = tmp_path / strategy
-        description = run(stacks["plain"], data, out, content_type="text/csv", accept="text/csv",
-                          split_type="Line", assemble_with="Line", strategy=strategy, max_payload=1)
+        description = run(
+            stacks["plain"],
+            data,
+            out,
+            content_type="text/csv",
+            accept="text/csv",
+            split_type="Line",
+            assemble_with="Line",
+            strategy=strategy,
+            max_payload=1,
+        )
         big, small = description["LocalRun"]["Objects"]
         assert (big["Status"], big["FailedRecords"], big["Messages"]) == ("Failed", [1], [PAYLOAD_ERROR])
         assert big["BytesSent"] < 100  # the other records were sent, the big one never
@@ -228,8 +302,15 @@ def test_tfrecord_single_record_strips_framing_and_multi_record_keeps_it(stacks,
     expected_y = [0.5 * v + 3 for v in values]
     for strategy, framed, requests in (("SingleRecord", False, len(values)), ("MultiRecord", True, 1)):
         out = tmp_path / strategy
-        description = run(stacks["seed"], path, out, content_type="application/x-tfrecord", split_type="TFRecord",
-                          strategy=strategy, assemble_with="Line")
+        description = run(
+            stacks["seed"],
+            path,
+            out,
+            content_type="application/x-tfrecord",
+            split_type="TFRecord",
+            strategy=strategy,
+            assemble_with="Line",
+        )
         assert description["TransformJobStatus"] == "Completed", description["LocalRun"]["Objects"]
         assert description["LocalRun"]["Summary"]["Requests"] == requests
         answers = framed_answers(out / f"{path.name}.out")
@@ -247,13 +328,19 @@ def test_recordio_single_record_strips_framing_and_multi_record_keeps_it(stacks,
     data.write_bytes(b"".join(recordio(str(v).encode()) for v in values))
     for strategy, framed, requests in (("SingleRecord", False, len(values)), ("MultiRecord", True, 1)):
         out = tmp_path / strategy
-        description = run(stacks["seed"], data, out, content_type="application/x-recordio", split_type="RecordIO",
-                          strategy=strategy, assemble_with="Line")
+        description = run(
+            stacks["seed"],
+            data,
+            out,
+            content_type="application/x-recordio",
+            split_type="RecordIO",
+            strategy=strategy,
+            assemble_with="Line",
+        )
         assert description["TransformJobStatus"] == "Completed", description["LocalRun"]["Objects"]
         assert description["LocalRun"]["Summary"]["Requests"] == requests
         answers = framed_answers(out / "numbers.rec.out")
-        assert [a["y"] for a in answers] == [0.5 * v + 3 for v in values] and {a["framed"] for a in answers} == \
-            {framed}
+        assert [a["y"] for a in answers] == [0.5 * v + 3 for v in values] and {a["framed"] for a in answers} == {framed}
 
 
 # ----- the default handler: filters and joins, Gzip, manifests, S3, instances -----
@@ -265,8 +352,14 @@ def test_npy_files_go_to_the_model_server_in_binary(stacks, tmp_path):
     images = np.random.default_rng(5).random((4, 224, 224, 3), dtype=np.float32)  # 2.4 MB, one request per file
     np.save(data / "images.npy", images)
     np.save(data / "numbers.npy", np.array([[1.0], [2.0]]))
-    description = run(stacks["plain"], data, tmp_path / "out", content_type="application/x-npy",
-                      accept="application/x-npy", max_payload=6)
+    description = run(
+        stacks["plain"],
+        data,
+        tmp_path / "out",
+        content_type="application/x-npy",
+        accept="application/x-npy",
+        max_payload=6,
+    )
     assert description["TransformJobStatus"] == "Completed", description["LocalRun"]["Objects"]
     # float32, the model's own type: JSON would have given float64
     answer = np.load(tmp_path / "out" / "images.npy.out")
@@ -278,9 +371,19 @@ def test_csv_filters_and_join(stacks, tmp_path):
     data = tmp_path / "in"
     data.mkdir()
     (data / "data.csv").write_text("id1,1,2\nid2,3,4\nid3,5,6\n")
-    description = run(stacks["plain"], data, tmp_path / "out", content_type="text/csv", accept="text/csv",
-                      split_type="Line", assemble_with="Line", input_filter="$[1:]", join_source="Input",
-                      output_filter="$[0,-1]", strategy="MultiRecord")
+    description = run(
+        stacks["plain"],
+        data,
+        tmp_path / "out",
+        content_type="text/csv",
+        accept="text/csv",
+        split_type="Line",
+        assemble_with="Line",
+        input_filter="$[1:]",
+        join_source="Input",
+        output_filter="$[0,-1]",
+        strategy="MultiRecord",
+    )
     assert description["TransformJobStatus"] == "Completed", description["LocalRun"]["Objects"]
     assert description["LocalRun"]["Summary"]["Requests"] == 1
     rows = [line.split(",") for line in (tmp_path / "out" / "data.csv.out").read_text().splitlines()]
@@ -293,13 +396,24 @@ def test_json_lines_filters_and_join(stacks, tmp_path):
     data = tmp_path / "in"
     data.mkdir()
     (data / "a.jsonl").write_text('{"id":"a","features":[1,2]}\n{"id":"b","features":[3,4],"extra":true}\n')
-    description = run(stacks["plain"], data, tmp_path / "out", content_type="application/jsonlines",
-                      accept="application/jsonlines", split_type="Line", assemble_with="Line",
-                      input_filter="$.features", join_source="Input", output_filter="$['id','SageMakerOutput']")
+    description = run(
+        stacks["plain"],
+        data,
+        tmp_path / "out",
+        content_type="application/jsonlines",
+        accept="application/jsonlines",
+        split_type="Line",
+        assemble_with="Line",
+        input_filter="$.features",
+        join_source="Input",
+        output_filter="$['id','SageMakerOutput']",
+    )
     assert description["TransformJobStatus"] == "Completed", description["LocalRun"]["Objects"]
     lines = (tmp_path / "out" / "a.jsonl.out").read_text().splitlines()
-    assert [json.loads(line) for line in lines] == [{"id": "a", "SageMakerOutput": [3.5, 4.0]},
-                                                    {"id": "b", "SageMakerOutput": [4.5, 5.0]}]
+    assert [json.loads(line) for line in lines] == [
+        {"id": "a", "SageMakerOutput": [3.5, 4.0]},
+        {"id": "b", "SageMakerOutput": [4.5, 5.0]},
+    ]
 
 
 @pytest.mark.parametrize("media", ["text/csv", "application/jsonlines"])
@@ -328,8 +442,17 @@ def test_gzip_inputs_listed_by_a_manifest(stacks, tmp_path):
     (data / "ignored.csv.gz").write_bytes(gzip.compress(b"8\n"))
     manifest = tmp_path / "inputs.manifest"
     manifest.write_text(json.dumps([{"prefix": f"{data}/"}, "part/a.csv.gz", "b.csv.gz"]))
-    description = run(stacks["plain"], manifest, tmp_path / "out", data_type="ManifestFile", compression_type="Gzip",
-                      content_type="text/csv", accept="text/csv", split_type="Line", assemble_with="Line")
+    description = run(
+        stacks["plain"],
+        manifest,
+        tmp_path / "out",
+        data_type="ManifestFile",
+        compression_type="Gzip",
+        content_type="text/csv",
+        accept="text/csv",
+        split_type="Line",
+        assemble_with="Line",
+    )
     assert description["TransformJobStatus"] == "Completed", description["LocalRun"]["Objects"]
     assert listing(tmp_path / "out") == ["b.csv.gz.out", "part/a.csv.gz.out"]
     assert [float(x) for x in (tmp_path / "out" / "part" / "a.csv.gz.out").read_text().split()] == [3.5, 4.0]
@@ -341,16 +464,25 @@ def test_s3_input_and_output(stacks, s3_endpoint, tmp_path):
     s3.create_bucket(Bucket="transform-job")
     s3.put_object(Bucket="transform-job", Key="batch_input/a.csv", Body=b"1\n2\n")
     s3.put_object(Bucket="transform-job", Key="batch_input/deeper/b.csv", Body=b"6\n")
-    description = transform(stacks["plain"], data="s3://transform-job/batch_input",
-                            output_path="s3://transform-job/output/", s3_endpoint_url=s3_endpoint,
-                            content_type="text/csv", accept="text/csv", split_type="Line", assemble_with="Line")
+    description = transform(
+        stacks["plain"],
+        data="s3://transform-job/batch_input",
+        output_path="s3://transform-job/output/",
+        s3_endpoint_url=s3_endpoint,
+        content_type="text/csv",
+        accept="text/csv",
+        split_type="Line",
+        assemble_with="Line",
+    )
     assert description["TransformJobStatus"] == "Completed", description["LocalRun"]["Objects"]
     keys = [o["Key"] for o in s3.list_objects_v2(Bucket="transform-job", Prefix="output/")["Contents"]]
     assert keys == ["output/a.csv.out", "output/deeper/b.csv.out"]
     body = s3.get_object(Bucket="transform-job", Key="output/a.csv.out")["Body"].read().decode()
     assert [float(x) for x in body.split()] == [3.5, 4.0]
     assert [o["Output"] for o in description["LocalRun"]["Objects"]] == [
-        "s3://transform-job/output/a.csv.out", "s3://transform-job/output/deeper/b.csv.out"]
+        "s3://transform-job/output/a.csv.out",
+        "s3://transform-job/output/deeper/b.csv.out",
+    ]
 
 
 def test_fields_nobody_sets_take_sagemakers_defaults(stacks, tmp_path):
@@ -359,8 +491,11 @@ def test_fields_nobody_sets_take_sagemakers_defaults(stacks, tmp_path):
     (data / "a.csv").write_text("1\n")
     description = run(stacks["plain"], data, tmp_path / "out", content_type="text/csv")
     assert description["LocalRun"]["ExecutionParameters"] == {}  # the container reports only what is set
-    assert (description["MaxConcurrentTransforms"], description["MaxPayloadInMB"], description["BatchStrategy"]) == \
-        (1, 6, "MultiRecord")
+    assert (description["MaxConcurrentTransforms"], description["MaxPayloadInMB"], description["BatchStrategy"]) == (
+        1,
+        6,
+        "MultiRecord",
+    )
 
 
 def test_unset_fields_come_from_the_containers_execution_parameters(tmp_path):
@@ -368,17 +503,33 @@ def test_unset_fields_come_from_the_containers_execution_parameters(tmp_path):
     data = tmp_path / "in"
     data.mkdir()
     (data / "a.csv").write_text("1\n2\n3\n")
-    env = {"SAGEMAKER_BATCH_STRATEGY": "SINGLE_RECORD", "SAGEMAKER_MAX_CONCURRENT_TRANSFORMS": "40",
-           "SAGEMAKER_GUNICORN_WORKERS": "1"}
-    description = transform(str(model_folder(tmp_path, None)), data=str(data), output_path=str(tmp_path / "out"),
-                            work_dir=str(tmp_path / "work"), content_type="text/csv", accept="text/csv",
-                            split_type="Line", assemble_with="None", env=env)
+    env = {
+        "SAGEMAKER_BATCH_STRATEGY": "SINGLE_RECORD",
+        "SAGEMAKER_MAX_CONCURRENT_TRANSFORMS": "40",
+        "SAGEMAKER_GUNICORN_WORKERS": "1",
+    }
+    description = transform(
+        str(model_folder(tmp_path, None)),
+        data=str(data),
+        output_path=str(tmp_path / "out"),
+        work_dir=str(tmp_path / "work"),
+        content_type="text/csv",
+        accept="text/csv",
+        split_type="Line",
+        assemble_with="None",
+        env=env,
+    )
     assert description["TransformJobStatus"] == "Completed", description["LocalRun"]
     # 40 x 6 MB (SageMaker's default payload) would exceed its 100 MB: the container reports 16
-    assert description["LocalRun"]["ExecutionParameters"] == {"MaxConcurrentTransforms": 16,
-                                                              "BatchStrategy": "SINGLE_RECORD"}
-    assert (description["MaxConcurrentTransforms"], description["MaxPayloadInMB"], description["BatchStrategy"]) == \
-        (16, 6, "SingleRecord")
+    assert description["LocalRun"]["ExecutionParameters"] == {
+        "MaxConcurrentTransforms": 16,
+        "BatchStrategy": "SINGLE_RECORD",
+    }
+    assert (description["MaxConcurrentTransforms"], description["MaxPayloadInMB"], description["BatchStrategy"]) == (
+        16,
+        6,
+        "SingleRecord",
+    )
     assert description["LocalRun"]["Summary"]["Requests"] == 3  # one per record
     assert (tmp_path / "out" / "a.csv.out").read_text() == "3.54.04.5"  # AssembleWith=None: answers as they came
 
@@ -391,10 +542,23 @@ def test_instance_count_2_from_a_model_archive(stacks, tmp_path):
     data.mkdir()
     for i in range(4):
         (data / f"part-{i}.csv").write_text("".join(f"{i * 10 + n}\n" for n in range(20)))
-    params = dict(content_type="text/csv", accept="text/csv", split_type="Line", assemble_with="Line",
-                  strategy="MultiRecord", env={"SAGEMAKER_GUNICORN_WORKERS": "1"})
-    description = transform(str(archive), data=str(data), output_path=str(tmp_path / "out2"), instance_count=2,
-                            max_concurrent_transforms=3, work_dir=str(tmp_path / "work"), **params)
+    params = dict(
+        content_type="text/csv",
+        accept="text/csv",
+        split_type="Line",
+        assemble_with="Line",
+        strategy="MultiRecord",
+        env={"SAGEMAKER_GUNICORN_WORKERS": "1"},
+    )
+    description = transform(
+        str(archive),
+        data=str(data),
+        output_path=str(tmp_path / "out2"),
+        instance_count=2,
+        max_concurrent_transforms=3,
+        work_dir=str(tmp_path / "work"),
+        **params,
+    )
     assert description["TransformJobStatus"] == "Completed", description["LocalRun"]
     # the stacks got SAGEMAKER_MAX_CONCURRENT_TRANSFORMS (set only because the job sets the field)
     assert description["LocalRun"]["ExecutionParameters"]["MaxConcurrentTransforms"] == 3
@@ -406,8 +570,9 @@ def test_instance_count_2_from_a_model_archive(stacks, tmp_path):
     for i in range(4):
         name = f"part-{i}.csv.out"
         assert (tmp_path / "out2" / name).read_bytes() == (tmp_path / "out1" / name).read_bytes()
-        assert [float(x) for x in (tmp_path / "out2" / name).read_text().split()] == \
-            [0.5 * (i * 10 + n) + 3 for n in range(20)]
+        assert [float(x) for x in (tmp_path / "out2" / name).read_text().split()] == [
+            0.5 * (i * 10 + n) + 3 for n in range(20)
+        ]
 
 
 def test_a_model_that_cannot_start_fails_the_job_with_the_containers_message(tmp_path):
@@ -416,8 +581,13 @@ def test_a_model_that_cannot_start_fails_the_job_with_the_containers_message(tmp
     (data / "a.csv").write_text("1\n")
     model = tmp_path / "model"
     shutil.copytree(paths.BAD_HALF_PLUS_TWO, model)
-    description = transform(str(model), data=str(data), output_path=str(tmp_path / "out"),
-                            work_dir=str(tmp_path / "work"), startup_timeout=120)
+    description = transform(
+        str(model),
+        data=str(data),
+        output_path=str(tmp_path / "out"),
+        work_dir=str(tmp_path / "work"),
+        startup_timeout=120,
+    )
     assert description["TransformJobStatus"] == "Failed"
     reason = description["FailureReason"]
     assert reason.startswith("AlgorithmError: Model container 0 exited with status ")
@@ -450,9 +620,16 @@ def test_a_stack_whose_port_another_process_took_is_started_again_on_other_ports
     data.mkdir()
     (data / "a.csv").write_text("1\n2\n")
     try:
-        description = transform(str(model_folder(tmp_path, None)), data=str(data), output_path=str(tmp_path / "out"),
-                                work_dir=str(tmp_path / "work"), content_type="text/csv", accept="text/csv",
-                                split_type="Line", assemble_with="Line")
+        description = transform(
+            str(model_folder(tmp_path, None)),
+            data=str(data),
+            output_path=str(tmp_path / "out"),
+            work_dir=str(tmp_path / "work"),
+            content_type="text/csv",
+            accept="text/csv",
+            split_type="Line",
+            assemble_with="Line",
+        )
     finally:
         for occupier in occupiers:
             occupier.close()
@@ -460,12 +637,15 @@ def test_a_stack_whose_port_another_process_took_is_started_again_on_other_ports
     assert (tmp_path / "out" / "a.csv.out").read_text() == "3.5\n4.0\n"
     assert len(chosen) == 6  # three starts: nginx's port, then the model server's two, each time
     assert description["LocalRun"]["Endpoints"] == [f"http://127.0.0.1:{chosen[4][0]}"]
-    warnings = [r.getMessage() for r in caplog.records
-                if r.name == "sagemaker_tfs.transform" and r.levelno == logging.WARNING]
-    assert warnings == [f"model container 0 lost one of its ports {tuple(chosen[0] + chosen[1])} to another process "
-                        "before binding it; starting it again on other ports",
-                        f"model container 0 lost one of its ports {tuple(chosen[2] + chosen[3])} to another process "
-                        "before binding it; starting it again on other ports"]
+    warnings = [
+        r.getMessage() for r in caplog.records if r.name == "sagemaker_tfs.transform" and r.levelno == logging.WARNING
+    ]
+    assert warnings == [
+        f"model container 0 lost one of its ports {tuple(chosen[0] + chosen[1])} to another process "
+        "before binding it; starting it again on other ports",
+        f"model container 0 lost one of its ports {tuple(chosen[2] + chosen[3])} to another process "
+        "before binding it; starting it again on other ports",
+    ]
 
 
 def test_json_batches_take_the_direct_route_only_when_they_are_one_tfs_request(stacks, tmp_path):
@@ -475,12 +655,12 @@ def test_json_batches_take_the_direct_route_only_when_they_are_one_tfs_request(s
     data.mkdir()
     (data / "lines").write_text("[1.0]\n[2.0]\n[3.0]\n")
     (data / "requests").write_text('{"instances": [1.0, 2.0]}\n{"instances": [3.0]}\n')
-    params = dict(content_type="application/json", accept="application/json", split_type="Line",
-                  assemble_with="Line")
+    params = dict(content_type="application/json", accept="application/json", split_type="Line", assemble_with="Line")
     multi = run(stacks["plain"], data / "lines", tmp_path / "multi", strategy="MultiRecord", **params)
     assert multi["TransformJobStatus"] == "Completed", multi["LocalRun"]["Objects"]
     assert json.loads((tmp_path / "multi" / "lines.out").read_text()) == {"predictions": [[3.5], [4.0], [4.5]]}
     single = run(stacks["plain"], data / "requests", tmp_path / "single", strategy="SingleRecord", **params)
     assert single["TransformJobStatus"] == "Completed", single["LocalRun"]["Objects"]
     assert (tmp_path / "single" / "requests.out").read_text() == (
-        '{\n    "predictions": [3.5, 4.0\n    ]\n}\n{\n    "predictions": [4.5\n    ]\n}\n')
+        '{\n    "predictions": [3.5, 4.0\n    ]\n}\n{\n    "predictions": [4.5\n    ]\n}\n'
+    )

@@ -11,22 +11,28 @@ import sys
 import tarfile
 from pathlib import Path
 
-import pytest
-
 import paths
+import pytest
 from sagemaker_tfs import cli
 
 DEPRECATED = "{0}: deprecated: use `sagemaker-tfs {0}` (`{0}` is removed in the next release)\n"
-UNKNOWN = ("usage: sagemaker-tfs [-h] [--version] COMMAND [ARGUMENTS ...]\n"
-           "sagemaker-tfs: error: unknown command {!r}: choose from serve, model-server, transform, package-model "
-           "(sagemaker-tfs --help)\n")
+UNKNOWN = (
+    "usage: sagemaker-tfs [-h] [--version] COMMAND [ARGUMENTS ...]\n"
+    "sagemaker-tfs: error: unknown command {!r}: choose from serve, model-server, transform, package-model "
+    "(sagemaker-tfs --help)\n"
+)
 
 
 def script(name: str, *args: str | Path, expect: int) -> subprocess.CompletedProcess:
     path = paths.VENV_BIN / name
     assert path.exists(), f"{path} is not installed: run scripts/install.sh (pyproject.toml's scripts changed)"
-    result = subprocess.run([path, *map(str, args)], capture_output=True, text=True, timeout=60,
-                            env={"PATH": f"{paths.VENV_BIN}:/usr/bin:/bin", "COLUMNS": "120"})
+    result = subprocess.run(
+        [path, *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": f"{paths.VENV_BIN}:/usr/bin:/bin", "COLUMNS": "120"},
+    )
     assert result.returncode == expect, result.stdout + result.stderr
     return result
 
@@ -35,32 +41,53 @@ def test_the_help_lists_each_subcommand_in_one_line():
     result = script("sagemaker-tfs", "--help", expect=0)
     lines = result.stdout.splitlines()
     assert lines[0] == "usage: sagemaker-tfs [-h] [--version] COMMAND [ARGUMENTS ...]"
-    commands = lines[lines.index("commands:") + 1:lines.index("options:") - 1]
+    commands = lines[lines.index("commands:") + 1 : lines.index("options:") - 1]
     assert commands == [
         "  serve           start the serving stack (model servers, gunicorn, nginx): the image's entrypoint",
         "  model-server    run the embedded model server, a stand-in for tensorflow_model_server",
         "  transform       run a SageMaker Batch Transform job locally",
         "  package-model   build a model.tar.gz in the layout the container serves, or check one",
     ]
-    assert lines[-1] == ("A command's own help: sagemaker-tfs COMMAND --help. `serve` and `tfs-model-server` are "
-                         "also commands of their own.")
+    assert lines[-1] == (
+        "A command's own help: sagemaker-tfs COMMAND --help. `serve` and `tfs-model-server` are "
+        "also commands of their own."
+    )
     assert result.stderr == ""
     assert script("sagemaker-tfs", "-h", expect=0).stdout == result.stdout
     assert script("sagemaker-tfs", "--version", expect=0).stdout == "sagemaker-tfs 0.1.0\n"
 
 
-@pytest.mark.parametrize("args, first_line, own_line", [
-    (["serve"], "`serve`: the container's entrypoint. Starts and supervises the model servers, gunicorn and nginx.",
-     "Configuration: SAGEMAKER_* environment variables (docs/settings.md lists them)."),
-    (["model-server"], "usage: sagemaker-tfs model-server --port=8500 --rest_api_port=8501 "
-                       "(--model_config_file=FILE | --model_name=NAME --model_base_path=DIR) [flags]", "Flags:"),
-    (["transform"], "usage: sagemaker-tfs transform [-h] --model MODEL [--request FILE] ",
-     "job parameters (SDK name / API name):"),
-    (["package-model"], "usage: sagemaker-tfs package-model [-h] {build,check} ...",
-     "    check        check a model.tar.gz or a model folder"),
-    (["package-model", "build"], "usage: sagemaker-tfs package-model build [-h] [--code CODE] [-o OUTPUT] export_dir",
-     "  export_dir            folder with numbered version folders (or model folders)"),
-])
+@pytest.mark.parametrize(
+    "args, first_line, own_line",
+    [
+        (
+            ["serve"],
+            "`serve`: the container's entrypoint. Starts and supervises the model servers, gunicorn and nginx.",
+            "Configuration: SAGEMAKER_* environment variables (docs/settings.md lists them).",
+        ),
+        (
+            ["model-server"],
+            "usage: sagemaker-tfs model-server --port=8500 --rest_api_port=8501 "
+            "(--model_config_file=FILE | --model_name=NAME --model_base_path=DIR) [flags]",
+            "Flags:",
+        ),
+        (
+            ["transform"],
+            "usage: sagemaker-tfs transform [-h] --model MODEL [--request FILE] ",
+            "job parameters (SDK name / API name):",
+        ),
+        (
+            ["package-model"],
+            "usage: sagemaker-tfs package-model [-h] {build,check} ...",
+            "    check        check a model.tar.gz or a model folder",
+        ),
+        (
+            ["package-model", "build"],
+            "usage: sagemaker-tfs package-model build [-h] [--code CODE] [-o OUTPUT] export_dir",
+            "  export_dir            folder with numbered version folders (or model folders)",
+        ),
+    ],
+)
 def test_each_subcommand_shows_its_own_help_under_its_name(args, first_line, own_line):
     result = script("sagemaker-tfs", *args, "--help", expect=0)
     lines = result.stdout.splitlines()
@@ -77,18 +104,32 @@ def test_an_unknown_subcommand_exits_2_with_the_choices(args):
 
 def test_no_subcommand_exits_2():
     result = script("sagemaker-tfs", expect=2)
-    assert result.stderr == ("usage: sagemaker-tfs [-h] [--version] COMMAND [ARGUMENTS ...]\n"
-                             "sagemaker-tfs: error: a command is required: serve, model-server, transform, "
-                             "package-model\n")
+    assert result.stderr == (
+        "usage: sagemaker-tfs [-h] [--version] COMMAND [ARGUMENTS ...]\n"
+        "sagemaker-tfs: error: a command is required: serve, model-server, transform, "
+        "package-model\n"
+    )
 
 
 def test_a_subcommand_gets_the_rest_of_the_arguments_and_names_itself_in_its_messages():
-    result = script("sagemaker-tfs", "transform", "--model", "m", "--data", "in", "--output-path", "out",
-                    "--strategy", "Single", expect=2)
+    result = script(
+        "sagemaker-tfs",
+        "transform",
+        "--model",
+        "m",
+        "--data",
+        "in",
+        "--output-path",
+        "out",
+        "--strategy",
+        "Single",
+        expect=2,
+    )
     assert result.stderr.startswith("sagemaker-tfs transform: 1 validation error detected: Value 'Single' at ")
     result = script("sagemaker-tfs", "model-server", "--port=1", "--no_such_flag=1", expect=2)
-    assert result.stderr.startswith("sagemaker-tfs model-server: unknown flag: --no_such_flag\nusage: sagemaker-tfs "
-                                    "model-server ")
+    assert result.stderr.startswith(
+        "sagemaker-tfs model-server: unknown flag: --no_such_flag\nusage: sagemaker-tfs model-server "
+    )
     result = script("sagemaker-tfs", "serve", "extra", expect=2)  # serve's own refusal: it takes no arguments
     assert result.stderr == "serve: error: unexpected arguments extra; configure with SAGEMAKER_* variables\n"
 
@@ -119,8 +160,9 @@ def test_the_package_model_alias_says_it_is_deprecated_then_works_as_before(tmp_
     with tarfile.open(tmp_path / "model.tar.gz") as archive:
         assert "1/saved_model.pb" in archive.getnames()
     checked = script("package-model", "check", tmp_path / "model.tar.gz", expect=0)
-    assert checked.stdout == script("sagemaker-tfs", "package-model", "check", tmp_path / "model.tar.gz",
-                                    expect=0).stdout
+    assert (
+        checked.stdout == script("sagemaker-tfs", "package-model", "check", tmp_path / "model.tar.gz", expect=0).stdout
+    )
     assert checked.stdout.startswith(f"{tmp_path / 'model.tar.gz'}: OK\n")
     old = script("package-model", "check", tmp_path / "none", expect=1)
     new = script("sagemaker-tfs", "package-model", "check", tmp_path / "none", expect=1)
@@ -138,10 +180,14 @@ def test_serve_and_tfs_model_server_stay_commands_of_their_own():
 
 def test_importing_the_cli_imports_no_command_module():
     code = "import sys, sagemaker_tfs.cli; print(' '.join(sorted(sys.modules)))"
-    modules = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                             check=True).stdout.split()
-    assert [m for m in modules if m.startswith("sagemaker_tfs")] == ["sagemaker_tfs", "sagemaker_tfs.cli",
-                                                                     "sagemaker_tfs.errors"]
+    modules = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    ).stdout.split()
+    assert [m for m in modules if m.startswith("sagemaker_tfs")] == [
+        "sagemaker_tfs",
+        "sagemaker_tfs.cli",
+        "sagemaker_tfs.errors",
+    ]
     assert not {"tensorflow", "numpy", "grpc", "falcon", "gunicorn", "requests", "google.protobuf"} & set(modules)
 
 
@@ -152,4 +198,5 @@ def test_model_server_without_the_extra_says_what_to_install(monkeypatch, capsys
     assert cli.main(["model-server", "--port=8500"]) == 1
     assert capsys.readouterr().err == (
         "sagemaker-tfs model-server: the embedded model server is not installed (missing tensorflow, uvloop); install "
-        "the model-server extra (pip install 'sagemaker-tfs[model-server]'), or run tensorflow_model_server\n")
+        "the model-server extra (pip install 'sagemaker-tfs[model-server]'), or run tensorflow_model_server\n"
+    )

@@ -57,16 +57,19 @@ def test_a_script_function_runs_in_threads_until_it_has_been_quick_then_inline_o
     hub = cooperative.Hub(4)
     main = threading.current_thread().name
     with caplog.at_level(logging.WARNING, "sagemaker_tfs.app"):
-        ran = [run_tasks(hub, lambda: cooperative.call_script(where_it_ran))[0]
-               for _ in range(cooperative.TRUSTED_CALLS + 4)]
-    assert all(map(in_script_thread, ran[:cooperative.TRUSTED_CALLS])), ran
-    assert ran[cooperative.TRUSTED_CALLS:] == [main] * 4 and caplog.text == ""
+        ran = [
+            run_tasks(hub, lambda: cooperative.call_script(where_it_ran))[0]
+            for _ in range(cooperative.TRUSTED_CALLS + 4)
+        ]
+    assert all(map(in_script_thread, ran[: cooperative.TRUSTED_CALLS])), ran
+    assert ran[cooperative.TRUSTED_CALLS :] == [main] * 4 and caplog.text == ""
 
 
 def test_a_function_that_always_blocks_stays_in_threads():
     hub = cooperative.Hub(4)
-    ran = [run_tasks(hub, lambda: cooperative.call_script(sleeps_2_ms))[0]
-           for _ in range(cooperative.TRUSTED_CALLS + 2)]
+    ran = [
+        run_tasks(hub, lambda: cooperative.call_script(sleeps_2_ms))[0] for _ in range(cooperative.TRUSTED_CALLS + 2)
+    ]
     assert all(map(in_script_thread, ran))
 
 
@@ -93,8 +96,9 @@ def test_an_inline_function_that_starts_blocking_goes_back_to_threads_after_its_
     assert ran[:2] == [main, main] and all(map(in_script_thread, ran[2:]))
     [record] = [r for r in caplog.records if "blocked the worker's loop" in r.getMessage()]
     assert "blocked the worker's loop for " in record.getMessage()
-    assert record.getMessage().endswith(" ms: its calls run in threads from now on, so that each holds up only "
-                                        "its own request")
+    assert record.getMessage().endswith(
+        " ms: its calls run in threads from now on, so that each holds up only its own request"
+    )
 
 
 def test_an_inline_function_that_holds_the_loop_without_blocking_stays_inline(caplog):
@@ -104,8 +108,9 @@ def test_an_inline_function_that_holds_the_loop_without_blocking_stays_inline(ca
     function = Trusted(hub)
     function.then = computes_2_ms
     with caplog.at_level(logging.WARNING, "sagemaker_tfs.app"):
-        ran = [run_tasks(hub, lambda: cooperative.call_script(function))[0]
-               for _ in range(cooperative.WATCHED_CALLS + 3)]
+        ran = [
+            run_tasks(hub, lambda: cooperative.call_script(function))[0] for _ in range(cooperative.WATCHED_CALLS + 3)
+        ]
     assert ran == [main] * len(ran) and "blocked the worker's loop" not in caplog.text
 
 

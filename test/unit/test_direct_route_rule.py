@@ -20,12 +20,11 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-import pytest
-
 import clients
 import ports
 import processes
-from direct_route_cases import APP, ATTRIBUTE_FORMS, ATTRIBUTES, BODIES, DEFAULT, MODEL_SERVER, TFS
+import pytest
+from direct_route_cases import APP, ATTRIBUTE_FORMS, ATTRIBUTES, BODIES, MODEL_SERVER, TFS
 from sagemaker_tfs.config import Settings
 from sagemaker_tfs.stack import direct_route, nginx
 
@@ -74,12 +73,19 @@ class Route:
     def __init__(self, runtime: Path):
         low, high = ports.free_port_range(2)
         self.port = ports.free_port()
-        settings = Settings.from_env({"SAGEMAKER_RUNTIME_DIR": str(runtime), "SAGEMAKER_BIND_TO_PORT": str(self.port),
-                                      "SAGEMAKER_SAFE_PORT_RANGE": f"{low}-{high}"})
+        settings = Settings.from_env(
+            {
+                "SAGEMAKER_RUNTIME_DIR": str(runtime),
+                "SAGEMAKER_BIND_TO_PORT": str(self.port),
+                "SAGEMAKER_SAFE_PORT_RANGE": f"{low}-{high}",
+            }
+        )
         settings = settings.resolved(str(runtime), "half_plus_three")
         self.config = nginx.write_config(settings, nginx.direct_model(settings, None), NGINX_VERSION)
-        self.servers = [ThreadingHTTPServer(("127.0.0.1", settings.model_server_rest_ports[0]), _ModelServer),
-                        _UnixServer(str(runtime / "gunicorn.sock"), _App)]
+        self.servers = [
+            ThreadingHTTPServer(("127.0.0.1", settings.model_server_rest_ports[0]), _ModelServer),
+            _UnixServer(str(runtime / "gunicorn.sock"), _App),
+        ]
         os.chmod(runtime / "gunicorn.sock", 0o777)  # nginx's workers run as another user when the tests are root
         for server in self.servers:
             threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -131,20 +137,23 @@ def test_custom_attributes_name_the_model_server_path(route, attributes, expecte
     assert (said["path"] if said["route"] == MODEL_SERVER else APP) == expected
 
 
-@pytest.mark.parametrize("headers, expected", [
-    ([("Content-Type", "application/json; charset=utf-8")], MODEL_SERVER),
-    ([("Content-Type", "Application/JSON")], MODEL_SERVER),
-    ([("Content-Type", "application/jsonlines")], APP),
-    ([("Content-Type", "text/csv")], APP),
-    ([], APP),  # no Content-Type: the app reads JSON too, and answers alike
-    ([("Content-Type", JSON), ("Accept", "*/*")], MODEL_SERVER),
-    ([("Content-Type", JSON), ("Accept", "application/json")], MODEL_SERVER),
-    ([("Content-Type", JSON), ("Accept", "application/json;q=0")], APP),
-    ([("Content-Type", JSON), ("Accept", "text/csv")], APP),
-    ([("Content-Type", JSON), ("Accept", "text/csv, application/json")], APP),
-    ([("Content-Type", JSON), ("Content-Encoding", "gzip")], APP),
-    ([("Content-Type", JSON), ("Content-Encoding", "identity")], APP),
-])
+@pytest.mark.parametrize(
+    "headers, expected",
+    [
+        ([("Content-Type", "application/json; charset=utf-8")], MODEL_SERVER),
+        ([("Content-Type", "Application/JSON")], MODEL_SERVER),
+        ([("Content-Type", "application/jsonlines")], APP),
+        ([("Content-Type", "text/csv")], APP),
+        ([], APP),  # no Content-Type: the app reads JSON too, and answers alike
+        ([("Content-Type", JSON), ("Accept", "*/*")], MODEL_SERVER),
+        ([("Content-Type", JSON), ("Accept", "application/json")], MODEL_SERVER),
+        ([("Content-Type", JSON), ("Accept", "application/json;q=0")], APP),
+        ([("Content-Type", JSON), ("Accept", "text/csv")], APP),
+        ([("Content-Type", JSON), ("Accept", "text/csv, application/json")], APP),
+        ([("Content-Type", JSON), ("Content-Encoding", "gzip")], APP),
+        ([("Content-Type", JSON), ("Content-Encoding", "identity")], APP),
+    ],
+)
 def test_the_headers_decide_the_route(route, headers, expected):
     status, said = route.send(TFS, headers)
     assert (status, said["route"]) == (200, expected)
@@ -174,11 +183,13 @@ def test_a_repeated_header_is_read_alike_by_both_routes(route, headers):
     if NGINX_VERSION >= direct_route.JOINED_HEADER_LINES:
         assert said["route"] == APP
         assert {name: said["headers"][name] for name in first} == {
-            name: [value for other, value in headers if other == name] for name in first}
+            name: [value for other, value in headers if other == name] for name in first
+        }
         return
     if said["route"] == APP:
         assert {name: said["headers"][name] for name in first} == {
-            name: [value] if value else None for name, value in first.items()}  # nginx sends no empty line
+            name: [value] if value else None for name, value in first.items()
+        }  # nginx sends no empty line
     alone = route.send(TFS, list(first.items()))[1]  # the request with each header's first line only
     assert (said["route"], said["path"]) == (alone["route"], alone["path"])
 
@@ -208,8 +219,9 @@ def test_the_largest_body_looked_at_stays_within_pcres_match_limit(route, unit):
 def _pcre2test(pattern: str, subjects: list[str]) -> list[str | None]:
     """Whether each subject matches `pattern` in PCRE2 with its JIT, as nginx runs it: the group `ms`, or None."""
     script = f"/{pattern}/jit\n" + "".join(subject + "\\=copy=ms\n" for subject in subjects)
-    out = subprocess.run([shutil.which("pcre2test") or "pcre2test", "-q"], input=script, capture_output=True,
-                         text=True, check=True).stdout
+    out = subprocess.run(
+        [shutil.which("pcre2test") or "pcre2test", "-q"], input=script, capture_output=True, text=True, check=True
+    ).stdout
     results: list[str | None] = []
     for line in out.splitlines()[1:]:  # after the pattern: each subject, then its match or "No match"
         if line.endswith("\\=copy=ms"):
@@ -226,8 +238,10 @@ def test_server_timing_total_is_the_later_of_the_two_clocks():
     """`total` is the request's milliseconds or the model server's, whichever is greater."""
     generator = random.Random(27)
     pairs = [(a, b) for a in range(0, 130) for b in (a - 1, a, a + 1, a + 10, a // 10, a * 10) if b >= 0]
-    pairs += [(generator.randrange(10 ** generator.randint(1, 8)), generator.randrange(10 ** generator.randint(1, 8)))
-              for _ in range(500)]
+    pairs += [
+        (generator.randrange(10 ** generator.randint(1, 8)), generator.randrange(10 ** generator.randint(1, 8)))
+        for _ in range(500)
+    ]
     pairs += [(1000, 999), (999, 1000), (10, 9), (9, 10), (1234567, 1234566), (1234566, 1234567), (0, 0)]
     subjects = [f"{header}:{request}" for header, request in pairs]
     verdicts = [_pcre2test(pattern, subjects) for pattern in direct_route.LATER]

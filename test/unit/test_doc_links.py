@@ -8,12 +8,10 @@ import re
 from pathlib import Path
 from urllib.parse import unquote
 
+import paths
 import pytest
 
-import paths
-
-PAGES = sorted([paths.REPO / "README.md", paths.REPO / "CONTRIBUTING.md",
-                *(paths.REPO / "docs").glob("*.md")])
+PAGES = sorted([paths.REPO / "README.md", paths.REPO / "CONTRIBUTING.md", *(paths.REPO / "docs").glob("*.md")])
 FENCE = re.compile(r"^\s*(```|~~~)")
 INLINE_CODE = re.compile(r"`+[^`]*`+")
 LINK = re.compile(r"!?\[(?:[^\]\[]|\[[^\]]*\])*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")

@@ -12,8 +12,13 @@ import paths
 
 def test_no_module_imports_from_a_floor_above_its_own():
     lint = Path(sys.executable).parent / "lint-imports"
-    result = subprocess.run([lint, "--config", paths.REPO / "pyproject.toml", "--no-cache"], capture_output=True,
-                            text=True, timeout=120, cwd=paths.REPO,
-                            env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(paths.REPO / "container")})
+    result = subprocess.run(
+        [lint, "--config", paths.REPO / "pyproject.toml", "--no-cache"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=paths.REPO,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(paths.REPO / "container")},
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "floors KEPT" in result.stdout

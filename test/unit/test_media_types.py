@@ -4,7 +4,6 @@ runner (its DataProcessing and job validation) accept exactly the same names, al
 import json
 
 import pytest
-
 from sagemaker_tfs import HandlerError, codecs
 from sagemaker_tfs.shared import media_types
 from sagemaker_tfs.shared.media_types import Format
@@ -14,8 +13,11 @@ from sagemaker_tfs.transform.job import TransformJob
 JSON_LINES_NAMES = ["application/jsonlines", "application/jsons", "application/x-jsonlines", "application/jsonl"]
 EVERY_NAME = ["application/json", *JSON_LINES_NAMES, "text/csv"]
 NOT_IN_THE_TABLE = ["application/x-npz", "text/plain", "application/json-seq", "application/x-recordio-protobuf"]
-BODIES = {Format.JSON: b"1\n[2]\n",  # JSON values on lines (a flat list is one instance)
-           Format.JSON_LINES: b"1\n[2]\n", Format.CSV: b"1\n2\n"}
+BODIES = {
+    Format.JSON: b"1\n[2]\n",  # JSON values on lines (a flat list is one instance)
+    Format.JSON_LINES: b"1\n[2]\n",
+    Format.CSV: b"1\n2\n",
+}
 
 
 def test_the_table():
@@ -40,7 +42,8 @@ def test_the_default_handler_reads_and_answers_every_name(name):
     assert codecs.negotiate(name) == name
     answer = codecs.default_output_handler(
         type("Response", (), {"status_code": 200, "content": b'{"predictions": [3.5, 4]}', "headers": {}}),
-        type("Context", (), {"accept_header": name}))
+        type("Context", (), {"accept_header": name}),
+    )
     assert answer == ((b'{"predictions": [3.5, 4]}' if name == "application/json" else b"3.5\n4"), name)
 
 
@@ -48,8 +51,15 @@ def test_the_default_handler_reads_and_answers_every_name(name):
 def test_the_transform_runner_reads_every_name(name):
     record_format = Format.CSV if name == "text/csv" else Format.JSON
     assert data_format(name + "; charset=utf-8") is record_format
-    TransformJob.create(data="s3://b/in/", output_path="s3://b/out/", input_filter="$[0]", output_filter="$[0]",
-                        content_type=name, accept=name, split_type="Line")  # valid: no ValidationError
+    TransformJob.create(
+        data="s3://b/in/",
+        output_path="s3://b/out/",
+        input_filter="$[0]",
+        output_filter="$[0]",
+        content_type=name,
+        accept=name,
+        split_type="Line",
+    )  # valid: no ValidationError
     processing = DataProcessing.build("$[1]", None, None, name, name)
     assert processing.request_record(b"[7,8]" if record_format is Format.JSON else b"7,8") == b"8"
 

@@ -3,14 +3,13 @@
 import shutil
 from pathlib import Path
 
+import paths
 import pytest
 from google.protobuf import text_format
-from tensorflow_serving.config import model_server_config_pb2
-
-import paths
 from sagemaker_tfs.config import Settings
 from sagemaker_tfs.shared.model_tree import ModelTreeError, find_models, model_config_text
 from sagemaker_tfs.stack.commands import batching_parameters_text
+from tensorflow_serving.config import model_server_config_pb2
 
 
 def saved_model(path: Path) -> Path:
@@ -57,8 +56,10 @@ def test_missing_model_directory(tmp_path):
 def test_empty_directory_explains_the_layout(tmp_path):
     with pytest.raises(ModelTreeError) as err:
         find_models(tmp_path)
-    assert str(err.value) == (f"no SavedModel found in {tmp_path}: expected <model_dir>/<version>/saved_model.pb or "
-                              "<model_dir>/<model name>/<version>/saved_model.pb, where <version> is a number such as 1")
+    assert str(err.value) == (
+        f"no SavedModel found in {tmp_path}: expected <model_dir>/<version>/saved_model.pb or "
+        "<model_dir>/<model name>/<version>/saved_model.pb, where <version> is a number such as 1"
+    )
 
 
 def test_saved_model_without_version_folder_is_named(tmp_path):
@@ -67,13 +68,16 @@ def test_saved_model_without_version_folder_is_named(tmp_path):
         find_models(tmp_path)
     assert str(err.value).startswith(
         f"no SavedModel found in a version folder; found outside a version folder in {tmp_path}: "
-        f"{tmp_path}/export/v1/saved_model.pb; expected <model_dir>/<version>/saved_model.pb")
+        f"{tmp_path}/export/v1/saved_model.pb; expected <model_dir>/<version>/saved_model.pb"
+    )
 
 
 def test_non_numeric_version_next_to_a_good_model_is_refused(tmp_path):
     saved_model(tmp_path / "good" / "1")
     saved_model(tmp_path / "other" / "1.0")
-    with pytest.raises(ModelTreeError, match=r"found SavedModels outside a version folder in .*other/1.0/saved_model.pb"):
+    with pytest.raises(
+        ModelTreeError, match=r"found SavedModels outside a version folder in .*other/1.0/saved_model.pb"
+    ):
         find_models(tmp_path)
 
 
@@ -81,9 +85,11 @@ def test_version_folder_without_saved_model_is_refused(tmp_path):
     shutil.copytree(paths.BAD_HALF_PLUS_TWO, tmp_path / "bad")
     with pytest.raises(ModelTreeError) as err:
         find_models(tmp_path)
-    assert str(err.value) == (f"version folder {tmp_path}/bad/00000123 has no saved_model.pb (it holds checkpoint, "
-                              "export, export.meta); a version folder must contain a SavedModel as written by "
-                              "tf.saved_model.save")
+    assert str(err.value) == (
+        f"version folder {tmp_path}/bad/00000123 has no saved_model.pb (it holds checkpoint, "
+        "export, export.meta); a version folder must contain a SavedModel as written by "
+        "tf.saved_model.save"
+    )
 
 
 def test_duplicate_version_numbers_are_refused(tmp_path):
@@ -99,8 +105,10 @@ def test_script_inside_the_version_folder_is_refused(tmp_path):
     (tmp_path / "1" / "code" / "inference.py").write_text("")
     with pytest.raises(ModelTreeError) as err:
         find_models(tmp_path)
-    assert str(err.value) == (f"found {tmp_path}/1/code/inference.py, but the handler script must be "
-                              f"{tmp_path}/code/inference.py (a code/ folder next to the version folders); move it there")
+    assert str(err.value) == (
+        f"found {tmp_path}/1/code/inference.py, but the handler script must be "
+        f"{tmp_path}/code/inference.py (a code/ folder next to the version folders); move it there"
+    )
 
 
 def test_code_folder_is_not_a_model_and_stray_copies_are_reported(tmp_path, caplog):
@@ -129,8 +137,15 @@ def test_model_config_serves_every_version(tmp_path):
 
 
 def test_batching_parameters_from_settings():
-    settings = Settings.from_env({"SAGEMAKER_TFS_MAX_BATCH_SIZE": "16", "SAGEMAKER_TFS_BATCH_TIMEOUT_MICROS": "500",
-                                  "SAGEMAKER_TFS_NUM_BATCH_THREADS": "2", "SAGEMAKER_TFS_MAX_ENQUEUED_BATCHES": "9"})
+    settings = Settings.from_env(
+        {
+            "SAGEMAKER_TFS_MAX_BATCH_SIZE": "16",
+            "SAGEMAKER_TFS_BATCH_TIMEOUT_MICROS": "500",
+            "SAGEMAKER_TFS_NUM_BATCH_THREADS": "2",
+            "SAGEMAKER_TFS_MAX_ENQUEUED_BATCHES": "9",
+        }
+    )
     assert batching_parameters_text(settings) == (
         "max_batch_size { value: 16 }\nbatch_timeout_micros { value: 500 }\n"
-        "num_batch_threads { value: 2 }\nmax_enqueued_batches { value: 9 }\n")
+        "num_batch_threads { value: 2 }\nmax_enqueued_batches { value: 9 }\n"
+    )

@@ -6,14 +6,16 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from sagemaker_tfs.config import Settings
 from sagemaker_tfs.stack import nginx
 
 
 def _settings(tmp_path: Path, **env: str) -> Settings:
-    base = {"SAGEMAKER_RUNTIME_DIR": str(tmp_path), "SAGEMAKER_SAFE_PORT_RANGE": "20000-20003",
-            "SAGEMAKER_TFS_INSTANCE_COUNT": "2"}
+    base = {
+        "SAGEMAKER_RUNTIME_DIR": str(tmp_path),
+        "SAGEMAKER_SAFE_PORT_RANGE": "20000-20003",
+        "SAGEMAKER_TFS_INSTANCE_COUNT": "2",
+    }
     settings = Settings.from_env({**base, **env})
     return settings.resolved(str(tmp_path), None if settings.multi_model else "half_plus_three")
 
@@ -24,10 +26,13 @@ def test_the_route_calls_the_default_model_on_every_instance(tmp_path):
     assert model == "half_plus_three"
     config = nginx.render(settings, model, nginx.version())
     assert "server 127.0.0.1:20001;\n        server 127.0.0.1:20003;\n        keepalive 64;" in config
-    assert ("rewrite ^ /v1/models/$sagemaker_direct_model$sagemaker_direct_version:$sagemaker_direct_method break;\n"
-            "            proxy_pass http://model_servers;") in config
-    assert ('map $http_x_amzn_sagemaker_custom_attributes $sagemaker_direct_model {\n'
-            '        default "half_plus_three";') in config
+    assert (
+        "rewrite ^ /v1/models/$sagemaker_direct_model$sagemaker_direct_version:$sagemaker_direct_method break;\n"
+        "            proxy_pass http://model_servers;"
+    ) in config
+    assert (
+        'map $http_x_amzn_sagemaker_custom_attributes $sagemaker_direct_model {\n        default "half_plus_three";'
+    ) in config
     assert "error_page 418 = @direct;" in config
 
 
@@ -36,11 +41,14 @@ def test_batch_transform_takes_the_route(tmp_path):
     assert nginx.direct_model(_settings(tmp_path, SAGEMAKER_BATCH="true"), None) == "half_plus_three"
 
 
-@pytest.mark.parametrize("env, script", [
-    ({"SAGEMAKER_NGINX_DIRECT_INVOCATIONS": "false"}, None),
-    ({}, Path("code/inference.py")),
-    ({"SAGEMAKER_MULTI_MODEL": "true"}, None),
-])
+@pytest.mark.parametrize(
+    "env, script",
+    [
+        ({"SAGEMAKER_NGINX_DIRECT_INVOCATIONS": "false"}, None),
+        ({}, Path("code/inference.py")),
+        ({"SAGEMAKER_MULTI_MODEL": "true"}, None),
+    ],
+)
 def test_no_route_when_the_app_must_answer(tmp_path, env, script):
     settings = _settings(tmp_path, **env)
     assert nginx.direct_model(settings, script) is None
@@ -54,8 +62,9 @@ def test_nginx_accepts_the_config(tmp_path, on):
     for folder in ("nginx", *(f"nginx/{name}" for name in nginx.TEMP_FOLDERS)):
         (tmp_path / folder).mkdir(exist_ok=True)
     (tmp_path / "nginx.conf").write_text(nginx.render(settings, "half_plus_three", nginx.version()))
-    check = subprocess.run(["nginx", "-t", "-c", str(tmp_path / "nginx.conf"), "-e", "stderr"],
-                           capture_output=True, text=True)
+    check = subprocess.run(
+        ["nginx", "-t", "-c", str(tmp_path / "nginx.conf"), "-e", "stderr"], capture_output=True, text=True
+    )
     assert check.returncode == 0, check.stderr
 
 
@@ -65,10 +74,14 @@ def test_the_direct_route_log_counts_nginx_lines(tmp_path):
 
     counter = DirectRouteLog(tmp_path / "direct.sock")
     try:
-        for line in ("<190>Nov 26 23:00:00 direct: 200 0.002", "<190>Nov 26 23:00:01 direct: 200 0.300",
-                     "<190>Nov 26 23:00:02 direct: 404 0.001", "garbage"):
+        for line in (
+            "<190>Nov 26 23:00:00 direct: 200 0.002",
+            "<190>Nov 26 23:00:01 direct: 200 0.300",
+            "<190>Nov 26 23:00:02 direct: 404 0.001",
+            "garbage",
+        ):
             counter.count(line)
-        family, = counter.collect()
+        (family,) = counter.collect()
         samples = {(s.name, s.labels.get("status"), s.labels.get("le")): s.value for s in family.samples}
     finally:
         counter.close()

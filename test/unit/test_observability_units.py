@@ -10,22 +10,35 @@ import os
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
-
-from sagemaker_tfs.shared import logs
-from sagemaker_tfs.stack import metrics_page
 from sagemaker_tfs.config import ConfigError, Settings
+from sagemaker_tfs.shared import logs
 from sagemaker_tfs.shared.logs import format_from_env
+from sagemaker_tfs.stack import metrics_page
 from sagemaker_tfs.web.metrics import AppMetrics, Timings
 
 
 def test_settings_of_observability():
     settings = Settings.from_env({})
     assert (settings.metrics, settings.metrics_port, settings.server_timing, settings.log_format) == (
-        False, 9101, False, "text")
-    settings = Settings.from_env({"SAGEMAKER_METRICS": "true", "SAGEMAKER_METRICS_PORT": "9200",
-                                  "SAGEMAKER_SERVER_TIMING": "true", "SAGEMAKER_LOG_FORMAT": "JSON"})
+        False,
+        9101,
+        False,
+        "text",
+    )
+    settings = Settings.from_env(
+        {
+            "SAGEMAKER_METRICS": "true",
+            "SAGEMAKER_METRICS_PORT": "9200",
+            "SAGEMAKER_SERVER_TIMING": "true",
+            "SAGEMAKER_LOG_FORMAT": "JSON",
+        }
+    )
     assert (settings.metrics, settings.metrics_port, settings.server_timing, settings.log_format) == (
-        True, 9200, True, "json")
+        True,
+        9200,
+        True,
+        "json",
+    )
     with pytest.raises(ConfigError, match="SAGEMAKER_METRICS_PORT=8501 is taken by nginx or a model server"):
         Settings.from_env({"SAGEMAKER_METRICS": "true", "SAGEMAKER_METRICS_PORT": "8501"})
     with pytest.raises(ConfigError, match="SAGEMAKER_LOG_FORMAT='xml' is not valid: must be one of text, json"):
@@ -45,7 +58,11 @@ def test_json_lines_carry_the_request_id_of_the_request_being_handled():
     finally:
         logs.request_id.reset(token)
     assert {k: line[k] for k in ("level", "logger", "message", "request_id")} == {
-        "level": "WARNING", "logger": "inference", "message": "got 3 rows", "request_id": "rid-1"}
+        "level": "WARNING",
+        "logger": "inference",
+        "message": "got 3 rows",
+        "request_id": "rid-1",
+    }
     assert line["time"].endswith("Z") and line["process"] == os.getpid()
 
 
@@ -80,14 +97,17 @@ def test_the_page_adds_up_the_workers_totals(tmp_path):
     worker.started()  # one still in flight
     worker.flush()
     # another worker, gone (its pid is not alive): its requests count, its in-flight ones do not
-    (tmp_path / "app-999999999.json").write_text(json.dumps({
-        "in_flight": 5, "requests": [["/invocations", "200", [1] + [0] * 16 + [0.0002]]], "stages": []}))
+    (tmp_path / "app-999999999.json").write_text(
+        json.dumps({"in_flight": 5, "requests": [["/invocations", "200", [1] + [0] * 16 + [0.0002]]], "stages": []})
+    )
     (tmp_path / "gunicorn-1.json").write_text('{"worker_restarts": 2}')
     registry = CollectorRegistry()
     registry.register(metrics_page.StackCollector(tmp_path, lambda: [("nginx", 1)], lambda: "ready"))
-    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
-               for family in text_string_to_metric_families(generate_latest(registry).decode())
-               for s in family.samples}
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(generate_latest(registry).decode())
+        for s in family.samples
+    }
     requests = "sagemaker_tfs_request_duration_seconds"
     invocations = (("route", "/invocations"), ("status", "200"))
     assert samples[(requests + "_count", invocations)] == 3
@@ -96,8 +116,10 @@ def test_the_page_adds_up_the_workers_totals(tmp_path):
     assert samples[(requests + "_bucket", (("le", "0.01"), *invocations))] == 3
     assert samples[(requests + "_sum", invocations)] == pytest.approx(0.0002 + 0.0008 + 0.006)
     assert samples[(requests + "_count", (("route", "other"), ("status", "404")))] == 1
-    assert samples[("sagemaker_tfs_stage_duration_seconds_count", (("route", "/invocations"),
-                                                                   ("stage", "model_server")))] == 2
+    assert (
+        samples[("sagemaker_tfs_stage_duration_seconds_count", (("route", "/invocations"), ("stage", "model_server")))]
+        == 2
+    )
     assert samples[("sagemaker_tfs_requests_in_flight", ())] == 1
     assert samples[("sagemaker_tfs_worker_restarts_total", ())] == 2
     assert samples[("sagemaker_tfs_process_restarts_total", (("process", "nginx"),))] == 1
@@ -109,7 +131,10 @@ def test_grpc_channel_arguments():
 
     assert channel_arguments("") == []
     assert channel_arguments("grpc.max_connection_age_ms=2000,grpc.lb_policy_name=grpclb,a=99999999999") == [
-        ("grpc.max_connection_age_ms", 2000), ("grpc.lb_policy_name", "grpclb"), ("a", "99999999999")]
+        ("grpc.max_connection_age_ms", 2000),
+        ("grpc.lb_policy_name", "grpclb"),
+        ("a", "99999999999"),
+    ]
 
 
 def test_a_text_log_message_cannot_start_a_line_of_its_own():

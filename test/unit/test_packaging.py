@@ -5,13 +5,14 @@ import subprocess
 import tarfile
 from pathlib import Path
 
-import pytest
-
 import paths
+import pytest
 from sagemaker_tfs.packaging import PackagingError, build, check
 
-PAIR_SCRIPT = "def input_handler(data, context):\n    return data.read()\n\n" \
-              "def output_handler(response, context):\n    return response.content, 'application/json'\n"
+PAIR_SCRIPT = (
+    "def input_handler(data, context):\n    return data.read()\n\n"
+    "def output_handler(response, context):\n    return response.content, 'application/json'\n"
+)
 
 
 def export(tmp_path: Path, version: str = "1") -> Path:
@@ -43,18 +44,26 @@ def test_build_puts_versions_and_code_at_the_root(tmp_path):
     assert "1538687370/variables/variables.index" in names
     assert "code/inference.py" in names and "code/requirements.txt" in names
     assert not any(n.startswith(("export", "model")) for n in names)
-    assert summary == ["model model: version(s) 1538687370", "code/inference.py: input_handler/output_handler",
-                       "code/requirements.txt: 1 requirement(s) installed at start-up"]
+    assert summary == [
+        "model model: version(s) 1538687370",
+        "code/inference.py: input_handler/output_handler",
+        "code/requirements.txt: 1 requirement(s) installed at start-up",
+    ]
     assert check(out) == summary
 
 
 def test_cli_build_and_check(tmp_path):
     out = tmp_path / "m.tar.gz"
     cmd = [paths.VENV_BIN / "sagemaker-tfs", "package-model"]
-    done = subprocess.run(cmd + ["build", str(export(tmp_path)), "--code", str(code(tmp_path)), "-o", str(out)],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        cmd + ["build", str(export(tmp_path)), "--code", str(code(tmp_path)), "-o", str(out)],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr
-    assert done.stdout == f"wrote {out}\n  model model: version(s) 1\n  code/inference.py: input_handler/output_handler\n"
+    assert (
+        done.stdout == f"wrote {out}\n  model model: version(s) 1\n  code/inference.py: input_handler/output_handler\n"
+    )
     done = subprocess.run(cmd + ["check", str(out)], capture_output=True, text=True)
     assert (done.returncode, done.stdout.splitlines()[0]) == (0, f"{out}: OK")
 
@@ -63,8 +72,11 @@ def test_no_version_folder_is_refused(tmp_path):
     folder = tmp_path / "export"
     shutil.copytree(paths.HALF_PLUS_THREE / "00000123", folder)  # saved_model.pb directly in the export folder
     out = tmp_path / "model.tar.gz"
-    with pytest.raises(PackagingError, match=r"no SavedModel found in a version folder; found outside a version "
-                                             r"folder in .*/model: .*/model/saved_model.pb; expected <model_dir>/<version>/"):
+    with pytest.raises(
+        PackagingError,
+        match=r"no SavedModel found in a version folder; found outside a version "
+        r"folder in .*/model: .*/model/saved_model.pb; expected <model_dir>/<version>/",
+    ):
         build(folder, out)
     assert not out.exists()
 
@@ -81,19 +93,26 @@ def test_script_outside_code_is_refused_in_an_archive(tmp_path):
     archive = tmp_path / "bad.tar.gz"
     with tarfile.open(archive, "w:gz") as tar:
         tar.add(folder / "1", arcname="1")
-    cli = subprocess.run([paths.VENV_BIN / "sagemaker-tfs", "package-model", "check", str(archive)],
-                         capture_output=True, text=True)
+    cli = subprocess.run(
+        [paths.VENV_BIN / "sagemaker-tfs", "package-model", "check", str(archive)], capture_output=True, text=True
+    )
     assert cli.returncode == 1
     assert cli.stderr.startswith("sagemaker-tfs package-model: error: found ")
     assert "/model/1/code/inference.py, but the handler script must be " in cli.stderr
     assert "/model/code/inference.py (a code/ folder next to the version folders); move it there" in cli.stderr
 
 
-@pytest.mark.parametrize("script, message", [
-    ("def input_handler(data, context):\n    pass\n", r"defines input_handler: define handler\(data, context\), or both"),
-    ("x = 1\n", "defines none of the handler functions: define handler"),
-    ("def handler(data, context)\n", r"does not compile: expected ':' \(line 1\)"),
-])
+@pytest.mark.parametrize(
+    "script, message",
+    [
+        (
+            "def input_handler(data, context):\n    pass\n",
+            r"defines input_handler: define handler\(data, context\), or both",
+        ),
+        ("x = 1\n", "defines none of the handler functions: define handler"),
+        ("def handler(data, context)\n", r"does not compile: expected ':' \(line 1\)"),
+    ],
+)
 def test_bad_scripts_are_refused(tmp_path, script, message):
     with pytest.raises(PackagingError, match=message):
         build(export(tmp_path), tmp_path / "model.tar.gz", code(tmp_path, script=script))
@@ -101,7 +120,9 @@ def test_bad_scripts_are_refused(tmp_path, script, message):
 
 def test_handler_may_be_imported_from_a_module(tmp_path):
     script = "from helpers import handler\n"
-    assert build(export(tmp_path), tmp_path / "m.tar.gz", code(tmp_path, script=script))[1] == "code/inference.py: handler"
+    assert (
+        build(export(tmp_path), tmp_path / "m.tar.gz", code(tmp_path, script=script))[1] == "code/inference.py: handler"
+    )
 
 
 def test_bad_requirement_names_the_line(tmp_path):

@@ -9,7 +9,6 @@ import json
 
 import numpy as np
 import pytest
-
 from sagemaker_tfs import codecs
 from sagemaker_tfs.model_client.model_servers import ModelStatus, VersionStatus
 from sagemaker_tfs.registry.publication import PUBLISHED, ModelState
@@ -56,13 +55,18 @@ def test_every_error_body_is_written_alike(message):
     refusal = closing_error(400, "Bad Request", message)
     assert refusal.endswith(b"\r\n\r\n" + json_bodies.error(f"Bad Request: {message}"))
     assert json.loads(body) == {"error": message} and b"\\u00e9" not in body  # UTF-8, not ASCII-escaped
-    assert json_bodies.error(message, {"title": "t"}) == json.dumps({"error": message, "title": "t"},
-                                                                    ensure_ascii=False).encode()
+    assert (
+        json_bodies.error(message, {"title": "t"})
+        == json.dumps({"error": message, "title": "t"}, ensure_ascii=False).encode()
+    )
 
 
 def test_the_parameters_of_a_content_type():
     assert list(media_types.parameters('Text/CSV ; Charset = "latin-1" ;q=0.5;x')) == [
-        ("charset", '"latin-1"'), ("q", "0.5"), ("x", "")]
+        ("charset", '"latin-1"'),
+        ("q", "0.5"),
+        ("x", ""),
+    ]
     assert list(media_types.parameters("application/json")) == []
     assert codecs.negotiate("text/csv; Q=0.2, application/jsonlines;q=0.4") == "application/jsonlines"
 
@@ -74,9 +78,18 @@ def test_the_transform_runner_reads_a_csv_record_with_the_shared_reader():
         parse(b"a\rb", Format.CSV, "input record")  # a CR ends a row, as in every other CSV reader of the stack
 
 
-@pytest.mark.parametrize("prediction", [
-    np.array([0.1, 0.2], dtype=np.float32), np.array([[0.1, 2.5]], dtype=np.float16), np.array([[1, 2], [3, 4]]),
-    np.array(["", "a"]), np.array([True, False]), np.zeros((2, 0)), np.array([], dtype=np.float64)])
+@pytest.mark.parametrize(
+    "prediction",
+    [
+        np.array([0.1, 0.2], dtype=np.float32),
+        np.array([[0.1, 2.5]], dtype=np.float16),
+        np.array([[1, 2], [3, 4]]),
+        np.array(["", "a"]),
+        np.array([True, False]),
+        np.zeros((2, 0)),
+        np.array([], dtype=np.float64),
+    ],
+)
 def test_the_toolkit_s_csv_is_numpy_savetxt_s(prediction):
     expected = io.StringIO()
     np.savetxt(expected, prediction, delimiter=",", fmt="%s")

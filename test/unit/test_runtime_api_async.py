@@ -12,9 +12,8 @@ from pathlib import Path
 
 import falcon
 import falcon.testing
-import pytest
-
 import processes
+import pytest
 from sagemaker_tfs.config import Settings
 from sagemaker_tfs.runtime_api.asynchronous import AsyncInvocations, Invocation
 from sagemaker_tfs.runtime_api.container import Answer
@@ -50,11 +49,17 @@ def output(tmp_path) -> Path:
     return tmp_path / "out"
 
 
-def make(output: Path | None, container: FakeContainer,
-         **env: str) -> tuple[AsyncInvocations, falcon.testing.TestClient]:
-    settings = Settings.from_env({**({"SAGEMAKER_LOCAL_ASYNC_OUTPUT_PATH": str(output)} if output else {}),
-                                  "SAGEMAKER_LOCAL_ASYNC_MAX_CONCURRENT": "1",
-                                  "SAGEMAKER_LOCAL_ASYNC_INPUT_PATH": tempfile.gettempdir(), **env})
+def make(
+    output: Path | None, container: FakeContainer, **env: str
+) -> tuple[AsyncInvocations, falcon.testing.TestClient]:
+    settings = Settings.from_env(
+        {
+            **({"SAGEMAKER_LOCAL_ASYNC_OUTPUT_PATH": str(output)} if output else {}),
+            "SAGEMAKER_LOCAL_ASYNC_MAX_CONCURRENT": "1",
+            "SAGEMAKER_LOCAL_ASYNC_INPUT_PATH": tempfile.gettempdir(),
+            **env,
+        }
+    )
     invocations = AsyncInvocations(settings, container, None)
     app = falcon.App(media_type=JSON, middleware=[RequestId()])  # as runtime_api/server.py builds it
     app.add_error_handler(RuntimeApiError, answer)
@@ -91,8 +96,14 @@ def written(folder: Path, *names: str) -> None:
 def test_a_local_input_is_answered_at_once_and_its_output_written_whole(tmp_path, output):
     container = FakeContainer()
     invocations, client = make(output, container)
-    result = post(client, InputLocation=str(input_file(tmp_path)), Content_Type="application/json",
-                  Accept="application/json", Custom_Attributes="tfs-model-name=m", Inference_Id="inf-1")
+    result = post(
+        client,
+        InputLocation=str(input_file(tmp_path)),
+        Content_Type="application/json",
+        Accept="application/json",
+        Custom_Attributes="tfs-model-name=m",
+        Inference_Id="inf-1",
+    )
     assert result.status_code == 202
     assert result.json == {"InferenceId": "inf-1"}
     name, failure = names(result)
@@ -100,10 +111,21 @@ def test_a_local_input_is_answered_at_once_and_its_output_written_whole(tmp_path
     assert result.headers["X-Amzn-SageMaker-FailureLocation"] == f"{output}/{failure}"
     written(output, name)
     assert (output / name).read_bytes() == b'{"predictions": [3.5]}'
-    assert container.calls == [("POST", "/invocations", b'{"instances": [1.0]}',
-                                {"X-Amzn-RequestId": "rid-1", "X-Amzn-SageMaker-Inference-Id": "inf-1",
-                                 "Content-Type": "application/json", "Accept": "application/json",
-                                 "X-Amzn-SageMaker-Custom-Attributes": "tfs-model-name=m"}, 900)]
+    assert container.calls == [
+        (
+            "POST",
+            "/invocations",
+            b'{"instances": [1.0]}',
+            {
+                "X-Amzn-RequestId": "rid-1",
+                "X-Amzn-SageMaker-Inference-Id": "inf-1",
+                "Content-Type": "application/json",
+                "Accept": "application/json",
+                "X-Amzn-SageMaker-Custom-Attributes": "tfs-model-name=m",
+            },
+            900,
+        )
+    ]
     invocations.stop()
     assert sorted(p.name for p in output.iterdir()) == [name]  # no temporary file left
 
@@ -143,14 +165,16 @@ def test_the_container_s_error_body_is_the_failure(tmp_path, output, caplog):
     invocations.stop()
     assert sorted(p.name for p in output.iterdir()) == [failure]
     assert (output / failure).read_bytes() == b'{"error": "bad input"}'
-    assert f"inference bad: failed (the container answered 400), failure written to {output}/{failure}" \
-        in caplog.text
+    assert f"inference bad: failed (the container answered 400), failure written to {output}/{failure}" in caplog.text
 
 
-@pytest.mark.parametrize("error, message", [
-    (TimeoutError(), b"Invocation timed out: the container did not answer within InvocationTimeoutSeconds (900 s)"),
-    (ConnectionRefusedError("refused"), b"Unable to reach the container: refused"),
-])
+@pytest.mark.parametrize(
+    "error, message",
+    [
+        (TimeoutError(), b"Invocation timed out: the container did not answer within InvocationTimeoutSeconds (900 s)"),
+        (ConnectionRefusedError("refused"), b"Unable to reach the container: refused"),
+    ],
+)
 def test_no_answer_is_a_failure_saying_why(output, error, message):
     invocations, client = make(output, FakeContainer(error=error))
     _, failure = names(post(client, b"x", Inference_Id="i"))
@@ -173,20 +197,27 @@ def test_an_unreadable_input_is_a_failure_and_the_container_is_not_called(tmp_pa
 def test_an_invocation_that_waited_past_its_ttl_fails_as_expired(output):
     container = FakeContainer()
     invocations, _ = make(output, container)
-    invocations.queue.put(Invocation("old", "rid", None, b"x", {}, f"{output}/old.out",
-                                     f"{output}/old-error.out", 60, 900, time.monotonic() - 61))
+    invocations.queue.put(
+        Invocation(
+            "old", "rid", None, b"x", {}, f"{output}/old.out", f"{output}/old-error.out", 60, 900, time.monotonic() - 61
+        )
+    )
     written(output, "old-error.out")
     invocations.stop()
-    assert (output / "old-error.out").read_text().startswith(
-        "Request expired: it waited 61 s in the queue, more than its RequestTTLSeconds (60 s)")
+    assert (
+        (output / "old-error.out")
+        .read_text()
+        .startswith("Request expired: it waited 61 s in the queue, more than its RequestTTLSeconds (60 s)")
+    )
     assert container.calls == []
 
 
 def test_an_output_that_cannot_be_written_becomes_a_failure(tmp_path, caplog):
     caplog.set_level(logging.INFO, "sagemaker_tfs.runtime_api")
     (tmp_path / "out").write_text("a file where the output folder would be")
-    invocations, client = make(tmp_path / "out", FakeContainer(),
-                               SAGEMAKER_LOCAL_ASYNC_FAILURE_PATH=str(tmp_path / "failures"))
+    invocations, client = make(
+        tmp_path / "out", FakeContainer(), SAGEMAKER_LOCAL_ASYNC_FAILURE_PATH=str(tmp_path / "failures")
+    )
     name, failure = names(post(client, b"x", Inference_Id="i"))
     written(tmp_path / "failures", failure)
     invocations.stop()
@@ -194,49 +225,106 @@ def test_an_output_that_cannot_be_written_becomes_a_failure(tmp_path, caplog):
     assert f"inference i: unable to write the output {tmp_path}/out/{name}" in caplog.text
 
 
-@pytest.mark.parametrize("body, headers, message", [
-    (b"", {}, "Provide exactly one of InputLocation (X-Amzn-SageMaker-InputLocation) and Body: the request has "
-              "neither"),
-    (b"x", {"InputLocation": "/in"}, "Provide exactly one of InputLocation (X-Amzn-SageMaker-InputLocation) and "
-                                     "Body, not both"),
-    (b"x" * 128_001, {}, "The inline Body is 128001 bytes, more than 128000: store it and give its InputLocation "
-                         "(X-Amzn-SageMaker-InputLocation)"),
-    (b"", {"InputLocation": "https://b.s3.amazonaws.com/k"},
-     "InputLocation 'https://b.s3.amazonaws.com/k' (X-Amzn-SageMaker-InputLocation): the local endpoint reads "
-     "s3://bucket/key, file:///path or a local path"),
-    (b"", {"InputLocation": "s3://bucket"}, "InputLocation 's3://bucket' (X-Amzn-SageMaker-InputLocation) must be "
-                                            "s3://bucket/key"),
-    (b"", {"InputLocation": "file://relative"}, "InputLocation 'file://relative' (X-Amzn-SageMaker-InputLocation) "
-                                                "must be a file:// URI of an absolute path: file:///path/to/input"),
-    (b"x", {"RequestTTLSeconds": "59"}, "1 validation error detected: Value '59' at 'requestTTLSeconds' failed to "
-                                        "satisfy constraint: Member must have value greater than or equal to 60"),
-    (b"x", {"InvocationTimeoutSeconds": "soon"}, "1 validation error detected: Value 'soon' at "
-                                                 "'invocationTimeoutSeconds' failed to satisfy constraint: Member "
-                                                 "must be an integer"),
-    (b"x", {"Inference-Id": "a/b"}, "InferenceId 'a/b' (X-Amzn-SageMaker-Inference-Id) must not hold '/' here: it "
-                                    "names the output file"),
-    (b"x", {"Inference-Id": "a\u00e9"}, "1 validation error detected: Value 'a\u00e9' at 'inferenceId' failed to satisfy "
-                                   "constraint: Member must satisfy regular expression pattern: \\A\\S[\\p{Print}]*\\z"),
-    (b"x", {"S3OutputPathExtension": "a/../b"}, "S3OutputPathExtension 'a/../b' "
-                                                "(X-Amzn-SageMaker-S3OutputPathExtension) must have no '..' segment "
-                                                "here: the output must stay under its path"),
-    (b"x", {"Filename": "a.b.c"}, "1 validation error detected: Value 'a.b.c' at 'filename' failed to satisfy "
-                                  "constraint: Member must satisfy regular expression pattern: "
-                                  "^(?!.*\\..*\\.)[a-zA-Z0-9][a-zA-Z0-9-_\\.]*$"),
-    (b"x", {"Accept": "a" * 1025}, "1 validation error detected: Value '" + "a" * 1025 + "' at 'accept' failed to "
-                                   "satisfy constraint: Member must have length less than or equal to 1024"),
-    (b"x", {"Custom-Attributes": "\u00e9" * 1025}, "2 validation errors detected: Value at 'customAttributes' failed "
-                                                   "to satisfy constraint: Member must have length less than or equal "
-                                                   "to 1024; Value at 'customAttributes' failed to satisfy constraint: "
-                                                   "Member must satisfy regular expression pattern: \\p{ASCII}*"),
-])
+@pytest.mark.parametrize(
+    "body, headers, message",
+    [
+        (
+            b"",
+            {},
+            "Provide exactly one of InputLocation (X-Amzn-SageMaker-InputLocation) and Body: the request has neither",
+        ),
+        (
+            b"x",
+            {"InputLocation": "/in"},
+            "Provide exactly one of InputLocation (X-Amzn-SageMaker-InputLocation) and Body, not both",
+        ),
+        (
+            b"x" * 128_001,
+            {},
+            "The inline Body is 128001 bytes, more than 128000: store it and give its InputLocation "
+            "(X-Amzn-SageMaker-InputLocation)",
+        ),
+        (
+            b"",
+            {"InputLocation": "https://b.s3.amazonaws.com/k"},
+            "InputLocation 'https://b.s3.amazonaws.com/k' (X-Amzn-SageMaker-InputLocation): the local endpoint reads "
+            "s3://bucket/key, file:///path or a local path",
+        ),
+        (
+            b"",
+            {"InputLocation": "s3://bucket"},
+            "InputLocation 's3://bucket' (X-Amzn-SageMaker-InputLocation) must be s3://bucket/key",
+        ),
+        (
+            b"",
+            {"InputLocation": "file://relative"},
+            "InputLocation 'file://relative' (X-Amzn-SageMaker-InputLocation) "
+            "must be a file:// URI of an absolute path: file:///path/to/input",
+        ),
+        (
+            b"x",
+            {"RequestTTLSeconds": "59"},
+            "1 validation error detected: Value '59' at 'requestTTLSeconds' failed to "
+            "satisfy constraint: Member must have value greater than or equal to 60",
+        ),
+        (
+            b"x",
+            {"InvocationTimeoutSeconds": "soon"},
+            "1 validation error detected: Value 'soon' at "
+            "'invocationTimeoutSeconds' failed to satisfy constraint: Member "
+            "must be an integer",
+        ),
+        (
+            b"x",
+            {"Inference-Id": "a/b"},
+            "InferenceId 'a/b' (X-Amzn-SageMaker-Inference-Id) must not hold '/' here: it names the output file",
+        ),
+        (
+            b"x",
+            {"Inference-Id": "a\u00e9"},
+            "1 validation error detected: Value 'a\u00e9' at 'inferenceId' failed to satisfy "
+            "constraint: Member must satisfy regular expression pattern: \\A\\S[\\p{Print}]*\\z",
+        ),
+        (
+            b"x",
+            {"S3OutputPathExtension": "a/../b"},
+            "S3OutputPathExtension 'a/../b' "
+            "(X-Amzn-SageMaker-S3OutputPathExtension) must have no '..' segment "
+            "here: the output must stay under its path",
+        ),
+        (
+            b"x",
+            {"Filename": "a.b.c"},
+            "1 validation error detected: Value 'a.b.c' at 'filename' failed to satisfy "
+            "constraint: Member must satisfy regular expression pattern: "
+            "^(?!.*\\..*\\.)[a-zA-Z0-9][a-zA-Z0-9-_\\.]*$",
+        ),
+        (
+            b"x",
+            {"Accept": "a" * 1025},
+            "1 validation error detected: Value '" + "a" * 1025 + "' at 'accept' failed to "
+            "satisfy constraint: Member must have length less than or equal to 1024",
+        ),
+        (
+            b"x",
+            {"Custom-Attributes": "\u00e9" * 1025},
+            "2 validation errors detected: Value at 'customAttributes' failed "
+            "to satisfy constraint: Member must have length less than or equal "
+            "to 1024; Value at 'customAttributes' failed to satisfy constraint: "
+            "Member must satisfy regular expression pattern: \\p{ASCII}*",
+        ),
+    ],
+)
 def test_refusals_are_validation_errors_naming_the_header(output, body, headers, message):
     container = FakeContainer()
     invocations, client = make(output, container)
     result = post(client, body, **headers)
     invocations.stop()
-    assert (result.status_code, result.headers["x-amzn-ErrorType"], result.json) == \
-        (400, "ValidationError", {"Message": message})
+    assert (result.status_code, result.headers["x-amzn-ErrorType"], result.json) == (
+        400,
+        "ValidationError",
+        {"Message": message},
+    )
     assert container.calls == [] and not output.exists()
 
 
@@ -258,9 +346,14 @@ def test_a_full_queue_throttles(output):
     second = post(client, b"2", Inference_Id="queued")
     assert second.status_code == 202
     refused = post(client, b"3", Inference_Id="refused")
-    assert (refused.status_code, refused.headers["x-amzn-ErrorType"], refused.json) == \
-        (400, "ThrottlingException", {"Message": "The endpoint's asynchronous queue is full (1 requests waiting, "
-                                                 "SAGEMAKER_LOCAL_ASYNC_MAX_QUEUED); retry later"})
+    assert (refused.status_code, refused.headers["x-amzn-ErrorType"], refused.json) == (
+        400,
+        "ThrottlingException",
+        {
+            "Message": "The endpoint's asynchronous queue is full (1 requests waiting, "
+            "SAGEMAKER_LOCAL_ASYNC_MAX_QUEUED); retry later"
+        },
+    )
     container.gate.set()
     outputs = [names(first)[0], names(second)[0]]
     written(output, *outputs)
@@ -288,9 +381,11 @@ def test_stop_finishes_what_is_in_flight_and_ends_what_is_queued_with_a_failure(
     assert sorted(p.name for p in output.iterdir()) == sorted([in_flight, queued_failure])
     assert (output / queued_failure).read_text() == (
         "Request not run: the endpoint stopped (its container received SIGTERM) while this request was queued; "
-        "nothing was sent to the model, invoke it again")
-    assert f"inference queued: failed (stopped while queued), failure written to {output}/{queued_failure}" \
-        in caplog.text
+        "nothing was sent to the model, invoke it again"
+    )
+    assert (
+        f"inference queued: failed (stopped while queued), failure written to {output}/{queued_failure}" in caplog.text
+    )
     assert len(container.calls) == 1
 
 
@@ -311,16 +406,21 @@ def test_a_local_input_outside_the_input_path_is_refused(tmp_path, output):
     for location in ("/etc/passwd", f"file://{tmp_path}/inputs/../secret", str(tmp_path / "inputs" / "link")):
         result = client.simulate_post(PATH, headers={"X-Amzn-SageMaker-InputLocation": location})
         assert (result.status_code, result.headers["x-amzn-errortype"]) == (400, "ValidationError")
-        assert result.json["Message"].startswith(f"InputLocation '{location}' is outside "
-                                                 "SAGEMAKER_LOCAL_ASYNC_INPUT_PATH")
+        assert result.json["Message"].startswith(
+            f"InputLocation '{location}' is outside SAGEMAKER_LOCAL_ASYNC_INPUT_PATH"
+        )
 
 
 def test_without_an_input_path_only_s3_and_inline_inputs_are_taken(output):
     _, client = make(output, FakeContainer(), SAGEMAKER_LOCAL_ASYNC_INPUT_PATH="")
     result = client.simulate_post(PATH, headers={"X-Amzn-SageMaker-InputLocation": "/tmp/in.json"})
-    assert (result.status_code, result.json["Message"]) == (400, (
-        "InputLocation '/tmp/in.json' is a local path: set SAGEMAKER_LOCAL_ASYNC_INPUT_PATH on the container to the "
-        "folder local inputs may be read from, or give an s3:// location"))
+    assert (result.status_code, result.json["Message"]) == (
+        400,
+        (
+            "InputLocation '/tmp/in.json' is a local path: set SAGEMAKER_LOCAL_ASYNC_INPUT_PATH on the container to the "
+            "folder local inputs may be read from, or give an s3:// location"
+        ),
+    )
 
 
 def test_a_link_put_on_the_way_after_acceptance_is_refused_when_the_input_is_read(tmp_path, output):
@@ -340,8 +440,11 @@ def test_a_link_put_on_the_way_after_acceptance_is_refused_when_the_input_is_rea
     in_flight, _ = names(post(client, b"0", Inference_Id="in-flight"))
     assert container.entered.acquire(timeout=10)  # the worker holds it: the next ones wait in the queue
     failures = {}
-    for name, location in (("file", inputs / "in.json"), ("folder", inputs / "folder" / "in.json"),
-                           ("fifo", inputs / "fifo" / "in.json")):
+    for name, location in (
+        ("file", inputs / "in.json"),
+        ("folder", inputs / "folder" / "in.json"),
+        ("fifo", inputs / "fifo" / "in.json"),
+    ):
         result = post(client, InputLocation=str(location), Inference_Id=name)
         assert result.status_code == 202
         failures[name] = output / names(result)[1]
@@ -355,9 +458,10 @@ def test_a_link_put_on_the_way_after_acceptance_is_refused_when_the_input_is_rea
     assert [call[2] for call in container.calls] == [b"0"]
     assert failures["file"].read_text() == (
         f"Unable to read the input {inputs}/in.json: 'in.json' on the way to 'in.json' is a symbolic link, which is "
-        "not followed")
+        "not followed"
+    )
     assert failures["folder"].read_text() == (
         f"Unable to read the input {inputs}/folder/in.json: 'folder' on the way to 'folder/in.json' is a symbolic "
-        "link, which is not followed")
-    assert failures["fifo"].read_text() == \
-        f"Unable to read the input {inputs}/fifo/in.json: not a regular file"
+        "link, which is not followed"
+    )
+    assert failures["fifo"].read_text() == f"Unable to read the input {inputs}/fifo/in.json: not a regular file"

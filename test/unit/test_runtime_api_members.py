@@ -8,7 +8,6 @@ import warnings
 from pathlib import Path
 
 import pytest
-
 from sagemaker_tfs.runtime_api import members, service_model
 from sagemaker_tfs.runtime_api.errors import RuntimeApiError
 
@@ -26,17 +25,21 @@ def test_the_table_is_the_installed_botocore_s_service_model():
         assert [row for row in rows if current.get(row[0]) != row] == [], "run scripts/generate_runtime_members.py"
         added = sorted(current.keys() - {row[0] for row in rows})
         if added:
-            warnings.warn(f"botocore's {operation} has members the table lacks: {added}; run "
-                          "scripts/generate_runtime_members.py")
+            warnings.warn(
+                f"botocore's {operation} has members the table lacks: {added}; run scripts/generate_runtime_members.py"
+            )
 
 
-@pytest.mark.parametrize("java, matches, refuses", [
-    (r"\p{ASCII}*", ["", "tfs-model-name=m", "\x00\x7f"], ["\u00e9", "a\u20ac"]),
-    (r"\A\S[\p{Print}]*\z", ["a", "a b~", "x" * 64], ["", " a", "a\n", "a\u00e9", "a\x7f"]),
-    (r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*", ["a", "my-endpoint", "a--b"], ["my_endpoint", "-a", "a-", ""]),
-    (r"^(?!.*\..*\.)[a-zA-Z0-9][a-zA-Z0-9-_\.]*$", ["a", "out-1_x.json"], ["a.b.c", ".a", "a/b"]),
-    (r"^(NEW_SESSION)$|^[a-zA-Z0-9](-*[a-zA-Z0-9])*$", ["NEW_SESSION", "s-1"], ["NEW_SESSIONS", "s_1"]),
-])
+@pytest.mark.parametrize(
+    "java, matches, refuses",
+    [
+        (r"\p{ASCII}*", ["", "tfs-model-name=m", "\x00\x7f"], ["\u00e9", "a\u20ac"]),
+        (r"\A\S[\p{Print}]*\z", ["a", "a b~", "x" * 64], ["", " a", "a\n", "a\u00e9", "a\x7f"]),
+        (r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*", ["a", "my-endpoint", "a--b"], ["my_endpoint", "-a", "a-", ""]),
+        (r"^(?!.*\..*\.)[a-zA-Z0-9][a-zA-Z0-9-_\.]*$", ["a", "out-1_x.json"], ["a.b.c", ".a", "a/b"]),
+        (r"^(NEW_SESSION)$|^[a-zA-Z0-9](-*[a-zA-Z0-9])*$", ["NEW_SESSION", "s-1"], ["NEW_SESSIONS", "s_1"]),
+    ],
+)
 def test_java_patterns_mean_the_same_in_python(java, matches, refuses):
     regex = members.python_regex(java)
     assert [value for value in matches if not regex.fullmatch(value)] == []
@@ -60,30 +63,49 @@ def check(operation: str, endpoint: str = "e", **headers: str) -> str | None:
 
 
 def test_valid_members_pass():
-    assert check("InvokeEndpoint", "my-endpoint-1", **{"Content-Type": "application/json", "Accept": "*/*",
-                                                        "X-Amzn-SageMaker-Inference-Id": "i" * 64}) is None
-    assert check("InvokeEndpointAsync", **{"X-Amzn-SageMaker-InputLocation": "/data/in.json",  # a local extension
-                                           "X-Amzn-SageMaker-RequestTTLSeconds": "60"}) is None
+    assert (
+        check(
+            "InvokeEndpoint",
+            "my-endpoint-1",
+            **{"Content-Type": "application/json", "Accept": "*/*", "X-Amzn-SageMaker-Inference-Id": "i" * 64},
+        )
+        is None
+    )
+    assert (
+        check(
+            "InvokeEndpointAsync",
+            **{
+                "X-Amzn-SageMaker-InputLocation": "/data/in.json",  # a local extension
+                "X-Amzn-SageMaker-RequestTTLSeconds": "60",
+            },
+        )
+        is None
+    )
 
 
 def test_each_broken_constraint_is_one_error_in_sagemaker_s_words():
     assert check("InvokeEndpoint", "e" * 64) == (
         f"1 validation error detected: Value '{'e' * 64}' at 'endpointName' failed to satisfy constraint: Member must "
-        "have length less than or equal to 63")
+        "have length less than or equal to 63"
+    )
     assert check("InvokeEndpoint", "e_" * 32) == (
         f"2 validation errors detected: Value '{'e_' * 32}' at 'endpointName' failed to satisfy constraint: Member "
         f"must have length less than or equal to 63; Value '{'e_' * 32}' at 'endpointName' failed to satisfy "
-        "constraint: Member must satisfy regular expression pattern: ^[a-zA-Z0-9](-*[a-zA-Z0-9])*")
+        "constraint: Member must satisfy regular expression pattern: ^[a-zA-Z0-9](-*[a-zA-Z0-9])*"
+    )
     assert check("InvokeEndpoint", **{"X-Amzn-SageMaker-Target-Model": ""}) == (
         "1 validation error detected: Value '' at 'targetModel' failed to satisfy constraint: Member must have length "
         "greater than or equal to 1; Value '' at 'targetModel' failed to satisfy constraint: Member must satisfy "
-        "regular expression pattern: \\A\\S[\\p{Print}]*\\z".replace("1 validation error", "2 validation errors"))
+        "regular expression pattern: \\A\\S[\\p{Print}]*\\z".replace("1 validation error", "2 validation errors")
+    )
     assert check("InvokeEndpointAsync", **{"X-Amzn-SageMaker-InvocationTimeoutSeconds": "3601"}) == (
         "1 validation error detected: Value '3601' at 'invocationTimeoutSeconds' failed to satisfy constraint: Member "
-        "must have value less than or equal to 3600")
+        "must have value less than or equal to 3600"
+    )
 
 
 def test_a_sensitive_member_s_value_is_not_quoted():
     assert check("InvokeEndpoint", **{"X-Amzn-SageMaker-Custom-Attributes": "secret\u00e9"}) == (
         "1 validation error detected: Value at 'customAttributes' failed to satisfy constraint: Member must satisfy "
-        "regular expression pattern: \\p{ASCII}*")
+        "regular expression pattern: \\p{ASCII}*"
+    )

@@ -7,7 +7,6 @@ import os
 import stat
 
 import pytest
-
 from sagemaker_tfs.shared import runtime_dir
 from sagemaker_tfs.shared.runtime_dir import RuntimeDirError
 

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from sagemaker_tfs.shared import dtypes, tensor_proto
 from tensorflow.core.framework import tensor_pb2, types_pb2
 from tensorflow_serving.apis import predict_pb2
-
-from sagemaker_tfs.shared import dtypes, tensor_proto
 
 RNG = np.random.default_rng(35)
 
@@ -43,9 +42,13 @@ def test_a_request_reads_back_as_the_same_array_in_tensorflow_serving_apis_class
     import tensorflow as tf
 
     request = predict_pb2.PredictRequest.FromString(
-        tensor_proto.predict_request("m", {"x": array, "y": array[..., None]}, version=7, signature_name="s"))
-    assert (request.model_spec.name, request.model_spec.version.value, request.model_spec.signature_name) == \
-        ("m", 7, "s")
+        tensor_proto.predict_request("m", {"x": array, "y": array[..., None]}, version=7, signature_name="s")
+    )
+    assert (request.model_spec.name, request.model_spec.version.value, request.model_spec.signature_name) == (
+        "m",
+        7,
+        "s",
+    )
     assert set(request.inputs) == {"x", "y"}
     _same(tf.make_ndarray(request.inputs["x"]), array)
     _same(tf.make_ndarray(request.inputs["y"]), array[..., None])
@@ -58,7 +61,8 @@ def test_a_request_without_version_or_signature_leaves_them_unset():
 
 def test_strings_go_as_utf8_string_values():
     request = predict_pb2.PredictRequest.FromString(
-        tensor_proto.predict_request("m", {"s": np.array([["a", "é"]]), "b": np.array([b"\x00\xff"], dtype=object)}))
+        tensor_proto.predict_request("m", {"s": np.array([["a", "é"]]), "b": np.array([b"\x00\xff"], dtype=object)})
+    )
     assert request.inputs["s"].dtype == types_pb2.DT_STRING
     assert list(request.inputs["s"].string_val) == [b"a", "é".encode()]
     assert [d.size for d in request.inputs["s"].tensor_shape.dim] == [1, 2]
@@ -79,9 +83,19 @@ def test_an_answer_in_tensor_content_reads_as_the_same_array(array):
 
 
 # Each dtype in the typed field tensorflow_model_server writes it in (TensorFlow's Tensor::AsProtoField).
-TYPED = [(np.float32, "float_val"), (np.float64, "double_val"), (np.int32, "int_val"), (np.int16, "int_val"),
-         (np.int8, "int_val"), (np.uint8, "int_val"), (np.uint16, "int_val"), (np.int64, "int64_val"),
-         (np.uint32, "uint32_val"), (np.uint64, "uint64_val"), (np.bool_, "bool_val")]
+TYPED = [
+    (np.float32, "float_val"),
+    (np.float64, "double_val"),
+    (np.int32, "int_val"),
+    (np.int16, "int_val"),
+    (np.int8, "int_val"),
+    (np.uint8, "int_val"),
+    (np.uint16, "int_val"),
+    (np.int64, "int64_val"),
+    (np.uint32, "uint32_val"),
+    (np.uint64, "uint64_val"),
+    (np.bool_, "bool_val"),
+]
 
 
 @pytest.mark.parametrize("dtype, field", TYPED, ids=[np.dtype(d).name for d, _ in TYPED])

@@ -8,8 +8,9 @@ import re
 
 from paths import REPO
 
-spec = importlib.util.spec_from_file_location("vendor_tensorflow_protos",
-                                              REPO / "scripts" / "vendor_tensorflow_protos.py")
+spec = importlib.util.spec_from_file_location(
+    "vendor_tensorflow_protos", REPO / "scripts" / "vendor_tensorflow_protos.py"
+)
 vendor = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(vendor)
 
@@ -25,8 +26,9 @@ def test_the_copy_holds_exactly_what_tensorflow_serving_api_imports():
 
 def test_the_copy_is_the_installed_tensorflows():
     source = vendor.site_root("tensorflow")
-    changed = [name for name in vendor.needed_files()
-               if (source / name).read_bytes() != (vendor.VENDORED / name).read_bytes()]
+    changed = [
+        name for name in vendor.needed_files() if (source / name).read_bytes() != (vendor.VENDORED / name).read_bytes()
+    ]
     assert changed == [], FIX
 
 

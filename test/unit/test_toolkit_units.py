@@ -9,11 +9,10 @@ import sys
 
 import numpy as np
 import pytest
-
-from sagemaker_tfs.shared import npy
 from sagemaker_tfs.config import Settings
 from sagemaker_tfs.errors import HandlerError
 from sagemaker_tfs.packaging import PackagingError, check_model_dir, handler_contract
+from sagemaker_tfs.shared import npy
 from sagemaker_tfs.stack.requirements import requirements_for_pip
 
 
@@ -21,16 +20,19 @@ def test_requirements_naming_the_toolkit_are_filtered_into_a_copy(tmp_path, capl
     code = tmp_path / "code"
     code.mkdir()
     requirements = code / "requirements.txt"
-    requirements.write_text("scikit-learn>=1.4\nSageMaker_Inference==1.10.1  # the toolkit\n-r more.txt\n"
-                            "--find-links ./wheels\n")
+    requirements.write_text(
+        "scikit-learn>=1.4\nSageMaker_Inference==1.10.1  # the toolkit\n-r more.txt\n--find-links ./wheels\n"
+    )
     runtime = tmp_path / "runtime"
     runtime.mkdir()
     with caplog.at_level(logging.INFO, "serve"):
         copy = requirements_for_pip(requirements, runtime)
     assert copy == runtime / "requirements.txt"
     assert copy.read_text() == f"scikit-learn>=1.4\n-r {code}/more.txt\n--find-links ./wheels\n"
-    assert f"{requirements}: 'SageMaker_Inference==1.10.1  # the toolkit' is satisfied by the container's " \
-           "sagemaker_inference package, not installed" in caplog.text
+    assert (
+        f"{requirements}: 'SageMaker_Inference==1.10.1  # the toolkit' is satisfied by the container's "
+        "sagemaker_inference package, not installed" in caplog.text
+    )
 
 
 def test_requirements_without_them_are_used_as_they_are(tmp_path):
@@ -42,21 +44,30 @@ def test_requirements_without_them_are_used_as_they_are(tmp_path):
 def test_package_model_checks_a_toolkit_folder_without_a_saved_model(tmp_path):
     (tmp_path / "code").mkdir()
     (tmp_path / "model.joblib").write_bytes(b"weights")
-    (tmp_path / "code" / "inference.py").write_text("from x import model_fn\n\ndef predict_fn(data, model):\n"
-                                                    "    return data\n")
+    (tmp_path / "code" / "inference.py").write_text(
+        "from x import model_fn\n\ndef predict_fn(data, model):\n    return data\n"
+    )
     assert check_model_dir(tmp_path) == [
         "no SavedModel: the script's model_fn loads the model, no model server is started",
-        "code/inference.py: inference toolkit: model_fn, predict_fn"]
+        "code/inference.py: inference toolkit: model_fn, predict_fn",
+    ]
 
 
-@pytest.mark.parametrize("script, message", [
-    ("def handler(d, c):\n    pass\n\ndef output_fn(p, a):\n    pass\n",
-     "{path} defines both TensorFlow Serving handlers (handler) and inference toolkit functions (output_fn): keep one "
-     "contract, or set SAGEMAKER_INFERENCE_CONTRACT to tfs or toolkit"),
-    ("def transform_fn(m, d, c, a):\n    pass\n\ndef input_fn(d, c):\n    pass\n",
-     "{path}: Cannot use transform_fn implementation in conjunction with input_fn, predict_fn, and/or output_fn "
-     "implementation"),
-])
+@pytest.mark.parametrize(
+    "script, message",
+    [
+        (
+            "def handler(d, c):\n    pass\n\ndef output_fn(p, a):\n    pass\n",
+            "{path} defines both TensorFlow Serving handlers (handler) and inference toolkit functions (output_fn): keep one "
+            "contract, or set SAGEMAKER_INFERENCE_CONTRACT to tfs or toolkit",
+        ),
+        (
+            "def transform_fn(m, d, c, a):\n    pass\n\ndef input_fn(d, c):\n    pass\n",
+            "{path}: Cannot use transform_fn implementation in conjunction with input_fn, predict_fn, and/or output_fn "
+            "implementation",
+        ),
+    ],
+)
 def test_package_model_refuses_what_serve_refuses(tmp_path, script, message):
     path = tmp_path / "inference.py"
     path.write_text(script)
@@ -72,8 +83,11 @@ def test_the_toolkit_s_variable_names_are_fallbacks():
     settings = Settings.from_env({**env, "SAGEMAKER_GUNICORN_WORKERS": "1", "SAGEMAKER_GUNICORN_TIMEOUT_SECONDS": "9"})
     assert (settings.gunicorn_workers, settings.gunicorn_timeout_seconds) == (1, 9)
     defaults = Settings.from_env({})
-    assert (defaults.program, defaults.inference_contract, defaults.default_invocations_accept) == \
-        ("inference.py", "auto", "application/json")
+    assert (defaults.program, defaults.inference_contract, defaults.default_invocations_accept) == (
+        "inference.py",
+        "auto",
+        "application/json",
+    )
 
 
 def test_npy_predictions_must_be_rectangular_numbers():
@@ -91,4 +105,6 @@ def test_npy_without_numpy_is_415_saying_how_to_get_it(monkeypatch):
     with pytest.raises(HandlerError) as error:
         npy.load(b"\x93NUMPY\x01\x00")
     assert (error.value.status, error.value.message) == (
-        415, "application/x-npy needs numpy, which is not installed: add numpy to code/requirements.txt")
+        415,
+        "application/x-npy needs numpy, which is not installed: add numpy to code/requirements.txt",
+    )

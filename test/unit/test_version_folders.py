@@ -8,26 +8,40 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
-
 import paths
 import ports
+import pytest
 from sagemaker_tfs.model_server.model_config import list_versions
-from sagemaker_tfs.shared.model_tree import ModelTreeError, find_models
 from sagemaker_tfs.packaging import PackagingError, build, check
-from sagemaker_tfs.transform import transform
+from sagemaker_tfs.shared.model_tree import ModelTreeError, find_models
 from sagemaker_tfs.shared.version_folders import INT64_MAX, parse_version
+from sagemaker_tfs.transform import transform
 
 FULL_WIDTH_12 = "\uff11\uff12"  # １２
 HINT = f"{FULL_WIDTH_12!r} is not a version number: write it with the ASCII digits 0-9"
 
 
-@pytest.mark.parametrize("name, version", [
-    ("1", 1), ("00000123", 123), ("0", 0), (str(INT64_MAX), INT64_MAX),
-    (FULL_WIDTH_12, None), ("\u0663", None), ("\u00b2", None),  # full-width, Arabic-Indic three, superscript two
-    (str(INT64_MAX + 1), None), ("v1", None), ("1.0", None), ("-1", None), ("+1", None), (" 1", None), ("", None),
-    ("code", None), (".1", None),
-])
+@pytest.mark.parametrize(
+    "name, version",
+    [
+        ("1", 1),
+        ("00000123", 123),
+        ("0", 0),
+        (str(INT64_MAX), INT64_MAX),
+        (FULL_WIDTH_12, None),
+        ("\u0663", None),
+        ("\u00b2", None),  # full-width, Arabic-Indic three, superscript two
+        (str(INT64_MAX + 1), None),
+        ("v1", None),
+        ("1.0", None),
+        ("-1", None),
+        ("+1", None),
+        (" 1", None),
+        ("", None),
+        ("code", None),
+        (".1", None),
+    ],
+)
 def test_the_rule(name, version):
     assert parse_version(name) == version
 
@@ -55,9 +69,11 @@ def mixed(tmp_path) -> Path:
 
 
 def refusal(model: Path) -> str:
-    return (f"no SavedModel found in a version folder; found outside a version folder in {model}: "
-            f"{model / FULL_WIDTH_12 / 'saved_model.pb'}; expected <model_dir>/<version>/saved_model.pb or "
-            f"<model_dir>/<model name>/<version>/saved_model.pb, where <version> is a number such as 1; {HINT}")
+    return (
+        f"no SavedModel found in a version folder; found outside a version folder in {model}: "
+        f"{model / FULL_WIDTH_12 / 'saved_model.pb'}; expected <model_dir>/<version>/saved_model.pb or "
+        f"<model_dir>/<model name>/<version>/saved_model.pb, where <version> is a number such as 1; {HINT}"
+    )
 
 
 def test_serve_model_tree_check(non_ascii_only, mixed):
@@ -84,10 +100,17 @@ def test_package_model_check_and_build(non_ascii_only, tmp_path):
 
 
 def test_serve_refuses_it_at_once(non_ascii_only, tmp_path):
-    env = {"SAGEMAKER_MODEL_DIR": str(non_ascii_only), "SAGEMAKER_BIND_TO_PORT": str(ports.free_port()),
-           "SAGEMAKER_RUNTIME_DIR": str(tmp_path / "runtime")}
-    result = subprocess.run(["env", *(f"{k}={v}" for k, v in env.items()), str(paths.VENV_BIN / "serve")],
-                            capture_output=True, text=True, timeout=120)
+    env = {
+        "SAGEMAKER_MODEL_DIR": str(non_ascii_only),
+        "SAGEMAKER_BIND_TO_PORT": str(ports.free_port()),
+        "SAGEMAKER_RUNTIME_DIR": str(tmp_path / "runtime"),
+    }
+    result = subprocess.run(
+        ["env", *(f"{k}={v}" for k, v in env.items()), str(paths.VENV_BIN / "serve")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 1
     assert refusal(non_ascii_only) in result.stdout + result.stderr
 
@@ -96,8 +119,13 @@ def test_the_transform_runner_fails_the_job_with_serves_message(non_ascii_only, 
     data = tmp_path / "in"
     data.mkdir()
     (data / "a.csv").write_text("1\n")
-    description = transform(str(non_ascii_only), data=str(data), output_path=str(tmp_path / "out"),
-                            work_dir=str(tmp_path / "work"), startup_timeout=120)
+    description = transform(
+        str(non_ascii_only),
+        data=str(data),
+        output_path=str(tmp_path / "out"),
+        work_dir=str(tmp_path / "work"),
+        startup_timeout=120,
+    )
     assert description["TransformJobStatus"] == "Failed"
     assert description["FailureReason"].startswith("AlgorithmError: Model container 0 exited with status 1 ")
     assert HINT in description["FailureReason"]

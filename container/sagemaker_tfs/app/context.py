@@ -6,11 +6,11 @@ import re
 from typing import Any, NamedTuple
 
 from ..errors import HandlerError
-from ..shared.sockets import HOST
 from ..model_client.model_servers import ModelServerSession, loopback_target
 from ..shared.headers import ATTRIBUTE_KEYS, CUSTOM_ATTRIBUTES_HEADER, METHOD_KEY, NAME_KEY, VERSION_KEY, environ_key
 from ..shared.media_types import JSON
 from ..shared.model_names import MODEL_NAME
+from ..shared.sockets import HOST
 from ..shared.tfs_api import METHODS
 
 DEFAULT_CONTENT_TYPE = DEFAULT_ACCEPT = JSON
@@ -40,8 +40,15 @@ class Context(NamedTuple):
         that the Context keeps the original's fields)."""
         return ModelServerSession(self.timeout)
 
-    def predict_arrays(self, inputs: Any, *, model_name: str | None = None, version: int | str | None = None,
-                       signature_name: str | None = None, timeout: float | None = None) -> dict[str, Any]:
+    def predict_arrays(
+        self,
+        inputs: Any,
+        *,
+        model_name: str | None = None,
+        version: int | str | None = None,
+        signature_name: str | None = None,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
         """A Predict with numpy arrays, in binary over `channel` (gRPC), never as JSON: `inputs` is one array for
         the signature's only input, or a dict of arrays by input name, converted to the inputs' types as REST
         converts JSON numbers (float64 to a float32 input, ...). Returns the outputs by name, as numpy arrays in the
@@ -54,9 +61,16 @@ class Context(NamedTuple):
         target = tensor_calls.rest_target(path.partition("?")[0])
         if model_name is None and target is not None:
             model_name, version = target[0], target[1] if version is None else version
-        return tensor_calls.predict(self.channel, port, f"{HOST}:{port}", model_name or "", inputs,
-                                    version=None if version is None else int(version), signature_name=signature_name,
-                                    timeout=self.timeout if timeout is None else timeout)
+        return tensor_calls.predict(
+            self.channel,
+            port,
+            f"{HOST}:{port}",
+            model_name or "",
+            inputs,
+            version=None if version is None else int(version),
+            signature_name=signature_name,
+            timeout=self.timeout if timeout is None else timeout,
+        )
 
 
 # As the original: every `tfs-<key>=<value>` pair anywhere in the header, up to the next comma. The value is

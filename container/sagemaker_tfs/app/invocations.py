@@ -4,20 +4,21 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import falcon
 
 from ..errors import HandlerError
+from ..model_client.model_servers import ModelServer, ModelServerClient, round_robin
 from ..shared.cooperative import call_script
 from ..shared.handler_contract import Contract
+from ..shared.tfs_api import model_path
 from ..web import answers
 from ..web.answers import Answer
 from ..web.bodies import body_stream
-from .context import CUSTOM_ATTRIBUTES_KEY, DEFAULT_ACCEPT, DEFAULT_CONTENT_TYPE, Context, tfs_attributes
 from ..web.metrics import Timings
-from ..model_client.model_servers import ModelServer, ModelServerClient, round_robin
-from ..shared.tfs_api import model_path
+from .context import CUSTOM_ATTRIBUTES_KEY, DEFAULT_ACCEPT, DEFAULT_CONTENT_TYPE, Context, tfs_attributes
 from .script import Handlers
 
 log = logging.getLogger("sagemaker_tfs.app")
@@ -27,8 +28,14 @@ class Invocations(answers.DirectResource):
     """The /invocations resource: one per worker, shared by its threads (no locks: the model server
     instance is picked by model_servers.round_robin)."""
 
-    def __init__(self, handlers: Handlers, servers: list[ModelServer], client: ModelServerClient,
-                 default_model: str, timeout: float):
+    def __init__(
+        self,
+        handlers: Handlers,
+        servers: list[ModelServer],
+        client: ModelServerClient,
+        default_model: str,
+        timeout: float,
+    ):
         self._handlers = handlers
         self._client = client
         self._default_model = default_model
@@ -57,10 +64,18 @@ class Invocations(answers.DirectResource):
         name, version, method, path = self._target(attributes)
         length = env.get("CONTENT_LENGTH")
         context = Context(
-            name, version, method, server.base_uri + path, server.grpc_port,
-            server.channel if self._with_channel else None, attributes,
-            env.get("CONTENT_TYPE") or DEFAULT_CONTENT_TYPE, env.get("HTTP_ACCEPT") or DEFAULT_ACCEPT,
-            int(length) if length else None, self._timeout)
+            name,
+            version,
+            method,
+            server.base_uri + path,
+            server.grpc_port,
+            server.channel if self._with_channel else None,
+            attributes,
+            env.get("CONTENT_TYPE") or DEFAULT_CONTENT_TYPE,
+            env.get("HTTP_ACCEPT") or DEFAULT_ACCEPT,
+            int(length) if length else None,
+            self._timeout,
+        )
         return context, server, path
 
     def _target(self, attributes: str | None) -> tuple[str | None, str | None, str | None, str]:
@@ -70,16 +85,18 @@ class Invocations(answers.DirectResource):
         name, version, method = tfs_attributes(attributes)
         return name, version, method, model_path(name or self._default_model, version, method)
 
-    def _call_handler(self, data: Any, context: Context, server: ModelServer, path: str, rid: str,
-                      timings: Timings | None) -> Answer:
+    def _call_handler(
+        self, data: Any, context: Context, server: ModelServer, path: str, rid: str, timings: Timings | None
+    ) -> Answer:
         started = time.perf_counter()
         result = self._run(self._handlers.handler, data, context)
         if timings is not None:
             timings.add("handler", started)
         return answers.from_return_value(result, context.accept_header, "handler")
 
-    def _call_pair(self, data: Any, context: Context, server: ModelServer, path: str, rid: str,
-                   timings: Timings | None) -> Answer:
+    def _call_pair(
+        self, data: Any, context: Context, server: ModelServer, path: str, rid: str, timings: Timings | None
+    ) -> Answer:
         """input_handler, the model server, output_handler; each stage timed when timings are asked for."""
         handlers = self._handlers
         since = time.perf_counter()
@@ -104,10 +121,16 @@ class Invocations(answers.DirectResource):
             if response.status_code == 200:
                 raise
             # Scripts written for the original raise on a model server error: the client gets that error.
-            log.warning("request %s: %s raised %s: %s on the model server's %d answer, which is passed on",
-                        rid, self._output_name, type(exc).__name__, exc, response.status_code, exc_info=True)
-            return (response.status_code, response.content,
-                    response.headers.get("Content-Type") or answers.JSON)
+            log.warning(
+                "request %s: %s raised %s: %s on the model server's %d answer, which is passed on",
+                rid,
+                self._output_name,
+                type(exc).__name__,
+                exc,
+                response.status_code,
+                exc_info=True,
+            )
+            return (response.status_code, response.content, response.headers.get("Content-Type") or answers.JSON)
         return answers.from_return_value(result, context.accept_header, self._output_name)
 
 

@@ -21,10 +21,10 @@ from typing import Any
 
 from ..errors import HandlerError
 from ..model_client.model_servers import ModelServer, ModelServerClient, ModelServerError
-from ..shared.tfs_api import model_path
 from ..registry.publication import Message, ModelState
 from ..shared.handler_contract import Contract
 from ..shared.model_names import digest
+from ..shared.tfs_api import model_path
 from ..toolkit.invocations import start_invocations
 from ..toolkit.lifecycle import StartupFailure
 from ..web import answers
@@ -91,8 +91,15 @@ class WorkerModels:
     """This worker's view of the registry: the code of every model being loaded or ready, the routes of the
     ready ones."""
 
-    def __init__(self, universal: script.Handlers, servers: list[ModelServer], client: ModelServerClient,
-                 timeout: float, default_accept: str = answers.JSON, gpu_id: int | None = None):
+    def __init__(
+        self,
+        universal: script.Handlers,
+        servers: list[ModelServer],
+        client: ModelServerClient,
+        timeout: float,
+        default_accept: str = answers.JSON,
+        gpu_id: int | None = None,
+    ):
         self.routes: dict[str, RoutedModel] = {}  # replaced as a whole; read by invocations without a lock
         self._universal = universal
         self._servers, self._client, self._timeout = servers, client, timeout
@@ -118,9 +125,15 @@ class WorkerModels:
                 continue
             old = self.routes.get(name)
             code = self._code[name]
-            routes[name] = old if old is not None and old.load_id == code.load_id else RoutedModel(
-                name, code.load_id,
-                code.toolkit or ModelInvocations(code.handlers, self._servers, self._client, name, self._timeout))
+            routes[name] = (
+                old
+                if old is not None and old.load_id == code.load_id
+                else RoutedModel(
+                    name,
+                    code.load_id,
+                    code.toolkit or ModelInvocations(code.handlers, self._servers, self._client, name, self._timeout),
+                )
+            )
         previous, self.routes = self.routes, routes
         for name, route in previous.items():
             if routes.get(name) is not route:
@@ -140,14 +153,22 @@ class WorkerModels:
         if model["script"] is None:
             handlers, modules = self._universal, []
         else:
-            handlers, modules = script.load_private(Path(model["script"]), f"sagemaker_tfs_model_{digest(name)}_"
-                                                                           f"{model['load_id']}")
+            handlers, modules = script.load_private(
+                Path(model["script"]), f"sagemaker_tfs_model_{digest(name)}_{model['load_id']}"
+            )
             log.info("model %s: handler script %s (%s)", name, model["script"], handlers.contract.name.lower())
         toolkit = None
         if handlers.contract is Contract.TOOLKIT:
             try:  # the start-up functions, with model_dir = the model's url (docs/toolkit-contract.md §11)
-                toolkit = start_invocations(handlers.toolkit, model["url"], name, self._servers, self._client,
-                                            self._default_accept, self._gpu_id)
+                toolkit = start_invocations(
+                    handlers.toolkit,
+                    model["url"],
+                    name,
+                    self._servers,
+                    self._client,
+                    self._default_accept,
+                    self._gpu_id,
+                )
             except StartupFailure:
                 script.forget(modules)
                 raise

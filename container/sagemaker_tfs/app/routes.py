@@ -32,15 +32,22 @@ from __future__ import annotations
 
 import gc
 import logging
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import falcon
 from falcon.routing import CompiledRouter
 
 from ..config import MAX_TRANSFORM_MB, PING_TIMEOUT_SECONDS, Settings
-from ..model_client.model_servers import (ANY_MODEL, ModelServer, ModelServerClient, ModelServerError,
-                                          model_servers, model_status)
+from ..model_client.model_servers import (
+    ANY_MODEL,
+    ModelServer,
+    ModelServerClient,
+    ModelServerError,
+    model_servers,
+    model_status,
+)
 from ..registry.publication import Subscriber
 from ..runtime_api import realtime
 from ..shared import gpus, json_bodies, logs, runtime_dir
@@ -54,6 +61,7 @@ from .invocations import Invocations
 from .multi_model import Invoke, NoModelInvocations, WorkerModels
 
 log = logging.getLogger("sagemaker_tfs.app")
+
 
 class Ping:
     """/ping: 200 when `model` is AVAILABLE on every instance, or, with `model` None (multi-model), when every
@@ -81,8 +89,9 @@ class Ping:
         if self._model is None:
             return None
         if status.http_status != 200:
-            return (f"the model server at {server.address} answered {status.http_status} for model {self._model}"
-                    + (f": {status.error}" if status.error else ""))
+            return f"the model server at {server.address} answered {status.http_status} for model {self._model}" + (
+                f": {status.error}" if status.error else ""
+            )
         if not status.available:
             states = ", ".join(f"{v.version} {v.state}" for v in status.versions) or "none"
             return f"model {self._model} is not AVAILABLE on the model server at {server.address} (versions: {states})"
@@ -164,24 +173,38 @@ def create_app(env: Mapping[str, str] | None = None) -> App:
         gc.set_threshold(50_000, 20, 10)
         gc.freeze()
     if execution_parameters.get("MaxConcurrentTransforms") != settings.max_concurrent_transforms:
-        log.warning("/execution-parameters reports MaxConcurrentTransforms=%d, not SAGEMAKER_MAX_CONCURRENT_TRANSFORMS="
-                    "%d: SageMaker refuses more than %d MB in flight (MaxConcurrentTransforms x MaxPayloadInMB)",
-                    execution_parameters["MaxConcurrentTransforms"], settings.max_concurrent_transforms,
-                    MAX_TRANSFORM_MB)
-    log.info("%s app ready: model server(s) %s, %s, Batch Transform parameters %s",
-             "multi-model" if settings.multi_model else "single-model",
-             ", ".join(s.address for s in servers) or "none", what, execution_parameters)
+        log.warning(
+            "/execution-parameters reports MaxConcurrentTransforms=%d, not SAGEMAKER_MAX_CONCURRENT_TRANSFORMS="
+            "%d: SageMaker refuses more than %d MB in flight (MaxConcurrentTransforms x MaxPayloadInMB)",
+            execution_parameters["MaxConcurrentTransforms"],
+            settings.max_concurrent_transforms,
+            MAX_TRANSFORM_MB,
+        )
+    log.info(
+        "%s app ready: model server(s) %s, %s, Batch Transform parameters %s",
+        "multi-model" if settings.multi_model else "single-model",
+        ", ".join(s.address for s in servers) or "none",
+        what,
+        execution_parameters,
+    )
     return app
 
 
-def _single_model_routes(app: App, settings: Settings, servers: list[ModelServer], client: ModelServerClient,
-                         timeout: float) -> str:
+def _single_model_routes(
+    app: App, settings: Settings, servers: list[ModelServer], client: ModelServerClient, timeout: float
+) -> str:
     app.releases.append(lambda: script.unload(Path(settings.model_dir) / "code"))
     handlers = script.load(settings.model_dir, settings.program, settings.inference_contract)
     if handlers.contract is Contract.TOOLKIT:
-        invocations: Any = start_invocations(handlers.toolkit, settings.model_dir, settings.default_model or "model",
-                                             servers, client, settings.default_invocations_accept,
-                                             gpus.gpu_id(len(settings.cuda_devices)))
+        invocations: Any = start_invocations(
+            handlers.toolkit,
+            settings.model_dir,
+            settings.default_model or "model",
+            servers,
+            client,
+            settings.default_invocations_accept,
+            gpus.gpu_id(len(settings.cuda_devices)),
+        )
     else:
         invocations = Invocations(handlers, servers, client, settings.default_model, timeout)
     app.add_route("/ping", Ping(servers, settings.default_model))
@@ -191,12 +214,19 @@ def _single_model_routes(app: App, settings: Settings, servers: list[ModelServer
     return f"default model {settings.default_model or 'none'}"
 
 
-def _multi_model_routes(app: App, settings: Settings, servers: list[ModelServer], client: ModelServerClient,
-                        timeout: float) -> str:
+def _multi_model_routes(
+    app: App, settings: Settings, servers: list[ModelServer], client: ModelServerClient, timeout: float
+) -> str:
     app.releases.append(lambda: script.unload(Path(settings.multi_model_code_dir)))
     universal = script.load_code(Path(settings.multi_model_code_dir))
-    models = WorkerModels(universal, servers, client, timeout, settings.default_invocations_accept,
-                          gpus.gpu_id(len(settings.cuda_devices)))
+    models = WorkerModels(
+        universal,
+        servers,
+        client,
+        timeout,
+        settings.default_invocations_accept,
+        gpus.gpu_id(len(settings.cuda_devices)),
+    )
     app.releases.append(models.forget)
     subscriber = Subscriber(Path(settings.runtime_dir) / runtime_dir.REGISTRY_SOCKET, models.apply)
     app.releases.append(subscriber.close)

@@ -5,13 +5,22 @@ from __future__ import annotations
 import importlib.util
 import logging
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from .. import codecs
-from ..shared.handler_contract import (HANDLER_NAMES, HOW_TO_FIX, TOOLKIT_NAMES, Contract, IncompleteContract,
-                                       MixedContracts, detect, ignored)
+from ..shared.handler_contract import (
+    HANDLER_NAMES,
+    HOW_TO_FIX,
+    TOOLKIT_NAMES,
+    Contract,
+    IncompleteContract,
+    MixedContracts,
+    detect,
+    ignored,
+)
 from ..toolkit import functions
 
 log = logging.getLogger("sagemaker_tfs.app")
@@ -37,8 +46,9 @@ class Handlers:
     toolkit: Any = None  # toolkit.functions.ToolkitFunctions, for Contract.TOOLKIT
 
 
-DEFAULT = Handlers(Contract.DEFAULT, None, input_handler=codecs.default_request,
-                   output_handler=codecs.default_output_handler)
+DEFAULT = Handlers(
+    Contract.DEFAULT, None, input_handler=codecs.default_request, output_handler=codecs.default_output_handler
+)
 
 
 def load(model_dir: str | Path, program: str = "inference.py", choice: str = "auto") -> Handlers:
@@ -51,8 +61,11 @@ def load_code(code: Path, program: str = "inference.py", choice: str = "auto") -
     """load() for a code folder: its script, with the folder and its lib/ on sys.path for good."""
     path = code / program
     if not path.is_file():
-        log.info("no handler script at %s: the default handler serves /invocations (JSON, JSON lines and CSV, "
-                 "see sagemaker_tfs.codecs)", path)
+        log.info(
+            "no handler script at %s: the default handler serves /invocations (JSON, JSON lines and CSV, "
+            "see sagemaker_tfs.codecs)",
+            path,
+        )
         return DEFAULT
     for folder in (code / "lib", code):  # code/ first, then code/lib, like PYTHONPATH=code:code/lib
         if folder.is_dir() and str(folder) not in sys.path:
@@ -133,8 +146,13 @@ def contract(module, path: Path, choice: str = "auto") -> Handlers:
         chosen = Contract.HANDLER  # not complete: worded below, after the names' callability
     skipped = ignored(present, chosen)
     if skipped:
-        log.info("%s: SAGEMAKER_INFERENCE_CONTRACT=%s, so %s %s ignored", path, choice, ", ".join(skipped),
-                 "is" if len(skipped) == 1 else "are")
+        log.info(
+            "%s: SAGEMAKER_INFERENCE_CONTRACT=%s, so %s %s ignored",
+            path,
+            choice,
+            ", ".join(skipped),
+            "is" if len(skipped) == 1 else "are",
+        )
     if chosen is Contract.TOOLKIT:
         try:
             bound = functions.from_module(module, path)

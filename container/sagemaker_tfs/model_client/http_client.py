@@ -31,7 +31,6 @@ from requests.utils import get_encoding_from_headers
 from ..shared import cooperative
 from ..shared.sockets import HOST, send, timeval
 
-
 SELF_CONNECT = "Connection refused: the connection reached itself"  # strerror of a reset self-connect
 
 _PEEK = int(socket.MSG_PEEK | socket.MSG_DONTWAIT)  # (or-ing the flags' enum each time costs a few µs)
@@ -59,8 +58,10 @@ def request_body(data: Any) -> tuple[Any, dict[str, str]]:
             pass
         else:
             return form.encode(), {"Content-Type": "application/x-www-form-urlencoded"}
-    raise TypeError(f"cannot send {type(data).__name__} {_preview(data)} to the model server: give str, bytes, "
-                    "a dict (form-encoded, like requests) or a file")
+    raise TypeError(
+        f"cannot send {type(data).__name__} {_preview(data)} to the model server: give str, bytes, "
+        "a dict (form-encoded, like requests) or a file"
+    )
 
 
 def _preview(value: Any) -> str:
@@ -123,8 +124,9 @@ class Connection:
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, value)
         self._timeout = timeout
 
-    def exchange(self, method: str, path: str, body: bytes, headers: dict[str, str],
-                 timeout: float) -> tuple[int, str, bytes, str | None, bytes]:
+    def exchange(
+        self, method: str, path: str, body: bytes, headers: dict[str, str], timeout: float
+    ) -> tuple[int, str, bytes, str | None, bytes]:
         """Send one request, read its answer (as _read_answer gives it). A kept connection the server
         has closed meanwhile is replaced before sending; once sent, a request is never sent again (a POST may not
         be idempotent: a handler's call would run twice)."""
@@ -172,7 +174,7 @@ class Connection:
             line_end = data.find(b"\r\n")
             status_line = data[:line_end].decode("latin-1")
             head = data[line_end:end]
-            data = data[end + 4:]
+            data = data[end + 4 :]
             version, _, rest = status_line.partition(" ")
             code, _, reason = rest.partition(" ")
             if not version.startswith("HTTP/1.") or not code.isdigit():
@@ -236,22 +238,22 @@ class Connection:
             try:
                 size = int(data[:end].split(b";", 1)[0], 16)
             except ValueError:
-                raise ProtocolError(f"invalid chunk size {data[:min(end, 100)]!r}") from None
-            data = data[end + 2:]
+                raise ProtocolError(f"invalid chunk size {data[: min(end, 100)]!r}") from None
+            data = data[end + 2 :]
             if size == 0:
                 while not data.startswith(b"\r\n"):  # trailers, then the empty line
                     while (end := data.find(b"\r\n")) < 0:
                         data += self._receive_in_body()
                     if end == 0:  # the empty line arrived in a later read
                         break
-                    data = data[end + 2:]
+                    data = data[end + 2 :]
                 return b"".join(chunks), data[2:]
             while len(data) < size + 2:
                 data += self._receive_in_body()
-            if data[size:size + 2] != b"\r\n":
+            if data[size : size + 2] != b"\r\n":
                 raise ProtocolError("a chunk of the answer is incomplete")
             chunks.append(data[:size])
-            data = data[size + 2:]
+            data = data[size + 2 :]
 
     def _receive_in_body(self) -> bytes:
         try:
@@ -325,8 +327,9 @@ class HttpClient:
             connection = connections[port] = Connection(port)
         return connection
 
-    def request(self, port: int, method: str, path: str, data: Any, timeout: float,
-                headers: dict[str, str] | None = None) -> requests.Response:
+    def request(
+        self, port: int, method: str, path: str, data: Any, timeout: float, headers: dict[str, str] | None = None
+    ) -> requests.Response:
         """The server's answer, whatever its status; `data` as request_body() takes it. Sent once (see
         Connection.exchange); any failure closes the connection."""
         body, extra = request_body(data)
@@ -346,8 +349,9 @@ class HttpClient:
         finally:
             if hub is not None:
                 idle.append(connection)  # closed, it opens again when next used
-        return ModelServerResponse.of(status, reason, head, content_type, content, connection.base_uri + path,
-                                      time.perf_counter() - started)
+        return ModelServerResponse.of(
+            status, reason, head, content_type, content, connection.base_uri + path, time.perf_counter() - started
+        )
 
     def close(self) -> None:
         """Close this thread's connections."""
@@ -367,14 +371,31 @@ class ModelServerResponse(requests.Response):
     __slots__ = ("_head", "_type", "_seconds")
 
     @classmethod
-    def of(cls, status: int, reason: str, head: bytes, content_type: str | None, content: bytes | bool, url: str,
-           seconds: float) -> ModelServerResponse:
+    def of(
+        cls,
+        status: int,
+        reason: str,
+        head: bytes,
+        content_type: str | None,
+        content: bytes | bool,
+        url: str,
+        seconds: float,
+    ) -> ModelServerResponse:
         """`head`: the header lines, each after its CRLF; `content_type`: the Content-Type's value, None without
         one; `content` False: not read yet (requests' own marker)."""
         response = requests.Response.__new__(cls)
         response._head, response._type, response._seconds = head, content_type, seconds
-        response.__dict__.update(_content=content, _content_consumed=True, _next=None, status_code=status, raw=None,
-                                 url=url, history=[], reason=reason, request=None)
+        response.__dict__.update(
+            _content=content,
+            _content_consumed=True,
+            _next=None,
+            status_code=status,
+            raw=None,
+            url=url,
+            history=[],
+            reason=reason,
+            request=None,
+        )
         return response
 
     def __getattr__(self, name: str) -> Any:  # only for what is not set yet
@@ -387,8 +408,9 @@ class ModelServerResponse(requests.Response):
                 key, _, text = line.partition(":")
                 key, text = key.strip(), text.strip()
                 lowered = key.lower()
-                store[lowered] = (store[lowered][0], store[lowered][1] + ", " + text) if lowered in store \
-                    else (key, text)
+                store[lowered] = (
+                    (store[lowered][0], store[lowered][1] + ", " + text) if lowered in store else (key, text)
+                )
         elif name == "encoding":  # requests' rule, short-cut for the model server's own type
             value = "utf-8" if self._type == "application/json" else get_encoding_from_headers(self.headers)
         elif name == "cookies":
@@ -404,5 +426,6 @@ class ModelServerResponse(requests.Response):
 
 
 # The header lines the client reads itself (each after its CRLF): the framing, and the type for the encoding.
-_FRAMING = re.compile(rb"\r\n[ \t]*(content-length|transfer-encoding|connection|content-type)[ \t]*:([^\r\n]*)",
-                      re.IGNORECASE)
+_FRAMING = re.compile(
+    rb"\r\n[ \t]*(content-length|transfer-encoding|connection|content-type)[ \t]*:([^\r\n]*)", re.IGNORECASE
+)

@@ -7,8 +7,9 @@ import functools
 import itertools
 import json as json_module
 import os
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any
 from urllib.parse import urlsplit
 
 import requests
@@ -16,11 +17,10 @@ import requests
 from ..config import PING_TIMEOUT_SECONDS, Settings
 from ..errors import HandlerError
 from ..shared.media_types import JSON
-from ..shared.version_states import VersionState
 from ..shared.sockets import HOST
 from ..shared.tfs_api import status_path
+from ..shared.version_states import VersionState
 from .http_client import HttpClient, ProtocolError
-
 
 UNLIMITED_MESSAGES = [("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)]
 
@@ -59,8 +59,10 @@ def round_robin(servers: list[ModelServer]) -> Callable[[], ModelServer]:
 
 def model_servers(settings: Settings) -> list[ModelServer]:
     """The model server instances `serve` started (TFS_REST_PORTS and TFS_GRPC_PORTS, same order)."""
-    return [ModelServer(rest, grpc)
-            for rest, grpc in zip(settings.model_server_rest_ports, settings.model_server_grpc_ports)]
+    return [
+        ModelServer(rest, grpc)
+        for rest, grpc in zip(settings.model_server_rest_ports, settings.model_server_grpc_ports)
+    ]
 
 
 class ModelServerError(HandlerError):
@@ -80,15 +82,17 @@ def no_answer(address: str, timeout: float) -> ModelServerTimeout:
 
 
 def unreachable(address: str, reason: str) -> ModelServerUnreachable:
-    return ModelServerUnreachable(502, f"the model server at {address} is not reachable ({reason}); it may be "
-                                       "starting or restarting")
+    return ModelServerUnreachable(
+        502, f"the model server at {address} is not reachable ({reason}); it may be starting or restarting"
+    )
 
 
 CONNECTIONS = HttpClient()  # the keep-alive connections of each thread of this process, for every caller
 
 
-def call(port: int, method: str, path: str, data: Any = None, timeout: float = 30.0,
-         headers: dict[str, str] | None = None) -> requests.Response:
+def call(
+    port: int, method: str, path: str, data: Any = None, timeout: float = 30.0, headers: dict[str, str] | None = None
+) -> requests.Response:
     """The answer of the model server on this loopback port, whatever its status; ModelServerError 502/504 (also
     a requests.ConnectionError or requests.Timeout) when there is none."""
     address = f"{HOST}:{port}"
@@ -108,8 +112,9 @@ class ModelServerClient:
     def __init__(self, timeout: float):
         self.timeout = timeout
 
-    def request(self, server: ModelServer, method: str, path: str, data: Any = None,
-                timeout: float | None = None) -> requests.Response:
+    def request(
+        self, server: ModelServer, method: str, path: str, data: Any = None, timeout: float | None = None
+    ) -> requests.Response:
         """The model server's answer, whatever its status; ModelServerError 502/504 when there is none."""
         return call(server.rest_port, method, path, data, self.timeout if timeout is None else timeout)
 
@@ -127,8 +132,10 @@ def answer_json(response: requests.Response) -> Any:
         answer = None
     if response.status_code != 200:
         message = answer.get("error") if isinstance(answer, dict) else None
-        raise HandlerError(response.status_code if response.status_code >= 400 else 502,
-                           message or f"the model server answered {response.status_code}: {response.content[:200]!r}")
+        raise HandlerError(
+            response.status_code if response.status_code >= 400 else 502,
+            message or f"the model server answered {response.status_code}: {response.content[:200]!r}",
+        )
     if answer is None:
         raise HandlerError(502, f"the model server's answer is not JSON: {response.content[:200]!r}")
     return answer
@@ -143,8 +150,15 @@ class ModelServerSession:
     def __init__(self, timeout: float):
         self.timeout = timeout  # the default: SAGEMAKER_GUNICORN_TIMEOUT_SECONDS, as context.timeout
 
-    def request(self, method: str, url: str, data: Any = None, json: Any = None,
-                headers: dict[str, str] | None = None, timeout: float | None = None) -> requests.Response:
+    def request(
+        self,
+        method: str,
+        url: str,
+        data: Any = None,
+        json: Any = None,
+        headers: dict[str, str] | None = None,
+        timeout: float | None = None,
+    ) -> requests.Response:
         port, path = loopback_target(url)
         if json is not None:
             data = json_module.dumps(json).encode()
@@ -163,12 +177,15 @@ def loopback_target(url: str) -> tuple[int, str]:
     """(port, path with query) of an http://127.0.0.1:<port>/... URL; ValueError for any other."""
     parts = urlsplit(url)
     if parts.scheme != "http" or parts.hostname not in (HOST, "localhost") or parts.port is None:
-        raise ValueError(f"context.session reaches the model servers (http://{HOST}:<port>/...), not {url!r}: "
-                         "use requests for other addresses")
+        raise ValueError(
+            f"context.session reaches the model servers (http://{HOST}:<port>/...), not {url!r}: "
+            "use requests for other addresses"
+        )
     return parts.port, (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
 
 
 # ---- the status API: GET /v1/models/<name>, asked by serve's start-up, /ping and the multi-model registry ----
+
 
 @dataclass(frozen=True)
 class VersionStatus:
@@ -220,8 +237,9 @@ def model_status(port: int, model: str, timeout: float = PING_TIMEOUT_SECONDS) -
     except ValueError:
         body = None
     body = body if isinstance(body, dict) else {}
-    entries = [e for e in body.get("model_version_status", []) if isinstance(e, dict)] \
-        if answer.status_code == 200 else []
+    entries = (
+        [e for e in body.get("model_version_status", []) if isinstance(e, dict)] if answer.status_code == 200 else []
+    )
     versions = []
     for entry in entries:
         try:
@@ -229,8 +247,13 @@ def model_status(port: int, model: str, timeout: float = PING_TIMEOUT_SECONDS) -
         except (TypeError, ValueError):
             continue
         status = entry.get("status")
-        versions.append(VersionStatus(version, str(entry.get("state", "")),
-                                      str(status.get("error_message", "")) if isinstance(status, dict) else ""))
+        versions.append(
+            VersionStatus(
+                version,
+                str(entry.get("state", "")),
+                str(status.get("error_message", "")) if isinstance(status, dict) else "",
+            )
+        )
     error = body.get("error") if answer.status_code != 200 else None
     return ModelStatus(answer.status_code, tuple(versions), entries, None if error is None else str(error))
 

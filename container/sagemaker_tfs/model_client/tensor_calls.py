@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import requests
@@ -69,8 +70,10 @@ def _inputs(rest_port: int, name: str, version: int | None, signature: str, time
         except (KeyError, TypeError):
             raise HandlerError(502, f"the model server's metadata of {name} has no signatures") from None
         if signature not in signatures:
-            raise TensorCallError(Code.INVALID_ARGUMENT,  # the model server's own answer to the call
-                                  f'Serving signature name: "{signature}" not found in signature def')
+            raise TensorCallError(
+                Code.INVALID_ARGUMENT,  # the model server's own answer to the call
+                f'Serving signature name: "{signature}" not found in signature def',
+            )
         inputs = {alias: _ENUMS.get(info.get("dtype")) for alias, info in signatures[signature]["inputs"].items()}
         if len(_signatures) > 1024:  # models come and go on a multi-model endpoint
             _signatures.clear()
@@ -117,6 +120,7 @@ def conform(inputs: Arrays, signature: Mapping[str, int | None]) -> dict[str, np
 
 # ---- the call ----
 
+
 class TensorCallError(HandlerError):
     """The model server's error answer to a binary call: TFS's HTTP status for its code, and its message (what the
     REST call's `{"error": ...}` would say)."""
@@ -126,8 +130,15 @@ class TensorCallError(HandlerError):
         self.code = code
 
 
-def _call(channel: Any, address: str, name: str, feeds: Arrays, version: int | None, signature_name: str | None,
-          timeout: float) -> dict[str, np.ndarray]:
+def _call(
+    channel: Any,
+    address: str,
+    name: str,
+    feeds: Arrays,
+    version: int | None,
+    signature_name: str | None,
+    timeout: float,
+) -> dict[str, np.ndarray]:
     """The outputs of one Predict over gRPC; TensorCallError with the model server's error, ModelServerError
     without an answer."""
     import grpc
@@ -150,8 +161,17 @@ def _call(channel: Any, address: str, name: str, feeds: Arrays, version: int | N
         raise TensorCallError(Code(code.value[0]), details) from None
 
 
-def predict(channel: Any, rest_port: int, address: str, name: str, inputs: Any, *, version: int | None = None,
-            signature_name: str | None = None, timeout: float = 60.0) -> dict[str, np.ndarray]:
+def predict(
+    channel: Any,
+    rest_port: int,
+    address: str,
+    name: str,
+    inputs: Any,
+    *,
+    version: int | None = None,
+    signature_name: str | None = None,
+    timeout: float = 60.0,
+) -> dict[str, np.ndarray]:
     """A Predict on model `name` with arrays: one array for the signature's only input, or a dict by input alias;
     converted to the inputs' types as REST converts JSON where that applies, else sent as they are. The outputs by
     alias; TensorCallError with the model server's error, ModelServerError without an answer."""
@@ -160,8 +180,11 @@ def predict(channel: Any, rest_port: int, address: str, name: str, inputs: Any, 
     known = _inputs(rest_port, name, version, signature, timeout)
     if arrays is None:
         if len(known) != 1:
-            raise HandlerError(400, f"signature {signature} of model {name} has {len(known) or 'no'} inputs "
-                                    f"({', '.join(sorted(known))}): give a dict of arrays by input name")
+            raise HandlerError(
+                400,
+                f"signature {signature} of model {name} has {len(known) or 'no'} inputs "
+                f"({', '.join(sorted(known))}): give a dict of arrays by input name",
+            )
         arrays = {next(iter(known)): inputs}
     feeds = conform(arrays, known) or {alias: np.asarray(array) for alias, array in arrays.items()}
     try:
@@ -181,7 +204,7 @@ class TensorResponse(ModelServerResponse):
     row_format: bool
 
     @classmethod
-    def of(cls, outputs: dict[str, np.ndarray], row_format: bool, url: str) -> "TensorResponse":
+    def of(cls, outputs: dict[str, np.ndarray], row_format: bool, url: str) -> TensorResponse:
         response = super().of(200, "OK", b"\r\nContent-Type: " + JSON.encode(), JSON, False, url, 0.0)
         response.outputs, response.row_format = outputs, row_format
         return response
@@ -196,11 +219,15 @@ class TensorResponse(ModelServerResponse):
 def _writable(outputs: Arrays, row_format: bool) -> bool:
     """Whether REST would answer these outputs (else it answers an error, which the REST call then gives): types
     it writes, and in the row format one batch size for all."""
-    if not outputs or not all(a.dtype.kind in "biuOSU" or a.dtype in (np.float32, np.float64)
-                              for a in outputs.values()):
+    if not outputs or not all(
+        a.dtype.kind in "biuOSU" or a.dtype in (np.float32, np.float64) for a in outputs.values()
+    ):
         return False
-    return not row_format or len({a.shape[0] if a.ndim else None for a in outputs.values()} - {None}) == 1 \
+    return (
+        not row_format
+        or len({a.shape[0] if a.ndim else None for a in outputs.values()} - {None}) == 1
         and all(a.ndim for a in outputs.values())
+    )
 
 
 def rest_body(inputs: Any) -> bytes:
@@ -212,8 +239,9 @@ def rest_body(inputs: Any) -> bytes:
         columns = {alias: np.asarray(array).tolist() for alias, array in inputs.items()}
         return json.dumps({"inputs": columns}).encode()
     except TypeError:
-        raise HandlerError(400, "the arrays cannot be sent to the model server as JSON: send numbers, booleans or "
-                                "unicode strings") from None
+        raise HandlerError(
+            400, "the arrays cannot be sent to the model server as JSON: send numbers, booleans or unicode strings"
+        ) from None
 
 
 def answer(server: Any, client: Any, path: str, inputs: Any, timeout: float) -> requests.Response:

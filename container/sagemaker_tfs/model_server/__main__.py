@@ -55,9 +55,11 @@ def version_text() -> str:
         except metadata.PackageNotFoundError:
             return "unknown"
 
-    return (f"TensorFlow ModelServer: {version('sagemaker-tfs')} (sagemaker-tfs embedded model server, "
-            f"tensorflow-serving-api {version('tensorflow-serving-api')})\n"
-            f"TensorFlow Library: {version('tensorflow')}\n")
+    return (
+        f"TensorFlow ModelServer: {version('sagemaker-tfs')} (sagemaker-tfs embedded model server, "
+        f"tensorflow-serving-api {version('tensorflow-serving-api')})\n"
+        f"TensorFlow Library: {version('tensorflow')}\n"
+    )
 
 
 if __name__ == "__main__":

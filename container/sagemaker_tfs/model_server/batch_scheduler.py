@@ -21,18 +21,18 @@ import collections
 import functools
 import logging
 import time
+from collections.abc import Sequence
 from concurrent.futures import Future as ThreadFuture
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
 from ..shared.cpus import cpu_count
+from ..shared.error_codes import Code, ServingError, invalid_argument
 from . import protos
 from .servable import Servable
-from ..shared.error_codes import Code, ServingError, invalid_argument
 
 log = logging.getLogger(__name__)
 
@@ -65,8 +65,10 @@ class BatchingParameters:
             if any(b <= a for a, b in zip(sizes, sizes[1:])) or sizes[0] < 1:
                 raise BatchingConfigError("allowed_batch_sizes entries must be positive and increasing")
             if sizes[-1] != self.max_batch_size:
-                raise BatchingConfigError("Last entry in allowed_batch_sizes must match max_batch_size; last entry "
-                                          f"was {sizes[-1]}; expected {self.max_batch_size}")
+                raise BatchingConfigError(
+                    "Last entry in allowed_batch_sizes must match max_batch_size; last entry "
+                    f"was {sizes[-1]}; expected {self.max_batch_size}"
+                )
 
     @property
     def threads(self) -> int:
@@ -91,18 +93,29 @@ _BATCHING_FIELDS = (
 
 
 def parse_batching_parameters(text: str, source: str = "<batching parameters>") -> BatchingParameters:
-    cls = protos.message_class("sagemaker_tfs/batching_parameters.proto",
-                               (("BatchingParameters", _BATCHING_FIELDS),), "BatchingParameters")
+    cls = protos.message_class(
+        "sagemaker_tfs/batching_parameters.proto", (("BatchingParameters", _BATCHING_FIELDS),), "BatchingParameters"
+    )
     message = protos.parse_text(cls, text, source, BatchingConfigError)
     for name in ("enable_large_batch_splitting", "max_execution_batch_size", "batch_padding_policy"):
         if message.HasField(name):
             log.warning("batching parameter %s is accepted but has no effect in this model server", name)
-    values = {name: getattr(message, name).value
-              for name in ("max_batch_size", "batch_timeout_micros", "max_enqueued_batches", "num_batch_threads",
-                           "thread_pool_name")
-              if message.HasField(name)}
-    return BatchingParameters(allowed_batch_sizes=tuple(message.allowed_batch_sizes),
-                              pad_variable_length_inputs=message.pad_variable_length_inputs, **values)
+    values = {
+        name: getattr(message, name).value
+        for name in (
+            "max_batch_size",
+            "batch_timeout_micros",
+            "max_enqueued_batches",
+            "num_batch_threads",
+            "thread_pool_name",
+        )
+        if message.HasField(name)
+    }
+    return BatchingParameters(
+        allowed_batch_sizes=tuple(message.allowed_batch_sizes),
+        pad_variable_length_inputs=message.pad_variable_length_inputs,
+        **values,
+    )
 
 
 def load_batching_parameters(path: str | Path | None) -> BatchingParameters:
@@ -117,6 +130,7 @@ def load_batching_parameters(path: str | Path | None) -> BatchingParameters:
 
 
 # ------------------------------------------------------------------------------------------------ scheduling
+
 
 class _Task:
     __slots__ = ("feeds", "size", "future", "queued")
@@ -175,14 +189,12 @@ class BatchScheduler:
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
-    def submit(self, servable: Servable, feeds: dict[str, np.ndarray],
-               fetches: Sequence[str]) -> asyncio.Future:
+    def submit(self, servable: Servable, feeds: dict[str, np.ndarray], fetches: Sequence[str]) -> asyncio.Future:
         """A future of the fetched outputs of this task's rows; raises the queue's rejections at once."""
         size = task_size(feeds)
         params = self.params
         if size > params.max_batch_size:
-            raise invalid_argument(f"Task size {size} is larger than maximum input batch size "
-                                   f"{params.max_batch_size}")
+            raise invalid_argument(f"Task size {size} is larger than maximum input batch size {params.max_batch_size}")
         key = (id(servable), tuple(feeds) if len(feeds) == 1 else tuple(sorted(feeds)), tuple(fetches))
         queue = self._queues.get(key)
         if queue is None:
@@ -190,9 +202,12 @@ class BatchScheduler:
         batches = queue.batches
         if not batches or batches[-1].size + size > params.max_batch_size:
             if len(batches) >= params.max_enqueued_batches:
-                raise ServingError(Code.UNAVAILABLE, "The batch scheduling queue to which this task was submitted "
-                                                     f"is full; currently {len(batches)} batches enqueued and "
-                                                     f"max_enqueued_batches is {params.max_enqueued_batches}")
+                raise ServingError(
+                    Code.UNAVAILABLE,
+                    "The batch scheduling queue to which this task was submitted "
+                    f"is full; currently {len(batches)} batches enqueued and "
+                    f"max_enqueued_batches is {params.max_enqueued_batches}",
+                )
             batches.append(_Batch())
         batch = batches[-1]
         now = time.monotonic()
@@ -205,8 +220,9 @@ class BatchScheduler:
             self._dispatch()  # else a run due on the loop, or the next finished batch, dispatches
         return future
 
-    def submit_threadsafe(self, servable: Servable, feeds: dict[str, np.ndarray],
-                          fetches: Sequence[str]) -> ThreadFuture:
+    def submit_threadsafe(
+        self, servable: Servable, feeds: dict[str, np.ndarray], fetches: Sequence[str]
+    ) -> ThreadFuture:
         """submit() from another thread (gRPC); the returned future raises the task's error."""
         result: ThreadFuture = ThreadFuture()
 
@@ -216,8 +232,9 @@ class BatchScheduler:
             except BaseException as exc:
                 result.set_exception(exc)
                 return
-            future.add_done_callback(lambda f: result.set_exception(f.exception()) if f.exception()
-                                     else result.set_result(f.result()))
+            future.add_done_callback(
+                lambda f: result.set_exception(f.exception()) if f.exception() else result.set_result(f.result())
+            )
 
         self._loop.call_soon_threadsafe(enqueue)
         return result
@@ -227,8 +244,9 @@ class BatchScheduler:
         batches = queue.batches
         if len(batches) > 1:
             return True
-        return bool(batches) and (batches[0].size >= self.params.max_batch_size
-                                  or now >= batches[0].started + self._timeout)
+        return bool(batches) and (
+            batches[0].size >= self.params.max_batch_size or now >= batches[0].started + self._timeout
+        )
 
     def _dispatch(self) -> None:
         """Start due batches: a small model's on the loop (soon, with the tasks queued by then), others on free
@@ -250,8 +268,9 @@ class BatchScheduler:
                     del self._queues[queue.key]  # empty: it must not keep an unloaded servable alive
                 self._free -= 1
                 started = True
-                done = self._loop.run_in_executor(self._pool, _run_batch, queue.servable, queue.fetches,
-                                                  batch.tasks, self.params)
+                done = self._loop.run_in_executor(
+                    self._pool, _run_batch, queue.servable, queue.fetches, batch.tasks, self.params
+                )
                 done.add_done_callback(functools.partial(self._finished, batch))
             if not started:
                 break
@@ -285,8 +304,12 @@ class BatchScheduler:
         batch = queue.batches.popleft()
         if self._metrics is not None:
             now = time.monotonic()
-            self._metrics.batch([t.size for t in batch.tasks], batch.size, _padded_size(batch.size, self.params),
-                                [now - t.queued for t in batch.tasks])
+            self._metrics.batch(
+                [t.size for t in batch.tasks],
+                batch.size,
+                _padded_size(batch.size, self.params),
+                [now - t.queued for t in batch.tasks],
+            )
         return batch
 
     def _finished(self, batch: _Batch, done: asyncio.Future) -> None:
@@ -317,14 +340,17 @@ def _merge(name: str, tasks: list[_Task], pad_variable_length: bool) -> np.ndarr
     inner = {part.shape[1:] for part in parts}
     if len(inner) > 1:
         if not pad_variable_length:
-            raise ServingError(Code.FAILED_PRECONDITION,
-                               f"Tensors with name '{name}' from different tasks have different shapes and padding "
-                               "is turned off. Set pad_variable_length_inputs to true, or ensure that all tensors "
-                               "with the same name have equal dimensions starting with the first dim.")
+            raise ServingError(
+                Code.FAILED_PRECONDITION,
+                f"Tensors with name '{name}' from different tasks have different shapes and padding "
+                "is turned off. Set pad_variable_length_inputs to true, or ensure that all tensors "
+                "with the same name have equal dimensions starting with the first dim.",
+            )
         ranks = {len(shape) for shape in inner}
         if len(ranks) > 1:
-            raise ServingError(Code.FAILED_PRECONDITION,
-                               f"Tensors with name '{name}' from different tasks have different ranks")
+            raise ServingError(
+                Code.FAILED_PRECONDITION, f"Tensors with name '{name}' from different tasks have different ranks"
+            )
         target = tuple(max(dims) for dims in zip(*inner))
         parts = [_pad_to(part, (part.shape[0], *target)) for part in parts]
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
@@ -335,24 +361,29 @@ def _padded_size(size: int, params: BatchingParameters) -> int:
     return next((b for b in params.allowed_batch_sizes if b >= size), size)
 
 
-def _run_batch(servable: Servable, fetches: tuple[str, ...], tasks: list[_Task],
-               params: BatchingParameters) -> list[list[np.ndarray]]:
+def _run_batch(
+    servable: Servable, fetches: tuple[str, ...], tasks: list[_Task], params: BatchingParameters
+) -> list[list[np.ndarray]]:
     """On a batch thread: merge, run once, split back. Returns each task's outputs."""
     size = sum(task.size for task in tasks)
     feeds = {name: _merge(name, tasks, params.pad_variable_length_inputs) for name in tasks[0].feeds}
     padded_size = _padded_size(size, params)
     if padded_size > size:  # pad with copies of the last task's first row; dropped from the outputs
         row = size - tasks[-1].size
-        feeds = {name: np.concatenate([array, np.repeat(array[row:row + 1], padded_size - size, axis=0)])
-                 for name, array in feeds.items()}
+        feeds = {
+            name: np.concatenate([array, np.repeat(array[row : row + 1], padded_size - size, axis=0)])
+            for name, array in feeds.items()
+        }
     outputs = servable.run(feeds, fetches)
     for name, output in zip(fetches, outputs):
         if output.ndim == 0:
             raise invalid_argument(f"Batched output tensor {name} has 0 dimensions")
         if output.shape[0] != padded_size:
-            raise invalid_argument(f"Batched output tensor's 0th dimension does not equal the sum of the 0th "
-                                   f"dimension sizes of the input tensors ({name}: {output.shape[0]} != "
-                                   f"{padded_size})")
+            raise invalid_argument(
+                f"Batched output tensor's 0th dimension does not equal the sum of the 0th "
+                f"dimension sizes of the input tensors ({name}: {output.shape[0]} != "
+                f"{padded_size})"
+            )
     memos = [{} for _ in outputs]
     results, offset = [], 0
     for task in tasks:
@@ -371,7 +402,7 @@ class BatchRows(np.ndarray):
     memo: dict | None = None
 
     @classmethod
-    def of(cls, whole: np.ndarray, start: int, stop: int, memo: dict) -> "BatchRows":
+    def of(cls, whole: np.ndarray, start: int, stop: int, memo: dict) -> BatchRows:
         rows = whole[start:stop].view(cls)
         rows.whole, rows.start, rows.stop, rows.memo = whole, start, stop, memo
         return rows

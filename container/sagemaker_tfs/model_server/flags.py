@@ -35,16 +35,24 @@ class Flags:
     rest_api_num_threads: int = _flag(0, "threads running REST requests' TensorFlow calls (0: 4 x cores)")
     rest_api_timeout_in_ms: int = _flag(30000, "deadline of a REST request's TensorFlow run (0: none)")
     # Not TFS flags (its REST server has no such limits): what one REST connection may cost.
-    rest_api_max_body_bytes: int = _flag(256 * 1024 * 1024, "largest REST request body, and gzip body once "
-                                                            "decompressed; larger: 413 (0: none; this server's own)")
-    rest_api_request_timeout_seconds: int = _flag(60, "a REST request must arrive whole within this many seconds of "
-                                                      "its first byte, else 408 (0: none; this server's own)")
-    rest_api_idle_timeout_seconds: int = _flag(300, "a REST connection with no request in progress is closed after "
-                                                    "this many seconds (0: never; this server's own)")
+    rest_api_max_body_bytes: int = _flag(
+        256 * 1024 * 1024,
+        "largest REST request body, and gzip body once decompressed; larger: 413 (0: none; this server's own)",
+    )
+    rest_api_request_timeout_seconds: int = _flag(
+        60,
+        "a REST request must arrive whole within this many seconds of "
+        "its first byte, else 408 (0: none; this server's own)",
+    )
+    rest_api_idle_timeout_seconds: int = _flag(
+        300,
+        "a REST connection with no request in progress is closed after this many seconds (0: never; this server's own)",
+    )
     rest_api_enable_cors_support: bool = _flag(False, "add CORS headers to REST replies")
     model_config_file: str = _flag("", "text-format ModelServerConfig; overrides --model_name/--model_base_path")
-    model_config_file_poll_wait_seconds: int = _flag(0, "seconds between re-reads of --model_config_file, applying "
-                                                        "its changes (0: read once)")
+    model_config_file_poll_wait_seconds: int = _flag(
+        0, "seconds between re-reads of --model_config_file, applying its changes (0: read once)"
+    )
     model_name: str = _flag("default", "name of the one model served without --model_config_file")
     model_base_path: str = _flag("", "folder of the one model's numbered version folders")
     enable_batching: bool = _flag(False, "merge concurrent requests into batches")
@@ -60,8 +68,9 @@ class Flags:
     num_load_threads: int = _flag(0, "threads loading models", ignored=True)
     num_unload_threads: int = _flag(0, "threads unloading models", ignored=True)
     saved_model_tags: str = _flag("serve", "comma-separated MetaGraph tags to load")
-    enable_model_warmup: bool = _flag(True, "run a version's assets.extra/tf_serving_warmup_requests before it serves "
-                                            "(a failing one fails its load)")
+    enable_model_warmup: bool = _flag(
+        True, "run a version's assets.extra/tf_serving_warmup_requests before it serves (a failing one fails its load)"
+    )
     monitoring_config_file: str = _flag("", "text-format MonitoringConfig: the Prometheus page on the REST port")
     platform_config_file: str = _flag("", "platform configuration", ignored=True)
     ssl_config_file: str = _flag("", "TLS for gRPC", ignored=True)
@@ -76,11 +85,13 @@ class Flags:
     use_alts_credentials: bool = _flag(False, "ALTS credentials for gRPC", ignored=True)
     num_request_iterations_for_warmup: int = _flag(0, "runs of each warm-up record (0: once)")
     remove_unused_fields_from_bundle_metagraph: bool = _flag(True, "drop unused MetaGraph fields", ignored=True)
-    prefer_tflite_model: bool = _flag(False, "serve a version folder's model.tflite with TensorFlow Lite (LiteRT) "
-                                             "instead of its SavedModel")
+    prefer_tflite_model: bool = _flag(
+        False, "serve a version folder's model.tflite with TensorFlow Lite (LiteRT) instead of its SavedModel"
+    )
     num_tflite_pools: int = _flag(0, "TFLite interpreters of a model (0: one per core, TFS's default)")
-    num_tflite_interpreters_per_pool: int = _flag(1, "multiplies --num_tflite_pools (TFS splits batches across "
-                                                     "them instead)")
+    num_tflite_interpreters_per_pool: int = _flag(
+        1, "multiplies --num_tflite_pools (TFS splits batches across them instead)"
+    )
     xla_gpu_compilation_enabled: bool = _flag(False, "XLA on GPU", ignored=True)
     thread_pool_factory_config_file: str = _flag("", "thread pool factory config", ignored=True)
     mixed_precision: str = _flag("", "mixed precision mode", ignored=True)
@@ -93,13 +104,17 @@ class Flags:
 
     def ignored_given(self) -> list[str]:
         """Flags set to a non-default value that this server accepts but does not act on."""
-        return [f.name for f in dataclasses.fields(self)
-                if f.metadata["ignored"] and getattr(self, f.name) != f.default]
+        return [
+            f.name for f in dataclasses.fields(self) if f.metadata["ignored"] and getattr(self, f.name) != f.default
+        ]
 
 
 def usage(prog: str = "tfs-model-server") -> str:
-    lines = [f"usage: {prog} --port=8500 --rest_api_port=8501 "
-             "(--model_config_file=FILE | --model_name=NAME --model_base_path=DIR) [flags]", "Flags:"]
+    lines = [
+        f"usage: {prog} --port=8500 --rest_api_port=8501 "
+        "(--model_config_file=FILE | --model_name=NAME --model_base_path=DIR) [flags]",
+        "Flags:",
+    ]
     for f in dataclasses.fields(Flags):
         kind = {bool: "bool", int: "int64", float: "float", str: "string"}[type(f.default)]
         note = " (accepted, no effect)" if f.metadata["ignored"] else ""
@@ -155,15 +170,26 @@ def _validate(flags: Flags) -> None:
         if not 0 <= getattr(flags, name) <= 65535:
             raise FlagError(f"--{name} must be a port number between 0 and 65535")
     if flags.tensorflow_session_parallelism > 0 and (
-            flags.tensorflow_intra_op_parallelism > 0 or flags.tensorflow_inter_op_parallelism > 0):
-        raise FlagError("configure either --tensorflow_session_parallelism or "
-                        "--tensorflow_intra_op_parallelism/--tensorflow_inter_op_parallelism, not both")
+        flags.tensorflow_intra_op_parallelism > 0 or flags.tensorflow_inter_op_parallelism > 0
+    ):
+        raise FlagError(
+            "configure either --tensorflow_session_parallelism or "
+            "--tensorflow_intra_op_parallelism/--tensorflow_inter_op_parallelism, not both"
+        )
     if not 0.0 <= flags.per_process_gpu_memory_fraction <= 1.0:
         raise FlagError("--per_process_gpu_memory_fraction must be between 0 and 1")
-    for name in ("max_num_load_retries", "file_system_poll_wait_seconds", "model_config_file_poll_wait_seconds",
-                 "rest_api_timeout_in_ms",
-                 "rest_api_max_body_bytes", "rest_api_request_timeout_seconds", "rest_api_idle_timeout_seconds",
-                 "rest_api_num_threads", "grpc_max_threads", "load_retry_interval_micros"):
+    for name in (
+        "max_num_load_retries",
+        "file_system_poll_wait_seconds",
+        "model_config_file_poll_wait_seconds",
+        "rest_api_timeout_in_ms",
+        "rest_api_max_body_bytes",
+        "rest_api_request_timeout_seconds",
+        "rest_api_idle_timeout_seconds",
+        "rest_api_num_threads",
+        "grpc_max_threads",
+        "load_retry_interval_micros",
+    ):
         if getattr(flags, name) < 0:
             raise FlagError(f"--{name} must not be negative")
 

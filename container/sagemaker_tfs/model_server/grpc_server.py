@@ -33,19 +33,38 @@ log = logging.getLogger(__name__)
 # number of arguments it is called with (None: an attribute read). pyproject.toml pins the grpcio minor versions
 # tested, and test_grpc_private_layer.py checks every entry against the grpcio installed.
 CYGRPC_USED: tuple[tuple[str, int | None], ...] = (
-    ("CompletionQueue", 0), ("CompletionQueue.poll", 0), ("CompletionQueue.shutdown", 0),
-    ("Server", 2), ("Server.register_completion_queue", 1), ("Server.add_http2_port", 1), ("Server.start", 0),
-    ("Server.shutdown", 2), ("Server.cancel_all_calls", 0), ("Server.request_call", 3), ("Server.destroy", 0),
+    ("CompletionQueue", 0),
+    ("CompletionQueue.poll", 0),
+    ("CompletionQueue.shutdown", 0),
+    ("Server", 2),
+    ("Server.register_completion_queue", 1),
+    ("Server.add_http2_port", 1),
+    ("Server.start", 0),
+    ("Server.shutdown", 2),
+    ("Server.cancel_all_calls", 0),
+    ("Server.request_call", 3),
+    ("Server.destroy", 0),
     ("Call.start_server_batch", 2),
-    ("CompletionType.operation_complete", None), ("CompletionType.queue_shutdown", None),
-    ("SendInitialMetadataOperation", 2), ("SendMessageOperation", 2), ("SendStatusFromServerOperation", 4),
-    ("ReceiveCloseOnServerOperation", 1), ("ReceiveMessageOperation", 1), ("ReceiveMessageOperation.message", 0),
-    ("RequestCallEvent.completion_type", None), ("RequestCallEvent.tag", None), ("RequestCallEvent.success", None),
-    ("RequestCallEvent.call", None), ("RequestCallEvent.call_details", None),
+    ("CompletionType.operation_complete", None),
+    ("CompletionType.queue_shutdown", None),
+    ("SendInitialMetadataOperation", 2),
+    ("SendMessageOperation", 2),
+    ("SendStatusFromServerOperation", 4),
+    ("ReceiveCloseOnServerOperation", 1),
+    ("ReceiveMessageOperation", 1),
+    ("ReceiveMessageOperation.message", 0),
+    ("RequestCallEvent.completion_type", None),
+    ("RequestCallEvent.tag", None),
+    ("RequestCallEvent.success", None),
+    ("RequestCallEvent.call", None),
+    ("RequestCallEvent.call_details", None),
     ("RequestCallEvent.invocation_metadata", None),
-    ("BatchOperationEvent.completion_type", None), ("BatchOperationEvent.tag", None),
-    ("BatchOperationEvent.success", None), ("BatchOperationEvent.batch_operations", None),
-    ("CallDetails.method", None), ("CallDetails.deadline", None),
+    ("BatchOperationEvent.completion_type", None),
+    ("BatchOperationEvent.tag", None),
+    ("BatchOperationEvent.success", None),
+    ("BatchOperationEvent.batch_operations", None),
+    ("CallDetails.method", None),
+    ("CallDetails.deadline", None),
 )
 
 _NO_DEADLINE = 1e12  # grpc core reports an infinite deadline as a date past this (in seconds since the epoch)
@@ -109,8 +128,9 @@ class _Call:
     def on_message(self, event) -> None:
         message = event.batch_operations[0].message() if event.success else None
         if message is None:  # the client closed (or cancelled) without a request: grpcio's servers answer so
-            self.finish_with(_UNIMPLEMENTED, f'"{self.method.decode("utf-8", "replace")}" requires exactly one '
-                                             f'request message.')
+            self.finish_with(
+                _UNIMPLEMENTED, f'"{self.method.decode("utf-8", "replace")}" requires exactly one request message.'
+            )
             return
         try:
             request = self.handler.request_deserializer(message)
@@ -132,9 +152,14 @@ class _Call:
                 log.exception("cannot serialize a response of %s", self.method)
                 self.finish_with(_INTERNAL, "Exception serializing response!")
                 return
-            self.finish((cygrpc.SendInitialMetadataOperation(None, 0), cygrpc.SendMessageOperation(message, 0),
-                         cygrpc.SendStatusFromServerOperation(None, 0, "", 0),
-                         cygrpc.ReceiveCloseOnServerOperation(0)))
+            self.finish(
+                (
+                    cygrpc.SendInitialMetadataOperation(None, 0),
+                    cygrpc.SendMessageOperation(message, 0),
+                    cygrpc.SendStatusFromServerOperation(None, 0, "", 0),
+                    cygrpc.ReceiveCloseOnServerOperation(0),
+                )
+            )
         except Abort as abort:
             self.finish_with(abort.code, abort.details)
         except Exception as exc:  # noqa: BLE001 - grpcio's servers answer a handler's exception so
@@ -144,9 +169,13 @@ class _Call:
             waiting.add_done_callback(self.step)
 
     def finish_with(self, code: int, details: str) -> None:
-        self.finish((cygrpc.SendInitialMetadataOperation(None, 0),
-                     cygrpc.SendStatusFromServerOperation(None, code, details, 0),
-                     cygrpc.ReceiveCloseOnServerOperation(0)))
+        self.finish(
+            (
+                cygrpc.SendInitialMetadataOperation(None, 0),
+                cygrpc.SendStatusFromServerOperation(None, code, details, 0),
+                cygrpc.ReceiveCloseOnServerOperation(0),
+            )
+        )
 
     def finish(self, operations) -> None:
         self.coro = None
@@ -264,4 +293,3 @@ class GrpcServer:
 
     def ended(self, _event) -> None:
         self._live -= 1
-

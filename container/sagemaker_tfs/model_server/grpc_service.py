@@ -23,19 +23,27 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 import numpy as np
-from tensorflow_serving.apis import (classification_pb2, get_model_metadata_pb2, get_model_status_pb2,
-                                     inference_pb2, model_management_pb2, model_service_pb2_grpc, predict_pb2,
-                                     prediction_service_pb2_grpc, regression_pb2)
+from tensorflow_serving.apis import (
+    classification_pb2,
+    get_model_metadata_pb2,
+    get_model_status_pb2,
+    inference_pb2,
+    model_management_pb2,
+    model_service_pb2_grpc,
+    predict_pb2,
+    prediction_service_pb2_grpc,
+    regression_pb2,
+)
 
-from . import prediction_api
+from ..shared.error_codes import Code, ServingError, invalid_argument
 from ..shared.reload_generation import GENERATION_METADATA
+from . import prediction_api
 from .grpc_server import Abort, GrpcServer, Later
 from .metrics import ModelServerMetrics, status_name
 from .model_config import ModelConfigError, configs_from_list
-from .servable_manager import ServableManager
 from .runner import Runner, deadline_options
 from .servable import Servable
-from ..shared.error_codes import Code, ServingError, invalid_argument
+from .servable_manager import ServableManager
 
 log = logging.getLogger(__name__)
 
@@ -102,8 +110,13 @@ def _resolve(servables: ServableManager, spec) -> Servable:
 
 
 class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
-    def __init__(self, servables: ServableManager, runner: Runner, pool: ThreadPoolExecutor,
-                 metrics: ModelServerMetrics | None = None):
+    def __init__(
+        self,
+        servables: ServableManager,
+        runner: Runner,
+        pool: ThreadPoolExecutor,
+        metrics: ModelServerMetrics | None = None,
+    ):
         self.servables = servables
         self.runner = runner
         self.pool = pool
@@ -113,8 +126,9 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
         return _resolve(self.servables, spec)
 
     async def _run(self, context, servable: Servable, feeds: dict[str, np.ndarray], fetches, api: str):
-        outputs = self.runner.run_threadsafe(servable, feeds, fetches, api, deadline_options(context.time_remaining()),
-                                             self.pool)
+        outputs = self.runner.run_threadsafe(
+            servable, feeds, fetches, api, deadline_options(context.time_remaining()), self.pool
+        )
         return await Later(outputs) if isinstance(outputs, ThreadFuture) else outputs
 
     @_guarded
@@ -169,17 +183,24 @@ class ModelService(model_service_pb2_grpc.ModelServiceServicer):
     async def HandleReloadConfigRequest(self, request: model_management_pb2.ReloadConfigRequest, context):
         """The config's model list replaces the served one; returns once the added models are loaded."""
         if request.config.WhichOneof("config") != "model_config_list":
-            raise invalid_argument("ServerModelConfig type not supported by HandleReloadConfigRequest. Only "
-                                   "ModelConfigList is currently supported")
+            raise invalid_argument(
+                "ServerModelConfig type not supported by HandleReloadConfigRequest. Only "
+                "ModelConfigList is currently supported"
+            )
         try:
             configs = configs_from_list(request.config.model_config_list, "HandleReloadConfigRequest")
         except ModelConfigError as exc:
             raise invalid_argument(str(exc)) from None
         metadata = dict(context.invocation_metadata())
         generation = metadata.get(GENERATION_METADATA)
-        await Later(self.pool.submit(self.servables.reload, configs,
-                                     int(generation) if generation and generation.isdigit() else None,
-                                     context.time_remaining()))
+        await Later(
+            self.pool.submit(
+                self.servables.reload,
+                configs,
+                int(generation) if generation and generation.isdigit() else None,
+                context.time_remaining(),
+            )
+        )
         response = model_management_pb2.ReloadConfigResponse()
         response.status.error_code = 0
         return response
@@ -195,7 +216,7 @@ def channel_arguments(text: str) -> list[tuple[str, int | str]]:
             number = int(value)
         except ValueError:
             number = None
-        options.append((key, number if number is not None and -2**31 <= number < 2**31 else value))
+        options.append((key, number if number is not None and -(2**31) <= number < 2**31 else value))
     return options
 
 
@@ -211,18 +232,29 @@ class RunningGrpc(NamedTuple):
         self.pool.shutdown(wait=False, cancel_futures=True)
 
 
-def start_grpc_server(servables: ServableManager, runner: Runner, port: int, socket_path: str, max_threads: int,
-                      host: str = "0.0.0.0", arguments: list[tuple[str, int | str]] = (),
-                      metrics: ModelServerMetrics | None = None) -> RunningGrpc:
+def start_grpc_server(
+    servables: ServableManager,
+    runner: Runner,
+    port: int,
+    socket_path: str,
+    max_threads: int,
+    host: str = "0.0.0.0",
+    arguments: list[tuple[str, int | str]] = (),
+    metrics: ModelServerMetrics | None = None,
+) -> RunningGrpc:
     """Serve both services on host:port (and a UNIX socket); raises OSError if the port is taken.
     `arguments` (--grpc_channel_arguments) override our defaults, the last of a repeated key winning, as in TFS."""
-    options = {"grpc.max_send_message_length": -1, "grpc.max_receive_message_length": -1,
-               "grpc.so_reuseport": 0,  # a second server on the same port must fail
-               **dict(arguments)}  # gRPC keeps the first of two equal keys: merge them here, the flag's last
+    options = {
+        "grpc.max_send_message_length": -1,
+        "grpc.max_receive_message_length": -1,
+        "grpc.so_reuseport": 0,  # a second server on the same port must fail
+        **dict(arguments),
+    }  # gRPC keeps the first of two equal keys: merge them here, the flag's last
     pool = ThreadPoolExecutor(max_threads, thread_name_prefix="grpc")  # its threads start with its first task
     server = GrpcServer(list(options.items()))
     prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(
-        PredictionService(servables, runner, pool, metrics), server)
+        PredictionService(servables, runner, pool, metrics), server
+    )
     model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelService(servables, pool), server)
     if port and server.add_insecure_port(f"{_grpc_host(host)}:{port}") != port:
         raise OSError(f"cannot listen for gRPC on port {port}")

@@ -25,10 +25,22 @@ import httptools
 
 from ..shared.media_types import JSON
 
-REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
-           408: "Request Timeout", 409: "Conflict", 413: "Request Entity Too Large", 429: "Too Many Requests",
-           499: "Client Closed Request", 500: "Internal Server Error", 501: "Not Implemented",
-           503: "Service Unavailable", 504: "Gateway Timeout"}
+REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "Not Found",
+    408: "Request Timeout",
+    409: "Conflict",
+    413: "Request Entity Too Large",
+    429: "Too Many Requests",
+    499: "Client Closed Request",
+    500: "Internal Server Error",
+    501: "Not Implemented",
+    503: "Service Unavailable",
+    504: "Gateway Timeout",
+}
 
 
 class Response:
@@ -216,8 +228,9 @@ class HttpProtocol(asyncio.Protocol):
                 self.started = now
         elif self.started is not None:
             if limits.request_timeout and now - self.started > limits.request_timeout:
-                self._refuse(408, f"Request timed out: it did not arrive whole within {limits.request_timeout:g} "
-                                  f"seconds")
+                self._refuse(
+                    408, f"Request timed out: it did not arrive whole within {limits.request_timeout:g} seconds"
+                )
         elif self.pending:
             self.idle_since = now  # answers still due: not idle
         elif limits.idle_timeout and now - self.idle_since > limits.idle_timeout:
@@ -277,8 +290,11 @@ class HttpProtocol(asyncio.Protocol):
         self.body.append(body)
 
     def _too_large(self, once: str = "") -> None:
-        self._refuse(413, f"Request body too large{once}: over {self.limits.max_body_bytes} bytes (the limit is "
-                          f"--rest_api_max_body_bytes)")
+        self._refuse(
+            413,
+            f"Request body too large{once}: over {self.limits.max_body_bytes} bytes (the limit is "
+            f"--rest_api_max_body_bytes)",
+        )
         raise _Refused  # stops the parser (feed_data raises it as an HttpParserCallbackError)
 
     def on_message_complete(self) -> None:
@@ -342,8 +358,11 @@ class HttpProtocol(asyncio.Protocol):
             return
         body = response.body
         head = b"%sContent-Length: %d\r\n%s%s\r\n" % (
-            _status_lines(response.status, response.content_type), len(body), self.app.extra_headers,
-            b"" if keep_alive else b"Connection: close\r\n")
+            _status_lines(response.status, response.content_type),
+            len(body),
+            self.app.extra_headers,
+            b"" if keep_alive else b"Connection: close\r\n",
+        )
         if head_only or not body:
             transport.write(head)
         elif len(body) < 65536:
@@ -359,8 +378,9 @@ class HttpProtocol(asyncio.Protocol):
             self.transport = None
 
 
-async def start_server(app: Application, port: int, host: str = "0.0.0.0",
-                       limits: Limits = Limits()) -> asyncio.AbstractServer:
+async def start_server(
+    app: Application, port: int, host: str = "0.0.0.0", limits: Limits = Limits()
+) -> asyncio.AbstractServer:
     loop = asyncio.get_running_loop()
     connections: set[HttpProtocol] = set()
 
@@ -371,5 +391,6 @@ async def start_server(app: Application, port: int, host: str = "0.0.0.0",
         loop.call_later(1.0, watch)
 
     loop.call_later(1.0, watch)
-    return await loop.create_server(lambda: HttpProtocol(app, limits, connections), host, port,
-                                    reuse_address=True, backlog=1024)
+    return await loop.create_server(
+        lambda: HttpProtocol(app, limits, connections), host, port, reuse_address=True, backlog=1024
+    )

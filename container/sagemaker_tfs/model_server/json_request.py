@@ -22,15 +22,16 @@ import json
 import math
 import re
 import threading
-from typing import Callable, Mapping, TypeVar
+from collections.abc import Callable, Mapping
+from typing import TypeVar
 
 import numpy as np
 import simdjson
 
 from ..shared import dtypes
+from ..shared.error_codes import Code, ServingError, invalid_argument
 from ..shared.tfs_json_text import debug, type_name
 from .servable import TensorInfo
-from ..shared.error_codes import Code, ServingError, invalid_argument
 
 _NUMERIC_RANGES = dtypes.INT_RANGES
 _FLOATS = (dtypes.DT_FLOAT, dtypes.DT_DOUBLE)
@@ -77,12 +78,14 @@ _F = TypeVar("_F", bound=Callable)
 def _nesting_checked(function: _F) -> _F:
     """rapidjson parses iteratively, at any depth; Python's parser and our walks recurse: a request nested past
     the recursion limit is the client's error (400), not ours."""
+
     @functools.wraps(function)
     def checked(*args, **kwargs):
         try:
             return function(*args, **kwargs)
         except RecursionError:
             raise invalid_argument(TOO_DEEP) from None
+
     return checked  # type: ignore[return-value]
 
 
@@ -138,7 +141,7 @@ def parse_json(body: bytes) -> object:
         for python, rapidjson in _RAPIDJSON_MESSAGES:
             if exc.msg.startswith(python):
                 message = rapidjson
-        offset = len(text[:exc.pos].encode("utf-8"))
+        offset = len(text[: exc.pos].encode("utf-8"))
         raise invalid_argument(f"JSON Parse error: {message} at offset: {offset}") from None
 
 
@@ -154,8 +157,9 @@ def signature_name(doc: dict) -> str:
     """The request's `signature_name` ('' when absent: the default signature)."""
     name = doc.get("signature_name", "")
     if not isinstance(name, str):
-        raise invalid_argument(f"JSON Value: {debug(doc)} not formatted correctly. 'signature_name' key must be "
-                               "a string value.")
+        raise invalid_argument(
+            f"JSON Value: {debug(doc)} not formatted correctly. 'signature_name' key must be a string value."
+        )
     return name
 
 
@@ -171,8 +175,10 @@ FAST_MIN_BYTES = 1 << 14  # below this the fixed cost of the calls outweighs wha
 _MAX_FAST_RANK = 32  # deeper arrays take the usual path (and its rank error past 64)
 _WS_CLASS = rb"[ \t\n\r]*"
 _NAME = rb'"signature_name"' + _WS_CLASS + rb":" + _WS_CLASS + rb'"([ !#-Z^-~]*)"'  # printable ASCII, no \ [ ]
-_HEAD = re.compile(_WS_CLASS + rb"\{" + _WS_CLASS + rb"(?:" + _NAME + _WS_CLASS + rb"," + _WS_CLASS + rb")?"
-                   rb'"(instances|inputs)"' + _WS_CLASS + rb":" + _WS_CLASS + rb"(?=\[)")
+_HEAD = re.compile(
+    _WS_CLASS + rb"\{" + _WS_CLASS + rb"(?:" + _NAME + _WS_CLASS + rb"," + _WS_CLASS + rb")?"
+    rb'"(instances|inputs)"' + _WS_CLASS + rb":" + _WS_CLASS + rb"(?=\[)"
+)
 _TAIL = re.compile(_WS_CLASS + rb"(?:," + _WS_CLASS + _NAME + _WS_CLASS + rb")?\}" + _WS_CLASS)
 # bytes.translate: keep the brackets and commas, drop number characters and whitespace, anything else -> X
 _STRUCTURE = bytes(c if c in b"[]," else ord("X") for c in range(256))
@@ -181,7 +187,7 @@ _KEPT_PARSER_BYTES = 1 << 24  # a thread keeps its parser (~1.6x the text it rea
 _parsers = threading.local()
 # An integer token and a double round differently to float32 only past 2^53, where int64 -> double is inexact
 # (the usual path casts an all-integer array from int64; simdjson reads integers up to 2^64, refuses larger ones).
-_INEXACT_INTEGERS = (2.0 ** 53, 2.0 ** 64)
+_INEXACT_INTEGERS = (2.0**53, 2.0**64)
 
 
 def _numeric_shape(structure: bytes) -> tuple[int, ...] | None:
@@ -217,7 +223,7 @@ class NumericArray:
 
     def value(self) -> object:
         """The nested lists the usual parse gives."""
-        return parse_json(self.body[self.start:self.stop])
+        return parse_json(self.body[self.start : self.stop])
 
 
 def _doubles(body: bytes, member: str) -> np.ndarray | None:
@@ -246,7 +252,7 @@ def _numeric_array(body: bytes, member: str, start: int, stop: int, single: bool
     integer token beyond 2^53 for float32)."""
     structure = body.translate(_STRUCTURE, _NOT_STRUCTURE)  # the whole body's, then the array's part of it
     head, tail = (len(part.translate(_STRUCTURE, _NOT_STRUCTURE)) for part in (body[:start], body[stop:]))
-    shape = _numeric_shape(structure[head:len(structure) - tail])
+    shape = _numeric_shape(structure[head : len(structure) - tail])
     if shape is None:
         return None
     values = _doubles(body, member)
@@ -255,8 +261,9 @@ def _numeric_array(body: bytes, member: str, start: int, stop: int, single: bool
     if not single:
         return values.reshape(shape)
     magnitudes = np.abs(values)
-    if ((magnitudes > _INEXACT_INTEGERS[0]) & (magnitudes <= _INEXACT_INTEGERS[1])).any() and \
-            body.count(b".", start, stop) < values.size:  # and not every token has a decimal point
+    if ((magnitudes > _INEXACT_INTEGERS[0]) & (magnitudes <= _INEXACT_INTEGERS[1])).any() and body.count(
+        b".", start, stop
+    ) < values.size:  # and not every token has a decimal point
         return None
     with np.errstate(over="ignore"):  # past float32's range: inf, as in TFS
         return values.astype(np.float32).reshape(shape)
@@ -296,13 +303,15 @@ def may_hold_bools(doc: dict, body: bytes) -> bool:
 
 # ---------------------------------------------------------------------------------------------- values
 
+
 def _is_b64(value: object) -> bool:
     return isinstance(value, dict) and len(value) == 1 and "b64" in value
 
 
 def _type_error(value: object, dtype: int) -> ServingError:
-    return invalid_argument(f"JSON Value: {debug(value)} Type: {type_name(value)} is not of expected type: "
-                            f"{dtypes.name(dtype)}")
+    return invalid_argument(
+        f"JSON Value: {debug(value)} Type: {type_name(value)} is not of expected type: {dtypes.name(dtype)}"
+    )
 
 
 def _leaf(value: object, dtype: int) -> object:
@@ -350,14 +359,17 @@ def _flatten(value: object, shape: list[int], dtype: int, level: int, out: list)
         if level >= rank:
             raise invalid_argument(f"Encountered list at unexpected level: {level} expected < {rank}")
         if len(value) != shape[level]:
-            raise invalid_argument(f"Encountered list at unexpected size: {len(value)} at level: {level} "
-                                   f"expected size: {shape[level]}")
+            raise invalid_argument(
+                f"Encountered list at unexpected size: {len(value)} at level: {level} expected size: {shape[level]}"
+            )
         for item in value:
             _flatten(item, shape, dtype, level + 1, out)
         return
     if level != rank:
-        raise invalid_argument(f"JSON Value: {debug(value)} found at incorrect level: {level + 1} in the JSON DOM. "
-                               f"Expected at level: {rank}")
+        raise invalid_argument(
+            f"JSON Value: {debug(value)} found at incorrect level: {level + 1} in the JSON DOM. "
+            f"Expected at level: {rank}"
+        )
     out.append(_leaf(value, dtype))
 
 
@@ -366,8 +378,10 @@ _MAX_RANK = 64  # numpy's limit (TensorFlow's is 254)
 
 def _check_rank(rank: int) -> None:
     if rank > _MAX_RANK:
-        raise invalid_argument(f"Tensor of {rank} dimensions: this model server supports at most {_MAX_RANK} (JSON "
-                               f"lists nested {rank} levels deep)")
+        raise invalid_argument(
+            f"Tensor of {rank} dimensions: this model server supports at most {_MAX_RANK} (JSON "
+            f"lists nested {rank} levels deep)"
+        )
 
 
 def _checked_array(value: object, dtype: int) -> np.ndarray:
@@ -413,21 +427,24 @@ def _fast_array(value: object, dtype: int, may_hold_bools: bool) -> np.ndarray |
 def to_array(value: object, info: TensorInfo, may_hold_bools: bool = True) -> np.ndarray:
     """A JSON value (scalar or nested lists) as a tensor of the input's dtype; raises TFS's errors."""
     if info.dtype not in SUPPORTED:
-        raise ServingError(Code.UNIMPLEMENTED,
-                           f"Conversion of JSON Value: {debug(value)} to type: {dtypes.enum_name(info.dtype)}")
+        raise ServingError(
+            Code.UNIMPLEMENTED, f"Conversion of JSON Value: {debug(value)} to type: {dtypes.enum_name(info.dtype)}"
+        )
     array = _fast_array(value, info.dtype, may_hold_bools)
     return array if array is not None else _checked_array(value, info.dtype)
 
 
 # ---------------------------------------------------------------------------------------------- predict
 
+
 def _shape_text(shape: tuple[int, ...]) -> str:
     return "[" + ",".join(map(str, shape)) + "]"
 
 
 @_nesting_checked
-def predict_inputs(doc: dict, inputs: Mapping[str, TensorInfo],
-                   may_hold_bools: bool = True) -> tuple[dict[str, np.ndarray], bool]:
+def predict_inputs(
+    doc: dict, inputs: Mapping[str, TensorInfo], may_hold_bools: bool = True
+) -> tuple[dict[str, np.ndarray], bool]:
     """The tensors of a predict request by input alias, and whether it used the row (`instances`) format.
 
     may_hold_bools=False (the body has no `true`/`false` token) lets numbers convert without a walk.
@@ -435,8 +452,10 @@ def predict_inputs(doc: dict, inputs: Mapping[str, TensorInfo],
     has_instances, has_inputs = "instances" in doc, "inputs" in doc
     if has_instances == has_inputs:
         if has_instances:
-            raise invalid_argument(f"JSON Value: {debug(doc)} Not formatted correctly expecting only one of "
-                                   "'inputs' or 'instances' keys to exist ")
+            raise invalid_argument(
+                f"JSON Value: {debug(doc)} Not formatted correctly expecting only one of "
+                "'inputs' or 'instances' keys to exist "
+            )
         raise invalid_argument("Missing 'inputs' or 'instances' key")
     if not inputs:
         raise invalid_argument("Signature has no inputs")
@@ -463,16 +482,20 @@ def _columnar_inputs(value: object, inputs: Mapping[str, TensorInfo], may_hold_b
             tensors[alias] = to_array(value[alias], info, may_hold_bools)
         return tensors  # other keys are ignored, as in TFS
     if len(inputs) != 1:
-        raise invalid_argument("inputs is a plain value/list, but expecting an object as multiple input tensors "
-                               "required as per tensorinfo_map")
+        raise invalid_argument(
+            "inputs is a plain value/list, but expecting an object as multiple input tensors "
+            "required as per tensorinfo_map"
+        )
     ((alias, info),) = inputs.items()
     return {alias: to_array(value, info, may_hold_bools)}
 
 
 def _element_error(index: int, alias: str | None, error: ServingError) -> ServingError:
     key = f" key: {alias}" if alias is not None else ""
-    return ServingError(error.code, f"Failed to process element: {index}{key} of 'instances' list. "
-                                    f"Error: {error.code.name}: {error.message}")
+    return ServingError(
+        error.code,
+        f"Failed to process element: {index}{key} of 'instances' list. Error: {error.code.name}: {error.message}",
+    )
 
 
 def _row_inputs(doc: dict, inputs: Mapping[str, TensorInfo], may_hold_bools: bool) -> dict:
@@ -485,8 +508,10 @@ def _row_inputs(doc: dict, inputs: Mapping[str, TensorInfo], may_hold_bools: boo
     if isinstance(first, dict) and not _is_b64(first):
         return _object_rows(rows, inputs, may_hold_bools)
     if len(inputs) != 1:
-        raise invalid_argument("instances is a plain list, but expecting list of objects as multiple input "
-                               "tensors required as per tensorinfo_map")
+        raise invalid_argument(
+            "instances is a plain list, but expecting list of objects as multiple input "
+            "tensors required as per tensorinfo_map"
+        )
     ((alias, info),) = inputs.items()
     array = _fast_array(rows, info.dtype, may_hold_bools) if info.dtype in SUPPORTED else None
     if array is not None:
@@ -505,10 +530,11 @@ def _object_rows(rows: list, inputs: Mapping[str, TensorInfo], may_hold_bools: b
         if len(row) != len(inputs) or any(key not in inputs for key in row):
             for key in row:
                 if key not in inputs:
-                    raise _element_error(index, key, invalid_argument(f"JSON object: does not have named input: "
-                                                                      f"{key}"))
-            raise invalid_argument(f"Failed to process element: {index} of 'instances' list. JSON object: "
-                                   f"{debug(row)} keys must be equal to: {names}")
+                    raise _element_error(index, key, invalid_argument(f"JSON object: does not have named input: {key}"))
+            raise invalid_argument(
+                f"Failed to process element: {index} of 'instances' list. JSON object: "
+                f"{debug(row)} keys must be equal to: {names}"
+            )
     tensors = {}
     for alias, info in inputs.items():
         column = [row[alias] for row in rows]
@@ -526,8 +552,9 @@ def _stack_rows(rows: list, alias: str, info: TensorInfo, named: bool) -> np.nda
             if arrays and array.shape != arrays[0].shape:
                 if array.size != arrays[0].size:
                     raise invalid_argument(f"Expecting tensor size: {arrays[0].size} but got: {array.size}")
-                raise invalid_argument(f"Expecting shape {_shape_text(arrays[0].shape)} but got: "
-                                       f"{_shape_text(array.shape)}")
+                raise invalid_argument(
+                    f"Expecting shape {_shape_text(arrays[0].shape)} but got: {_shape_text(array.shape)}"
+                )
         except ServingError as exc:
             raise _element_error(index, alias if named else None, exc) from None
         arrays.append(array)
@@ -591,8 +618,9 @@ def example_bytes(value: object) -> bytes:
 def serialized_examples(doc: dict) -> list[bytes]:
     """The serialized tf.Examples of a classify/regress request (context merged into each, as in TFS)."""
     if "examples" not in doc:
-        raise invalid_argument(f"JSON Value: {debug(doc)} When method is classify, key 'examples' is expected and "
-                               "was not found")
+        raise invalid_argument(
+            f"JSON Value: {debug(doc)} When method is classify, key 'examples' is expected and was not found"
+        )
     examples = doc["examples"]
     if not isinstance(examples, list):
         raise invalid_argument(f"JSON Value: {debug(doc)} Expecting 'examples' value to be an list/array")

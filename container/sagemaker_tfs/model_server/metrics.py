@@ -15,8 +15,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import protos
 from ..shared.error_codes import ServingError
+from . import protos
 
 DEFAULT_PATH = "/monitoring/prometheus/metrics"
 
@@ -53,7 +53,7 @@ def _double(value: float) -> str:
 
 def _exponential(scale: float, growth: float, count: int) -> list[float]:
     """TensorFlow's Buckets::Exponential limits as TFS prints them (six significant digits), then +Inf."""
-    return [float(_double(scale * growth ** i)) for i in range(count)] + [float("inf")]
+    return [float(_double(scale * growth**i)) for i in range(count)] + [float("inf")]
 
 
 _LATENCY_BUCKETS = _exponential(10, 1.8, 33)  # microseconds, up to ~20 minutes
@@ -77,41 +77,66 @@ class ModelServerMetrics:
             return prom.Histogram(name, doc, labels, registry=registry, buckets=buckets)
 
         serving = ":tensorflow:serving:"
-        self._request_count = counter(serving + "request_count", "The total number of requests.",
-                                      ("model_name", "status"))
+        self._request_count = counter(
+            serving + "request_count", "The total number of requests.", ("model_name", "status")
+        )
         self._request_latency = histogram(
-            serving + "request_latency", "Distribution of wall time (in microseconds) for Tensorflow Serving "
-            "request.", ("model_name", "API", "entrypoint"), _LATENCY_BUCKETS)
+            serving + "request_latency",
+            "Distribution of wall time (in microseconds) for Tensorflow Serving request.",
+            ("model_name", "API", "entrypoint"),
+            _LATENCY_BUCKETS,
+        )
         self._runtime_latency = histogram(
-            serving + "runtime_latency", "Distribution of wall time (in microseconds) for Tensorflow runtime.",
-            ("model_name", "API", "runtime"), _LATENCY_BUCKETS)
+            serving + "runtime_latency",
+            "Distribution of wall time (in microseconds) for Tensorflow runtime.",
+            ("model_name", "API", "runtime"),
+            _LATENCY_BUCKETS,
+        )
         batching = serving + "batching_session:"
-        self._queuing_latency = histogram(batching + "queuing_latency",
-                                          "Distribution of wall time spent (in microseconds) in queuing",
-                                          ("thread_pool_name",), _QUEUEING_BUCKETS).labels(thread_pool_name)
-        self._wrapped_runs = counter(batching + "wrapped_run_count",
-                                     "Total count of run calls on the wrapped session")
-        self._input_batch_size = histogram(batching + "input_batch_size",
-                                           "Tracks the batch size distribution on the inputs.", (),
-                                           _BATCH_SIZE_BUCKETS)
-        self._processed_batch_size = histogram(batching + "processed_batch_size",
-                                               "Tracks the batch size distribution on processing.", (),
-                                               _BATCH_SIZE_BUCKETS)
-        self._padding_size = histogram(batching + "padding_size", "Tracks the padding size distribution on batches.",
-                                       ("execution_batch_size",), _BATCH_SIZE_BUCKETS)
+        self._queuing_latency = histogram(
+            batching + "queuing_latency",
+            "Distribution of wall time spent (in microseconds) in queuing",
+            ("thread_pool_name",),
+            _QUEUEING_BUCKETS,
+        ).labels(thread_pool_name)
+        self._wrapped_runs = counter(batching + "wrapped_run_count", "Total count of run calls on the wrapped session")
+        self._input_batch_size = histogram(
+            batching + "input_batch_size", "Tracks the batch size distribution on the inputs.", (), _BATCH_SIZE_BUCKETS
+        )
+        self._processed_batch_size = histogram(
+            batching + "processed_batch_size",
+            "Tracks the batch size distribution on processing.",
+            (),
+            _BATCH_SIZE_BUCKETS,
+        )
+        self._padding_size = histogram(
+            batching + "padding_size",
+            "Tracks the padding size distribution on batches.",
+            ("execution_batch_size",),
+            _BATCH_SIZE_BUCKETS,
+        )
         saved_model = ":tensorflow:cc:saved_model:"
-        self._load_attempts = counter(saved_model + "load_attempt_count",
-                                      "The number of times a SavedModel was successfully loaded.",
-                                      ("model_path", "status"))
-        self._load_latency = counter(saved_model + "load_latency",
-                                     "Latency in microseconds for SavedModels that were successfully loaded.",
-                                     ("model_path",))
-        self._warmup_latency = histogram(serving + "model_warmup_latency",
-                                         "Distribution of wall time (in microseconds) for warming up the model.",
-                                         ("model_path", "status"), _LATENCY_BUCKETS)
-        self._warmup_records = counter(serving + "model_warmup_records_read",
-                                       "Total number of warmup records read during model warmup.",
-                                       ("model_path", "status"))
+        self._load_attempts = counter(
+            saved_model + "load_attempt_count",
+            "The number of times a SavedModel was successfully loaded.",
+            ("model_path", "status"),
+        )
+        self._load_latency = counter(
+            saved_model + "load_latency",
+            "Latency in microseconds for SavedModels that were successfully loaded.",
+            ("model_path",),
+        )
+        self._warmup_latency = histogram(
+            serving + "model_warmup_latency",
+            "Distribution of wall time (in microseconds) for warming up the model.",
+            ("model_path", "status"),
+            _LATENCY_BUCKETS,
+        )
+        self._warmup_records = counter(
+            serving + "model_warmup_records_read",
+            "Total number of warmup records read during model warmup.",
+            ("model_path", "status"),
+        )
         self._cells: dict[tuple, object] = {}  # (metric, *labels) -> its labelled child: no lookup per request
 
     def _cell(self, metric, *labels):
@@ -128,7 +153,8 @@ class ModelServerMetrics:
         time.perf_counter(), `status` a status code name (OK, INVALID_ARGUMENT...)."""
         if status == "OK":
             self._cell(self._request_latency, model_name, api, entrypoint).observe(
-                (time.perf_counter() - started) * 1e6)
+                (time.perf_counter() - started) * 1e6
+            )
         self._cell(self._request_count, model_name, status).inc()
 
     def runtime(self, model_name: str, api: str, started: float) -> None:
@@ -164,7 +190,7 @@ class ModelServerMetrics:
             points: dict[tuple, dict[str, list]] = {}  # a point's labels -> sample kind -> samples
             for sample in family.samples:
                 labels = tuple((k, v) for k, v in sample.labels.items() if k != "le")
-                kind = sample.name[len(family.name):]  # _total, _bucket, _sum, _count
+                kind = sample.name[len(family.name) :]  # _total, _bucket, _sum, _count
                 points.setdefault(labels, {}).setdefault(kind, []).append(sample)
             for key in sorted(points, key=lambda labels: [value for _, value in labels]):
                 labels = ",".join(f'{name}="{_escape(value)}"' for name, value in key)

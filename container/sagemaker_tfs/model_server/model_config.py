@@ -64,8 +64,9 @@ def parse_config_text(text: str, source: str = "<config>") -> list[ModelConfig]:
     try:
         text_format.Parse(text, config)
     except text_format.ParseError as exc:
-        raise ModelConfigError(f"Invalid protobuf file: '{source}': Error parsing text-format "
-                               f"tensorflow.serving.ModelServerConfig: {exc}") from None
+        raise ModelConfigError(
+            f"Invalid protobuf file: '{source}': Error parsing text-format tensorflow.serving.ModelServerConfig: {exc}"
+        ) from None
     if config.WhichOneof("config") == "custom_model_config":
         raise ModelConfigError(f"{source}: custom_model_config is not supported, use model_config_list")
     return configs_from_list(config.model_config_list, source)
@@ -88,8 +89,10 @@ def _model_config(entry) -> ModelConfig:
         raise ModelConfigError(f"model {entry.name} has no base_path")
     platform = entry.model_platform
     if not platform:
-        raise ModelConfigError("Illegal setting neither ModelServerConfig::model_type (deprecated) nor "
-                               f"ModelServerConfig::model_platform, model name is {entry.name}")
+        raise ModelConfigError(
+            "Illegal setting neither ModelServerConfig::model_type (deprecated) nor "
+            f"ModelServerConfig::model_platform, model name is {entry.name}"
+        )
     if platform != "tensorflow":
         raise ModelConfigError(f"PlatformConfigMap has no entry for platform {platform}")
     which = entry.model_version_policy.WhichOneof("policy_choice")
@@ -117,7 +120,13 @@ def list_versions(base_path: str | Path) -> dict[int, Path]:
         if version is None or not entry.is_dir():
             continue
         if version in found:
-            log.warning("versions %s and %s of %s are both version %d; serving %s", found[version].name,
-                        entry.name, base_path, version, entry.name)
+            log.warning(
+                "versions %s and %s of %s are both version %d; serving %s",
+                found[version].name,
+                entry.name,
+                base_path,
+                version,
+                entry.name,
+            )
         found[version] = Path(entry.path)
     return found

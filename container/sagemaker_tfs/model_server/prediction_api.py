@@ -10,17 +10,16 @@ model_spec.
 from __future__ import annotations
 
 import math
-from typing import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 import numpy as np
 from tensorflow.core.framework import tensor_pb2
 from tensorflow.python.framework import tensor_util
-from tensorflow_serving.apis import (classification_pb2, inference_pb2, model_pb2, predict_pb2,
-                                     regression_pb2)
+from tensorflow_serving.apis import classification_pb2, inference_pb2, model_pb2, predict_pb2, regression_pb2
 
 from ..shared import dtypes
-from . import signatures
 from ..shared.error_codes import Code, ServingError, invalid_argument
+from . import signatures
 from .servable import CLASSIFY_METHOD, REGRESS_METHOD, Servable, Signature
 
 Resolve = Callable[["model_pb2.ModelSpec | None"], Servable]
@@ -28,10 +27,18 @@ Run = Callable[[Servable, dict[str, np.ndarray], Sequence[str], str], Awaitable[
 
 # numpy kind/dtype -> TensorProto field holding the values (TFS's tensor.AsProtoField)
 _VALUE_FIELDS = {
-    dtypes.DT_FLOAT: "float_val", dtypes.DT_DOUBLE: "double_val", dtypes.DT_INT32: "int_val",
-    dtypes.DT_UINT8: "int_val", dtypes.DT_INT16: "int_val", dtypes.DT_INT8: "int_val",
-    dtypes.DT_UINT16: "int_val", dtypes.DT_INT64: "int64_val", dtypes.DT_BOOL: "bool_val",
-    dtypes.DT_STRING: "string_val", dtypes.DT_UINT32: "uint32_val", dtypes.DT_UINT64: "uint64_val",
+    dtypes.DT_FLOAT: "float_val",
+    dtypes.DT_DOUBLE: "double_val",
+    dtypes.DT_INT32: "int_val",
+    dtypes.DT_UINT8: "int_val",
+    dtypes.DT_INT16: "int_val",
+    dtypes.DT_INT8: "int_val",
+    dtypes.DT_UINT16: "int_val",
+    dtypes.DT_INT64: "int64_val",
+    dtypes.DT_BOOL: "bool_val",
+    dtypes.DT_STRING: "string_val",
+    dtypes.DT_UINT32: "uint32_val",
+    dtypes.DT_UINT64: "uint64_val",
 }
 
 
@@ -106,13 +113,17 @@ def _predict_inputs(inputs, signature: Signature) -> list[tuple[str, tensor_pb2.
         return named
     sent, wanted = set(inputs), set(expected)
     if len(sent) != len(wanted):
-        raise invalid_argument(f"input size does not match signature: {len(sent)}!={len(wanted)} "
-                               f"len({_set_of(sent)}) != len({_set_of(wanted)}). Sent extra: "
-                               f"{_set_of(sent - wanted)}. Missing but required: {_set_of(wanted - sent)}.")
+        raise invalid_argument(
+            f"input size does not match signature: {len(sent)}!={len(wanted)} "
+            f"len({_set_of(sent)}) != len({_set_of(wanted)}). Sent extra: "
+            f"{_set_of(sent - wanted)}. Missing but required: {_set_of(wanted - sent)}."
+        )
     alias, info = next((alias, info) for alias, info in expected.items() if alias not in sent)
-    raise invalid_argument(f"Signature input alias: {alias}(feed name: {info.name}) not found in request "
-                           f"and no default value provided. Inputs expected to be in the request "
-                           f"{_set_of(sent)}, or default input alias set: ")
+    raise invalid_argument(
+        f"Signature input alias: {alias}(feed name: {info.name}) not found in request "
+        f"and no default value provided. Inputs expected to be in the request "
+        f"{_set_of(sent)}, or default input alias set: "
+    )
 
 
 def _predict_outputs(output_filter, signature: Signature) -> tuple[Sequence[str], Sequence[str]]:
@@ -122,8 +133,10 @@ def _predict_outputs(output_filter, signature: Signature) -> tuple[Sequence[str]
     seen = set()
     for alias in output_filter:
         if alias not in signature.outputs:
-            raise invalid_argument(f"output tensor alias not found in signature: {alias} Outputs expected to be "
-                                   f"in the set {_set_of(signature.outputs)}.")
+            raise invalid_argument(
+                f"output tensor alias not found in signature: {alias} Outputs expected to be "
+                f"in the set {_set_of(signature.outputs)}."
+            )
         if alias in seen:
             raise invalid_argument(f"duplicate output tensor alias: {alias}")
         seen.add(alias)
@@ -155,8 +168,9 @@ async def predict(resolve: Resolve, request: predict_pb2.PredictRequest, run: Ru
     return response
 
 
-async def _run_examples(servable: Servable, example_run: signatures.ExampleRun, serialized: list[bytes], run: Run,
-                        api: str) -> list[np.ndarray]:
+async def _run_examples(
+    servable: Servable, example_run: signatures.ExampleRun, serialized: list[bytes], run: Run, api: str
+) -> list[np.ndarray]:
     tensor = signatures.examples_tensor(serialized)
     return await run(servable, {example_run.input_name: tensor}, example_run.fetches, api)
 
@@ -187,23 +201,25 @@ async def _examples_response(resolve: Resolve, request, response, fill, run: Run
     """Classify or Regress: resolve the model, fill the response's result from its examples by fill()."""
     servable = resolve(requested_spec(request))
     set_spec(response.model_spec, servable, signatures.signature_key(request.model_spec.signature_name))
-    await fill(servable, request.model_spec.signature_name, _serialized_examples(request.input), run,
-               response.result)
+    await fill(servable, request.model_spec.signature_name, _serialized_examples(request.input), run, response.result)
     return response
 
 
-async def classify(resolve: Resolve, request: classification_pb2.ClassificationRequest,
-                   run: Run) -> classification_pb2.ClassificationResponse:
+async def classify(
+    resolve: Resolve, request: classification_pb2.ClassificationRequest, run: Run
+) -> classification_pb2.ClassificationResponse:
     return await _examples_response(resolve, request, classification_pb2.ClassificationResponse(), _classify, run)
 
 
-async def regress(resolve: Resolve, request: regression_pb2.RegressionRequest,
-                  run: Run) -> regression_pb2.RegressionResponse:
+async def regress(
+    resolve: Resolve, request: regression_pb2.RegressionRequest, run: Run
+) -> regression_pb2.RegressionResponse:
     return await _examples_response(resolve, request, regression_pb2.RegressionResponse(), _regress, run)
 
 
-async def multi_inference(resolve: Resolve, request: inference_pb2.MultiInferenceRequest,
-                          run: Run) -> inference_pb2.MultiInferenceResponse:
+async def multi_inference(
+    resolve: Resolve, request: inference_pb2.MultiInferenceRequest, run: Run
+) -> inference_pb2.MultiInferenceResponse:
     if not request.tasks:
         raise invalid_argument("Found no tasks in MultiInferenceRequest.")
     names, seen = set(), set()

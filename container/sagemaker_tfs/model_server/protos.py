@@ -9,21 +9,26 @@ import functools
 Field = tuple[str, int, str, "str | None", bool]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def message_class(file_name: str, messages: tuple[tuple[str, tuple[Field, ...]], ...], wanted: str):
     """The class of message `wanted` of a proto3 file in package tensorflow.serving declaring `messages`."""
     from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, wrappers_pb2
 
     pool = descriptor_pool.DescriptorPool()
     pool.AddSerializedFile(wrappers_pb2.DESCRIPTOR.serialized_pb)
-    proto = descriptor_pb2.FileDescriptorProto(name=file_name, package="tensorflow.serving", syntax="proto3",
-                                               dependency=["google/protobuf/wrappers.proto"])
+    proto = descriptor_pb2.FileDescriptorProto(
+        name=file_name, package="tensorflow.serving", syntax="proto3", dependency=["google/protobuf/wrappers.proto"]
+    )
     F = descriptor_pb2.FieldDescriptorProto
     for message_name, fields in messages:
         message = proto.message_type.add(name=message_name)
         for name, number, kind, type_name, repeated in fields:
-            field = message.field.add(name=name, number=number, type=getattr(F, kind),
-                                      label=F.LABEL_REPEATED if repeated else F.LABEL_OPTIONAL)
+            field = message.field.add(
+                name=name,
+                number=number,
+                type=getattr(F, kind),
+                label=F.LABEL_REPEATED if repeated else F.LABEL_OPTIONAL,
+            )
             if type_name:
                 field.type_name = type_name
     pool.Add(proto)
@@ -38,6 +43,7 @@ def parse_text(cls, text: str, source: str, error: type[Exception]):
     try:
         text_format.Parse(text, message)
     except text_format.ParseError as exc:
-        raise error(f"Invalid protobuf file: '{source}': Error parsing text-format "
-                    f"{cls.DESCRIPTOR.full_name}: {exc}") from None
+        raise error(
+            f"Invalid protobuf file: '{source}': Error parsing text-format {cls.DESCRIPTOR.full_name}: {exc}"
+        ) from None
     return message

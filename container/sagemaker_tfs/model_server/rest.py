@@ -12,30 +12,31 @@ import asyncio
 import logging
 import re
 import urllib.parse
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
-from typing import Callable
 
 from google.protobuf import json_format
 from tensorflow_serving.apis import model_pb2
 
+from ..shared import tfs_api, tfs_json_response
+from ..shared.error_codes import Code, ServingError, invalid_argument
 from ..shared.version_folders import INT64_MAX
-from ..shared import tfs_json_response
 from . import json_request, signatures
 from .http_server import Pending, Response, html_error
-from .servable_manager import ServableManager
 from .runner import Runner
-from ..shared import tfs_api
-from ..shared.error_codes import Code, ServingError, invalid_argument
+from .servable_manager import ServableManager
 
 log = logging.getLogger(__name__)
 
 _V1 = re.compile(r"/v1/.*", re.I | re.S)
 # re.A: a version is ASCII digits (Python's \d would also take other scripts' digits, which TFS's RE2 does not).
 _POST = re.compile(
-    rf"{tfs_api.MODELS}/([^/:]+)(?:(?:/versions/(\d+))|(?:/labels/([^/:]+)))?:({tfs_api.METHOD_PATTERN})", re.I | re.A)
-_GET = re.compile(rf"{tfs_api.MODELS}(?:/([^/:]+))?(?:(?:/versions/(\d+))|(?:/labels/([^/:]+)))?(?:/(metadata))?",
-                  re.I | re.A)
+    rf"{tfs_api.MODELS}/([^/:]+)(?:(?:/versions/(\d+))|(?:/labels/([^/:]+)))?:({tfs_api.METHOD_PATTERN})", re.I | re.A
+)
+_GET = re.compile(
+    rf"{tfs_api.MODELS}(?:/([^/:]+))?(?:(?:/versions/(\d+))|(?:/labels/([^/:]+)))?(?:/(metadata))?", re.I | re.A
+)
 _ORIGIN = re.compile(r"https?://.+", re.I)
 
 
@@ -70,6 +71,7 @@ def _fixed(response: Response) -> Route:
 
 class _Outputs(Pending):
     """A response waiting for a signature's outputs, and how to make the body of them."""
+
     __slots__ = ("finish",)
 
     def __init__(self, future: asyncio.Future, finish: Callable[[object], bytes]):
@@ -103,11 +105,22 @@ class RestApi:
     def __init__(self, servables: ServableManager, runner: Runner, cors: bool = False):
         self.servables = servables
         self.runner = runner
-        self.extra_headers = (b"Access-Control-Allow-Origin: *\r\nAccess-Control-Allow-Methods: POST, GET\r\n"
-                              b"Access-Control-Allow-Headers: Content-Type\r\n") if cors else b""
+        self.extra_headers = (
+            (
+                b"Access-Control-Allow-Origin: *\r\nAccess-Control-Allow-Methods: POST, GET\r\n"
+                b"Access-Control-Allow-Headers: Content-Type\r\n"
+            )
+            if cors
+            else b""
+        )
         self._handlers: dict[Verb | None, Handler] = {
-            Verb.PREDICT: self._predict, Verb.CLASSIFY: self._classify_regress, Verb.REGRESS: self._classify_regress,
-            Verb.STATUS: self._status, Verb.METADATA: self._metadata, None: self._fixed_response}
+            Verb.PREDICT: self._predict,
+            Verb.CLASSIFY: self._classify_regress,
+            Verb.REGRESS: self._classify_regress,
+            Verb.STATUS: self._status,
+            Verb.METADATA: self._metadata,
+            None: self._fixed_response,
+        }
         self._routes: dict[tuple[str, str], tuple[Handler, Route]] = {}  # the handler found once per path
 
     def handle(self, method: str, path: str, body: bytes) -> Response | Pending:
@@ -175,8 +188,12 @@ class RestApi:
             if version > INT64_MAX:
                 raise invalid_argument(f"Failed to convert version: {match.group(2)} to numeric.")
         label = match.group(3)
-        return Route(verb, urllib.parse.unquote(match.group(1), errors="replace"), version,
-                     None if label is None else urllib.parse.unquote(label, errors="replace"))
+        return Route(
+            verb,
+            urllib.parse.unquote(match.group(1), errors="replace"),
+            version,
+            None if label is None else urllib.parse.unquote(label, errors="replace"),
+        )
 
     # ---------------------------------------------------------------------------------------- handlers
 
@@ -189,8 +206,7 @@ class RestApi:
         signature_name = json_request.signature_name(doc)
         servable = self.servables.resolve(route.name, route.version, route.label)
         signature = signatures.predict_signature(servable, signature_name, rest=True)
-        tensors, row_format = json_request.predict_inputs(doc, signature.inputs,
-                                                          json_request.may_hold_bools(doc, body))
+        tensors, row_format = json_request.predict_inputs(doc, signature.inputs, json_request.may_hold_bools(doc, body))
         feeds = {signature.inputs[alias].name: array for alias, array in tensors.items()}
         outputs = self.runner.run_in_loop(servable, feeds, signature.fetches, "Predict")
         aliases = signature.output_aliases
@@ -214,11 +230,17 @@ class RestApi:
         run = (signatures.classify_run if classify else signatures.regress_run)(servable, signature_name)
         examples = json_request.serialized_examples(doc)
         count = len(examples)
-        outputs = self.runner.run_in_loop(servable, {run.input_name: signatures.examples_tensor(examples)},
-                                          run.fetches, "Classify" if classify else "Regress")
+        outputs = self.runner.run_in_loop(
+            servable,
+            {run.input_name: signatures.examples_tensor(examples)},
+            run.fetches,
+            "Classify" if classify else "Regress",
+        )
         if classify:
-            return _then(outputs, lambda result: tfs_json_response.classify_body(
-                *signatures.classification(result, run, count), count))
+            return _then(
+                outputs,
+                lambda result: tfs_json_response.classify_body(*signatures.classification(result, run, count), count),
+            )
         return _then(outputs, lambda result: tfs_json_response.regress_body(signatures.regression(result, count)))
 
     def _status(self, route: Route, _body: bytes) -> Response:
@@ -231,12 +253,21 @@ class RestApi:
         spec.version.value = servable.version
         signature_map = servable.signature_def_map()
         # TFS concatenates two protobuf JSON texts by hand; the layout below is its, byte for byte.
-        body = ('{\n"model_spec":' + _proto_json(spec) + ',\n"metadata": {"signature_def": '
-                + _proto_json(signature_map) + "}\n}\n")
+        body = (
+            '{\n"model_spec":'
+            + _proto_json(spec)
+            + ',\n"metadata": {"signature_def": '
+            + _proto_json(signature_map)
+            + "}\n}\n"
+        )
         return Response(200, body.encode("utf-8"))
 
 
 def _proto_json(message) -> str:
     """protobuf's JSON printer as TFS configures it: 1-space indent, defaults printed, trailing newline."""
-    return json_format.MessageToJson(message, indent=1, preserving_proto_field_name=True,
-                                     always_print_fields_with_no_presence=True) + "\n"
+    return (
+        json_format.MessageToJson(
+            message, indent=1, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
+        )
+        + "\n"
+    )

@@ -18,6 +18,7 @@ _VERBS = {verb: verb.value for verb in (Verb.PREDICT, Verb.CLASSIFY, Verb.REGRES
 
 class _Recorded(Pending):
     """A pending response whose metrics are recorded when the connection takes its answer."""
+
     __slots__ = ("inner", "record")
 
     def __init__(self, inner: Pending, record):

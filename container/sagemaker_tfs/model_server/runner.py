@@ -14,9 +14,9 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
+from collections.abc import Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from concurrent.futures import Future as ThreadFuture
-from typing import Sequence
 
 import numpy as np
 
@@ -39,16 +39,23 @@ def deadline_options(seconds: float | None) -> RunOptions:
 
 
 class Runner:
-    def __init__(self, loop: asyncio.AbstractEventLoop, scheduler: BatchScheduler | None, rest_threads: int,
-                 rest_timeout_ms: int, metrics: ModelServerMetrics | None = None):
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        scheduler: BatchScheduler | None,
+        rest_threads: int,
+        rest_timeout_ms: int,
+        metrics: ModelServerMetrics | None = None,
+    ):
         self._loop = loop
         self._metrics = metrics
         self._scheduler = scheduler
         self._pool = ThreadPoolExecutor(rest_threads, thread_name_prefix="rest") if scheduler is None else None
         self._rest_options = RunOptions(rest_timeout_ms) if rest_timeout_ms > 0 else None
 
-    def run_in_loop(self, servable: Servable, feeds: dict[str, np.ndarray], fetches: Sequence[str],
-                    api: str = "Predict") -> asyncio.Future:
+    def run_in_loop(
+        self, servable: Servable, feeds: dict[str, np.ndarray], fetches: Sequence[str], api: str = "Predict"
+    ) -> asyncio.Future:
         """A future of the outputs (called on the event loop's thread; REST). `api` labels the runtime metric."""
         started = time.perf_counter()
         if self._scheduler is not None:
@@ -68,8 +75,15 @@ class Runner:
                 future.add_done_callback(lambda done: self._ran(done, servable.name, api, started))
         return future
 
-    def run_threadsafe(self, servable: Servable, feeds: dict[str, np.ndarray], fetches: Sequence[str], api: str,
-                       options: RunOptions, pool: Executor) -> Outputs | ThreadFuture:
+    def run_threadsafe(
+        self,
+        servable: Servable,
+        feeds: dict[str, np.ndarray],
+        fetches: Sequence[str],
+        api: str,
+        options: RunOptions,
+        pool: Executor,
+    ) -> Outputs | ThreadFuture:
         """From any thread (gRPC): the outputs of an inline run, else a concurrent future of them, completed by
         `pool` or, with batching, on the event loop."""
         started = time.perf_counter()

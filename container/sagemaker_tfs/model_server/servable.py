@@ -13,15 +13,15 @@ from __future__ import annotations
 import functools
 import logging
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
 
 import numpy as np
 
-from ..shared.logs import quiet_tensorflow
 from ..shared import dtypes
 from ..shared.error_codes import Code, ServingError, from_tensorflow
+from ..shared.logs import quiet_tensorflow
 
 log = logging.getLogger(__name__)
 
@@ -66,9 +66,14 @@ class Signature:
     proto: object  # tensorflow.core.protobuf.meta_graph_pb2.SignatureDef
 
     @classmethod
-    def from_proto(cls, key: str, proto) -> "Signature":
-        return cls(key, proto.method_name, {a: _tensor_info(a, i) for a, i in proto.inputs.items()},
-                   {a: _tensor_info(a, i) for a, i in proto.outputs.items()}, proto)
+    def from_proto(cls, key: str, proto) -> Signature:
+        return cls(
+            key,
+            proto.method_name,
+            {a: _tensor_info(a, i) for a, i in proto.inputs.items()},
+            {a: _tensor_info(a, i) for a, i in proto.outputs.items()},
+            proto,
+        )
 
     @functools.cached_property
     def output_aliases(self) -> tuple[str, ...]:
@@ -105,9 +110,11 @@ class RunOptions:
         self._api = pywrap_tf_session
         self.timeout_ms = timeout_ms
         self.pooled = pywrap_tf_session.TF_NewBufferFromString(
-            config_pb2.RunOptions(timeout_in_ms=timeout_ms).SerializeToString())
+            config_pb2.RunOptions(timeout_in_ms=timeout_ms).SerializeToString()
+        )
         self.caller_thread = pywrap_tf_session.TF_NewBufferFromString(
-            config_pb2.RunOptions(timeout_in_ms=timeout_ms, inter_op_thread_pool=-1).SerializeToString())
+            config_pb2.RunOptions(timeout_in_ms=timeout_ms, inter_op_thread_pool=-1).SerializeToString()
+        )
 
     def __del__(self):
         for name in ("pooled", "caller_thread"):
@@ -128,8 +135,9 @@ class Servable:
         self.signatures = signatures
         self._seconds: dict[tuple[str, ...], float] = {}
 
-    def run(self, feeds: Mapping[str, np.ndarray], fetches: Sequence[str],
-            options: RunOptions | None = None) -> list[np.ndarray]:
+    def run(
+        self, feeds: Mapping[str, np.ndarray], fetches: Sequence[str], options: RunOptions | None = None
+    ) -> list[np.ndarray]:
         """Feed tensors by name, return the fetched tensors (numpy arrays) in order; raises ServingError with
         TensorFlow's code and message (e.g. a dtype mismatch is INVALID_ARGUMENT `Expects arg[0] to be float but
         string is provided`)."""
@@ -145,8 +153,9 @@ class Servable:
             # the model's own cost; a lasting slowdown still shows (+10% per run). Races lose only a sample.
             self._seconds[key] = elapsed if previous is None else min(elapsed, previous * 1.1)
 
-    def _run(self, feeds: Mapping[str, np.ndarray], fetches: Sequence[str], options: RunOptions | None,
-             small: bool) -> list[np.ndarray]:
+    def _run(
+        self, feeds: Mapping[str, np.ndarray], fetches: Sequence[str], options: RunOptions | None, small: bool
+    ) -> list[np.ndarray]:
         raise NotImplementedError
 
     def is_small(self, fetches: Sequence[str]) -> bool:
@@ -201,15 +210,17 @@ class SavedModelServable(Servable):
             self._outputs = {**self._outputs, tensor_name: endpoint}  # copy-on-write: readers take no lock
         return endpoint
 
-    def _run(self, feeds: Mapping[str, np.ndarray], fetches: Sequence[str], options: RunOptions | None,
-             small: bool) -> list[np.ndarray]:
+    def _run(
+        self, feeds: Mapping[str, np.ndarray], fetches: Sequence[str], options: RunOptions | None, small: bool
+    ) -> list[np.ndarray]:
         endpoint = self._endpoint
         feed_map = {endpoint(name): value for name, value in feeds.items()}
         fetch_list = [endpoint(name) for name in fetches]
         options = options or self._no_deadline
         try:
-            return self._session_run(self._c_session, options.caller_thread if small else options.pooled, feed_map,
-                                     fetch_list, [], None)
+            return self._session_run(
+                self._c_session, options.caller_thread if small else options.pooled, feed_map, fetch_list, [], None
+            )
         except Exception as exc:  # TensorFlow OpErrors carry the status code
             raise from_tensorflow(exc) from None
 
@@ -219,9 +230,11 @@ class SavedModelServable(Servable):
 
 def session_config(options: SessionOptions):
     tf = import_tensorflow()
-    config = tf.compat.v1.ConfigProto(allow_soft_placement=True,
-                                      intra_op_parallelism_threads=options.intra_op_parallelism,
-                                      inter_op_parallelism_threads=options.inter_op_parallelism)
+    config = tf.compat.v1.ConfigProto(
+        allow_soft_placement=True,
+        intra_op_parallelism_threads=options.intra_op_parallelism,
+        inter_op_parallelism_threads=options.inter_op_parallelism,
+    )
     if options.per_process_gpu_memory_fraction:
         config.gpu_options.per_process_gpu_memory_fraction = options.per_process_gpu_memory_fraction
     return config
@@ -234,8 +247,9 @@ def has_saved_model(path: Path) -> bool:
 def load(name: str, version: int, path: Path, options: SessionOptions = SessionOptions()) -> SavedModelServable:
     """Load one SavedModel version; raises ServingError saying why it cannot be served."""
     if not has_saved_model(path):
-        raise ServingError(Code.NOT_FOUND, f"Could not find SavedModel .pb or .pbtxt at supplied export "
-                                           f"directory path: {path}")
+        raise ServingError(
+            Code.NOT_FOUND, f"Could not find SavedModel .pb or .pbtxt at supplied export directory path: {path}"
+        )
     tf = import_tensorflow()
     from tensorflow.python.saved_model import loader_impl
     from tensorflow.python.util import deprecation

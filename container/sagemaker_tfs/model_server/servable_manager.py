@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
+from ..shared.error_codes import Code, ServingError, invalid_argument, not_found
 from ..shared.version_states import VersionState
 from .model_config import ModelConfig, ModelConfigError, list_versions, load_config_file
 from .servable import Servable
-from ..shared.error_codes import Code, ServingError, invalid_argument, not_found
 
 log = logging.getLogger(__name__)
 
@@ -52,8 +52,13 @@ class Model:
 
 
 class ServableManager:
-    def __init__(self, configs: list[ModelConfig], loader: Loader, max_load_retries: int = 0,
-                 retry_interval_seconds: float = 60.0):
+    def __init__(
+        self,
+        configs: list[ModelConfig],
+        loader: Loader,
+        max_load_retries: int = 0,
+        retry_interval_seconds: float = 60.0,
+    ):
         self.models = {config.name: Model(config) for config in configs}
         # the last states of models a reload removed: TFS's servable state monitor keeps reporting them (END)
         self.removed: dict[str, dict[int, VersionStatus]] = {}
@@ -130,15 +135,23 @@ class ServableManager:
             on_disk = list_versions(config.base_path)
         except OSError as exc:
             if not model.missing_logged:
-                log.error("Could not find base path %s for servable %s with error %s", config.base_path,
-                          config.name, exc.strerror or exc)
+                log.error(
+                    "Could not find base path %s for servable %s with error %s",
+                    config.base_path,
+                    config.name,
+                    exc.strerror or exc,
+                )
                 model.missing_logged = True
             model.settled.set()
             return
         aspired = config.policy.select(list(on_disk))
         if not aspired and not model.missing_logged:
-            log.warning("No versions of servable %s found under base path %s. Did you forget to name your leaf "
-                        "directory as a number (eg. '/1/')?", config.name, config.base_path)
+            log.warning(
+                "No versions of servable %s found under base path %s. Did you forget to name your leaf "
+                "directory as a number (eg. '/1/')?",
+                config.name,
+                config.base_path,
+            )
             model.missing_logged = True
         model.attempted &= set(aspired)
         for version in sorted(set(aspired) - model.attempted):
@@ -165,26 +178,37 @@ class ServableManager:
                 error = ServingError(Code.UNKNOWN, f"{type(exc).__name__}: {exc}")
             else:
                 if self.models.get(name) is not model:  # a reload removed the model while it loaded
-                    log.info("Dropping servable version {name: %s version: %d}: the model was removed while it "
-                             "loaded", name, version)
+                    log.info(
+                        "Dropping servable version {name: %s version: %d}: the model was removed while it loaded",
+                        name,
+                        version,
+                    )
                     servable.close()
                     return
                 model.set_servables({**model.servables, version: servable})
                 model.set_status(VersionStatus(version, VersionState.AVAILABLE))
-                log.info("Successfully loaded servable version {name: %s version: %d} from %s", name, version,
-                         path)
+                log.info("Successfully loaded servable version {name: %s version: %d} from %s", name, version, path)
                 return
             if attempt < self._retries:
-                log.warning("Loading servable {name: %s version: %d} failed (attempt %d of %d), retrying in %g s: "
-                            "%s", name, version, attempt + 1, self._retries + 1, self._retry_interval, error.message)
+                log.warning(
+                    "Loading servable {name: %s version: %d} failed (attempt %d of %d), retrying in %g s: %s",
+                    name,
+                    version,
+                    attempt + 1,
+                    self._retries + 1,
+                    self._retry_interval,
+                    error.message,
+                )
                 if self._stopping.wait(self._retry_interval):
                     break
         model.set_status(VersionStatus(version, VersionState.END, error))
-        log.error("Loading servable {name: %s version: %d} failed: %s: %s", name, version, error.code.name,
-                  error.message)
+        log.error(
+            "Loading servable {name: %s version: %d} failed: %s: %s", name, version, error.code.name, error.message
+        )
 
-    def reload(self, configs: list[ModelConfig], generation: int | None = None,
-               timeout_seconds: float | None = None) -> None:
+    def reload(
+        self, configs: list[ModelConfig], generation: int | None = None, timeout_seconds: float | None = None
+    ) -> None:
         """HandleReloadConfigRequest: `configs` replaces the model list (TFS semantics). Models whose config is
         unchanged keep their servables; models absent from it are unloaded; new ones are loaded, and the call
         returns once they are, raising the first load error (as TFS's ReloadConfig waits for them).
@@ -197,12 +221,19 @@ class ServableManager:
             for config in configs:
                 old = current.get(config.name)
                 if old is not None and old.config.platform != config.platform:
-                    raise invalid_argument(f"Illegal to change a model's platform. For model {config.name} platform "
-                                           f"was {old.config.platform} and new platform requested is {config.platform}")
+                    raise invalid_argument(
+                        f"Illegal to change a model's platform. For model {config.name} platform "
+                        f"was {old.config.platform} and new platform requested is {config.platform}"
+                    )
             if generation is not None and generation < self._generation:
                 # a newer list was applied first: it added what this one would have; wait for those
-                awaited = [current[c.name] for c in configs if c.name in current and current[c.name].config == c
-                           and current[c.name].added_generation > generation]
+                awaited = [
+                    current[c.name]
+                    for c in configs
+                    if c.name in current
+                    and current[c.name].config == c
+                    and current[c.name].added_generation > generation
+                ]
                 added: list[Model] = []
             else:
                 if generation is not None:
@@ -219,13 +250,14 @@ class ServableManager:
                 for name, model in current.items():
                     if models.get(name) is not model:
                         self._unload(model)
-                self.removed = {**{name: model.statuses for name, model in current.items() if name not in models},
-                                **{name: states for name, states in self.removed.items() if name not in models}}
+                self.removed = {
+                    **{name: model.statuses for name, model in current.items() if name not in models},
+                    **{name: states for name, states in self.removed.items() if name not in models},
+                }
         for model in added:
             self._refresh(model)
             if not model.statuses:
-                raise not_found(f"Could not find base path {model.config.base_path} for servable "
-                                f"{model.config.name}")
+                raise not_found(f"Could not find base path {model.config.base_path} for servable {model.config.name}")
         for model in awaited:
             if not model.settled.wait(timeout_seconds):
                 raise ServingError(Code.DEADLINE_EXCEEDED, f"model {model.config.name} is still loading")
@@ -238,8 +270,10 @@ class ServableManager:
         for version in sorted(model.servables):
             log.info("Unloading servable version {name: %s version: %d}", model.config.name, version)
         model.set_servables({})
-        model.statuses = {v: s if s.state == VersionState.END else VersionStatus(v, VersionState.END)
-                          for v, s in model.statuses.items()}
+        model.statuses = {
+            v: s if s.state == VersionState.END else VersionStatus(v, VersionState.END)
+            for v, s in model.statuses.items()
+        }
 
     def poll_forever(self, interval_seconds: float) -> None:
         """Re-scan the model folders every interval until stop(); run in a daemon thread."""
@@ -272,7 +306,9 @@ class ServableManager:
     def summary(self) -> list[str]:
         lines = []
         for name, model in self.models.items():
-            states = ", ".join(f"{s.version} {s.state}" + (f" ({s.error.message})" if s.error else "")
-                               for s in (model.statuses[v] for v in sorted(model.statuses, reverse=True)))
+            states = ", ".join(
+                f"{s.version} {s.state}" + (f" ({s.error.message})" if s.error else "")
+                for s in (model.statuses[v] for v in sorted(model.statuses, reverse=True))
+            )
             lines.append(f"{name}: {states or 'no versions'}")
         return lines

@@ -106,8 +106,7 @@ def run(flags: Flags) -> int:
     loader = version_loader(flags, metrics)
     if flags.enable_model_warmup:
         loader = warmed_loader(loader, flags.num_request_iterations_for_warmup, metrics)
-    servables = ServableManager(configs, loader,
-                        flags.max_num_load_retries, flags.load_retry_interval_micros / 1e6)
+    servables = ServableManager(configs, loader, flags.max_num_load_retries, flags.load_retry_interval_micros / 1e6)
     previous = signal.signal(signal.SIGTERM, lambda *_: servables.stop())  # a stop during loading ends the retries
     servables.refresh()  # every configured model gets its load attempt before any port opens (as in TFS)
     signal.signal(signal.SIGTERM, previous)
@@ -151,9 +150,16 @@ async def _serve(flags: Flags, servables: ServableManager, batching, metrics, mo
     try:
         if flags.port or flags.grpc_socket_path:
             try:
-                grpc_server = start_grpc_server(servables, runner, flags.port, flags.grpc_socket_path,
-                                                flags.grpc_max_threads or default_threads(), flags.listen_address,
-                                                channel_arguments(flags.grpc_channel_arguments), metrics)
+                grpc_server = start_grpc_server(
+                    servables,
+                    runner,
+                    flags.port,
+                    flags.grpc_socket_path,
+                    flags.grpc_max_threads or default_threads(),
+                    flags.listen_address,
+                    channel_arguments(flags.grpc_channel_arguments),
+                    metrics,
+                )
             except OSError as exc:
                 raise StartupError(str(exc)) from None
             log.info("Running gRPC ModelServer at %s:%d ...", flags.listen_address, flags.port)
@@ -162,20 +168,31 @@ async def _serve(flags: Flags, servables: ServableManager, batching, metrics, mo
                 api = RestApi(servables, runner, flags.rest_api_enable_cors_support)
                 if metrics is not None:
                     api = MonitoredApi(api, metrics, monitoring.prometheus_path)
-                limits = Limits(flags.rest_api_max_body_bytes, flags.rest_api_request_timeout_seconds,
-                                flags.rest_api_idle_timeout_seconds)
+                limits = Limits(
+                    flags.rest_api_max_body_bytes,
+                    flags.rest_api_request_timeout_seconds,
+                    flags.rest_api_idle_timeout_seconds,
+                )
                 rest_server = await start_server(api, flags.rest_api_port, flags.listen_address, limits)
             except OSError as exc:
-                raise StartupError(f"cannot listen for HTTP/REST on port {flags.rest_api_port}: "
-                                   f"{exc.strerror or exc}") from None
+                raise StartupError(
+                    f"cannot listen for HTTP/REST on port {flags.rest_api_port}: {exc.strerror or exc}"
+                ) from None
             log.info("Exporting HTTP/REST API at:%s:%d ...", flags.listen_address, flags.rest_api_port)
         if flags.file_system_poll_wait_seconds > 0:
-            threading.Thread(target=servables.poll_forever, args=(flags.file_system_poll_wait_seconds,),
-                             name="version-poll", daemon=True).start()
+            threading.Thread(
+                target=servables.poll_forever,
+                args=(flags.file_system_poll_wait_seconds,),
+                name="version-poll",
+                daemon=True,
+            ).start()
         if flags.model_config_file and flags.model_config_file_poll_wait_seconds > 0:
-            threading.Thread(target=servables.poll_config_file_forever,
-                             args=(flags.model_config_file, flags.model_config_file_poll_wait_seconds),
-                             name="config-poll", daemon=True).start()
+            threading.Thread(
+                target=servables.poll_config_file_forever,
+                args=(flags.model_config_file, flags.model_config_file_poll_wait_seconds),
+                name="config-poll",
+                daemon=True,
+            ).start()
         await stop.wait()
         log.info("stopping: signal received")
         return 0

@@ -13,8 +13,8 @@ import numpy as np
 from google.protobuf import text_format
 
 from ..shared import dtypes
-from .servable import Servable, Signature
 from ..shared.error_codes import Code, ServingError, invalid_argument
+from .servable import Servable, Signature
 
 DEFAULT_SIGNATURE = "serving_default"
 
@@ -68,8 +68,10 @@ def classify_run(servable: Servable, name: str) -> ExampleRun:
         raise invalid_argument(f"No classification inputs found in SignatureDef: {_debug(signature)}")
     aliases = tuple(a for a in ("classes", "scores") if a in signature.outputs)
     if not aliases:
-        raise invalid_argument('Expected classification signature outputs to contain at least one of "classes" or '
-                               f'"scores". Signature was: {_debug(signature)}')
+        raise invalid_argument(
+            'Expected classification signature outputs to contain at least one of "classes" or '
+            f'"scores". Signature was: {_debug(signature)}'
+        )
     return ExampleRun(signature, signature.inputs["inputs"].name, aliases)
 
 
@@ -96,25 +98,30 @@ def _shape_debug(array: np.ndarray) -> str:
     return "[" + ",".join(map(str, array.shape)) + "]"
 
 
-def classification(outputs: list[np.ndarray], run: ExampleRun,
-                   count: int) -> tuple[list[list[bytes]] | None, np.ndarray | None]:
+def classification(
+    outputs: list[np.ndarray], run: ExampleRun, count: int
+) -> tuple[list[list[bytes]] | None, np.ndarray | None]:
     """(labels per example, scores [examples, classes]) after TFS's checks of the outputs."""
     found = dict(zip(run.output_aliases, outputs))
     classes, scores = found.get("classes"), found.get("scores")
-    for alias, array, dtype, dtype_name in (("classes", classes, "OSU", "DT_STRING"),
-                                            ("scores", scores, "f", "DT_FLOAT")):
+    for alias, array, dtype, dtype_name in (
+        ("classes", classes, "OSU", "DT_STRING"),
+        ("scores", scores, "f", "DT_FLOAT"),
+    ):
         if array is None:
             continue
         if array.ndim != 2:
             raise invalid_argument(f"Expected Tensor shape: [batch_size num_classes] but got {_shape_debug(array)}")
         if array.dtype.kind not in dtype or (alias == "scores" and array.dtype != np.float32):
-            raise invalid_argument(f"Expected {alias} Tensor of {dtype_name}. Got: "
-                                   f"{dtypes.enum_name(dtypes.from_numpy(array.dtype))}")
+            raise invalid_argument(
+                f"Expected {alias} Tensor of {dtype_name}. Got: {dtypes.enum_name(dtypes.from_numpy(array.dtype))}"
+            )
         if array.shape[0] != count:
             raise invalid_argument(f"Expected {alias} output batch size of {count}. Got: {array.shape[0]}")
     if classes is not None and scores is not None and classes.shape[1] != scores.shape[1]:
-        raise invalid_argument(f"Tensors class and score should match in dim_size(1). Got {classes.shape[1]} vs. "
-                               f"{scores.shape[1]}")
+        raise invalid_argument(
+            f"Tensors class and score should match in dim_size(1). Got {classes.shape[1]} vs. {scores.shape[1]}"
+        )
     labels = None if classes is None else [[bytes(v) for v in row] for row in classes.tolist()]
     return labels, scores
 
@@ -123,11 +130,13 @@ def regression(outputs: list[np.ndarray], count: int) -> np.ndarray:
     """The regression values (one float per example) after TFS's checks of the output."""
     (array,) = outputs
     if not (array.ndim == 1 or (array.ndim == 2 and array.shape[1] == 1)):
-        raise invalid_argument("Expected output Tensor shape to be either [batch_size] or [batch_size, 1] but got "
-                               f"{_shape_debug(array)}")
+        raise invalid_argument(
+            f"Expected output Tensor shape to be either [batch_size] or [batch_size, 1] but got {_shape_debug(array)}"
+        )
     if array.shape[0] != count:
         raise invalid_argument(f"Input batch size did not match output batch size: {count} vs. {array.shape[0]}")
     if array.dtype != np.float32:
-        raise invalid_argument("Expected output Tensor of DT_FLOAT.  Got: "
-                               f"{dtypes.enum_name(dtypes.from_numpy(array.dtype))}")
+        raise invalid_argument(
+            f"Expected output Tensor of DT_FLOAT.  Got: {dtypes.enum_name(dtypes.from_numpy(array.dtype))}"
+        )
     return array.reshape(-1)

@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import logging
 import queue
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Sequence
 
 import numpy as np
 
-from ..shared.cpus import cpu_count
 from ..shared import dtypes
+from ..shared.cpus import cpu_count
 from ..shared.error_codes import Code, ServingError, invalid_argument
 from .servable import PREDICT_METHOD, RunOptions, Servable, Signature
 
@@ -36,11 +36,26 @@ MODEL_FILE = "model.tflite"
 SIGNATURES_METADATA = b"signature_defs_metadata"
 
 # the TensorFlow types TFS maps TFLite tensors to; any other TFLite type fails the load (TfLiteTypeToTfType)
-_SERVED_TYPES = {dtypes.DT_FLOAT, dtypes.DT_INT32, dtypes.DT_UINT8, dtypes.DT_INT64, dtypes.DT_STRING,
-                 dtypes.DT_BOOL, dtypes.DT_INT16, 8, dtypes.DT_INT8}  # 8: DT_COMPLEX64
+_SERVED_TYPES = {
+    dtypes.DT_FLOAT,
+    dtypes.DT_INT32,
+    dtypes.DT_UINT8,
+    dtypes.DT_INT64,
+    dtypes.DT_STRING,
+    dtypes.DT_BOOL,
+    dtypes.DT_INT16,
+    8,
+    dtypes.DT_INT8,
+}  # 8: DT_COMPLEX64
 # TfLiteType numbers of the numpy types TFS refuses, for its message
-_TFLITE_TYPE_NUMBERS = {np.dtype(np.float16): 10, np.dtype(np.float64): 11, np.dtype(np.complex128): 12,
-                        np.dtype(np.uint64): 13, np.dtype(np.uint32): 16, np.dtype(np.uint16): 17}
+_TFLITE_TYPE_NUMBERS = {
+    np.dtype(np.float16): 10,
+    np.dtype(np.float64): 11,
+    np.dtype(np.complex128): 12,
+    np.dtype(np.uint64): 13,
+    np.dtype(np.uint32): 16,
+    np.dtype(np.uint16): 17,
+}
 
 
 def found(path: Path) -> bool:
@@ -108,8 +123,9 @@ def _metadata_signatures(buffer: bytes) -> dict[str, object]:
     return {}
 
 
-def _signatures(buffer: bytes, inputs: dict[str, dict], outputs: dict[str, dict],
-                runner_signatures: Sequence[str]) -> dict[str, Signature]:
+def _signatures(
+    buffer: bytes, inputs: dict[str, dict], outputs: dict[str, dict], runner_signatures: Sequence[str]
+) -> dict[str, Signature]:
     """TFS's signatures of a TFLite model: its metadata's, names fixed, or one generated serving_default."""
     from tensorflow.core.protobuf import meta_graph_pb2
 
@@ -121,17 +137,26 @@ def _signatures(buffer: bytes, inputs: dict[str, dict], outputs: dict[str, dict]
             for alias, info in proto.outputs.items():
                 info.name = _fixed_name(info.name, outputs, f"Signature output {alias} references an unknown tensor")
         return {key: Signature.from_proto(key, proto) for key, proto in stored.items()}
-    log.warning("No signature def found in TFLite model. Generating one.%s",
-                f" (The model's signature runners {', '.join(runner_signatures)} are not read, as TensorFlow Serving "
-                "does not read them.)" if runner_signatures else "")
+    log.warning(
+        "No signature def found in TFLite model. Generating one.%s",
+        f" (The model's signature runners {', '.join(runner_signatures)} are not read, as TensorFlow Serving "
+        "does not read them.)"
+        if runner_signatures
+        else "",
+    )
     proto = meta_graph_pb2.SignatureDef(method_name=PREDICT_METHOD)
     for entries, target in ((inputs, proto.inputs), (outputs, proto.outputs)):
         for name in sorted(entries):  # TFS's order (a std::map): of two names equal without `:N`, the last wins
             alias = _legacy_name(name)
             if alias in target:
-                log.warning("TFLite tensors %s and %s are both %r in the generated signature: only %s is served, "
-                            "as in TensorFlow Serving (store signature_defs_metadata to serve both)",
-                            target[alias].name, name, alias, name)
+                log.warning(
+                    "TFLite tensors %s and %s are both %r in the generated signature: only %s is served, "
+                    "as in TensorFlow Serving (store signature_defs_metadata to serve both)",
+                    target[alias].name,
+                    name,
+                    alias,
+                    name,
+                )
             target[alias].CopyFrom(_tensor_info(entries[name]))
     return {"serving_default": Signature.from_proto("serving_default", proto)}
 
@@ -145,8 +170,16 @@ class _Interpreter:
 
 
 class TfLiteServable(Servable):
-    def __init__(self, name: str, version: int, path: Path, signatures: dict[str, Signature],
-                 interpreters: list, inputs: dict[str, dict], outputs: dict[str, dict]):
+    def __init__(
+        self,
+        name: str,
+        version: int,
+        path: Path,
+        signatures: dict[str, Signature],
+        interpreters: list,
+        inputs: dict[str, dict],
+        outputs: dict[str, dict],
+    ):
         super().__init__(name, version, path, signatures)
         self._inputs = {name: (detail["index"], detail["data_type"]) for name, detail in inputs.items()}
         self._outputs = {name: detail["index"] for name, detail in outputs.items()}
@@ -158,8 +191,9 @@ class TfLiteServable(Servable):
         # inline runs happen on an event loop: only when an interpreter is free, so that the loop seldom waits
         return super().is_small(fetches) and not self._idle.empty()
 
-    def _run(self, feeds: Mapping[str, np.ndarray], fetches: Sequence[str], options: RunOptions | None,
-             small: bool) -> list[np.ndarray]:
+    def _run(
+        self, feeds: Mapping[str, np.ndarray], fetches: Sequence[str], options: RunOptions | None, small: bool
+    ) -> list[np.ndarray]:
         # a deadline (options) is not applied: a TFLite run cannot be interrupted, in TFS either. Names are the
         # tensors' own: load matched the signatures' names to them (_fixed_name)
         placed = []
@@ -169,8 +203,9 @@ class TfLiteServable(Servable):
                 raise ServingError(Code.INTERNAL, f"Unknown tensor '{name}'.\n\tMissing input TFLite tensor: {name}")
             given = dtypes.from_numpy(value.dtype)
             if given != data_type:
-                raise invalid_argument(f"Expects arg[{position}] to be {dtypes.name(data_type)} but "
-                                       f"{dtypes.name(given)} is provided")
+                raise invalid_argument(
+                    f"Expects arg[{position}] to be {dtypes.name(data_type)} but {dtypes.name(given)} is provided"
+                )
             placed.append((index, value))
         indices = []
         for name in fetches:
@@ -201,8 +236,9 @@ class TfLiteServable(Servable):
             interpreter.resize_tensor_input(index, list(value.shape))
         except Exception:
             detail = interpreter.get_tensor_details()[index]
-            raise ServingError(Code.INTERNAL, f"Failed to resize input tensor: {detail['name']} to shape "
-                                              f"{list(value.shape)}") from None
+            raise ServingError(
+                Code.INTERNAL, f"Failed to resize input tensor: {detail['name']} to shape {list(value.shape)}"
+            ) from None
         try:
             interpreter.allocate_tensors()
         except Exception:
@@ -221,8 +257,10 @@ def load(name: str, version: int, path: Path, interpreters: int = 1) -> TfLiteSe
     try:
         from ai_edge_litert.interpreter import Interpreter
     except ImportError:
-        raise ServingError(Code.FAILED_PRECONDITION, "TensorFlow Lite models need the ai-edge-litert package "
-                                                     "(pip install 'sagemaker-tfs[model-server]')") from None
+        raise ServingError(
+            Code.FAILED_PRECONDITION,
+            "TensorFlow Lite models need the ai-edge-litert package (pip install 'sagemaker-tfs[model-server]')",
+        ) from None
     made = []
     for _ in range(interpreters):
         try:
@@ -235,12 +273,13 @@ def load(name: str, version: int, path: Path, interpreters: int = 1) -> TfLiteSe
         made.append(interpreter)
     first = made[0]
     inputs, outputs = {}, {}
-    for kind, details, target in (("Input", first.get_input_details(), inputs),
-                                  ("Output", first.get_output_details(), outputs)):
+    for kind, details, target in (
+        ("Input", first.get_input_details(), inputs),
+        ("Output", first.get_output_details(), outputs),
+    ):
         for detail in details:
             if detail["name"] in target:
-                raise ServingError(Code.ALREADY_EXISTS,
-                                   f"{kind} tensor name: {detail['name']} has multiple indices")
+                raise ServingError(Code.ALREADY_EXISTS, f"{kind} tensor name: {detail['name']} has multiple indices")
             target[detail["name"]] = {**detail, "data_type": _data_type(detail)}
     signatures = _signatures(buffer, inputs, outputs, list(first.get_signature_list()))
     log.info("TensorFlow Lite model %s: %d interpreter%s", file, interpreters, "s" if interpreters > 1 else "")

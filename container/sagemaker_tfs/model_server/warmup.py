@@ -22,8 +22,8 @@ import numpy as np
 from google.protobuf.message import DecodeError
 from tensorflow_serving.apis import prediction_log_pb2
 
-from . import prediction_api
 from ..shared.error_codes import Code, ServingError, from_tensorflow, invalid_argument
+from . import prediction_api
 from .metrics import ModelServerMetrics
 from .servable import Servable
 
@@ -33,8 +33,12 @@ REQUESTS_FILE = Path("assets.extra") / "tf_serving_warmup_requests"
 MAX_RECORDS = 1000  # TFS's WarmupConsts::kMaxNumRecords
 
 # a PredictionLog's log_type -> what runs its request
-_REQUESTS = {"predict_log": prediction_api.predict, "classify_log": prediction_api.classify,
-             "regress_log": prediction_api.regress, "multi_inference_log": prediction_api.multi_inference}
+_REQUESTS = {
+    "predict_log": prediction_api.predict,
+    "classify_log": prediction_api.classify,
+    "regress_log": prediction_api.regress,
+    "multi_inference_log": prediction_api.multi_inference,
+}
 _UNSUPPORTED = ("predict_streamed_log", "session_run_log")
 
 
@@ -73,8 +77,9 @@ def replay(servable: Servable, export_dir: Path, iterations: int, metrics: Model
             try:
                 entry.ParseFromString(record)
             except DecodeError:
-                raise invalid_argument(f"Failed to parse warmup record: {record.decode('utf-8', 'replace')} "
-                                       f"from {path}") from None
+                raise invalid_argument(
+                    f"Failed to parse warmup record: {record.decode('utf-8', 'replace')} from {path}"
+                ) from None
             for _ in range(max(iterations, 1)):
                 loop.run_until_complete(_run_record(servable, entry, metrics))
             count += 1
@@ -84,19 +89,27 @@ def replay(servable: Servable, export_dir: Path, iterations: int, metrics: Model
         loop.close()
     elapsed = int((time.perf_counter() - started) * 1e6)
     if metrics is not None:
-        metrics.warmup(str(export_dir), "OK" if status is None else f"{status.code.name}: {status.message}",
-                       elapsed, count)
+        metrics.warmup(
+            str(export_dir), "OK" if status is None else f"{status.code.name}: {status.message}", elapsed, count
+        )
     if status is not None:
         if status.code == Code.DATA_LOSS:
-            raise ServingError(Code.DATA_LOSS, f"{status.message}. Please verify your warmup data is in TFRecord "
-                                               f"format.")
+            raise ServingError(
+                Code.DATA_LOSS, f"{status.message}. Please verify your warmup data is in TFRecord format."
+            )
         raise status
-    log.info("Finished reading warmup data for model at %s. Number of warmup records read: %d. Elapsed time "
-             "(microseconds): %d.", path, count, elapsed)
+    log.info(
+        "Finished reading warmup data for model at %s. Number of warmup records read: %d. Elapsed time "
+        "(microseconds): %d.",
+        path,
+        count,
+        elapsed,
+    )
 
 
-async def _run_record(servable: Servable, entry: prediction_log_pb2.PredictionLog,
-                      metrics: ModelServerMetrics | None) -> None:
+async def _run_record(
+    servable: Servable, entry: prediction_log_pb2.PredictionLog, metrics: ModelServerMetrics | None
+) -> None:
     """One run of a record's request on the servable; its response is dropped."""
     kind = entry.WhichOneof("log_type")
     if kind in _UNSUPPORTED:

@@ -51,8 +51,10 @@ def _read_int(path: Path) -> int | None:
 
 def _cgroup_fraction(proc: Path, root: Path) -> float:
     for base in _cgroup_folders(proc, root):
-        for used_name, limit_name in (("memory.current", "memory.max"),
-                                      ("memory.usage_in_bytes", "memory.limit_in_bytes")):
+        for used_name, limit_name in (
+            ("memory.current", "memory.max"),
+            ("memory.usage_in_bytes", "memory.limit_in_bytes"),
+        ):
             used, limit = _read_int(base / used_name), _read_int(base / limit_name)
             if used is not None and limit and limit < 1 << 60:  # v1 writes a huge number for "no limit"
                 return used / limit
@@ -68,10 +70,11 @@ def refusal(loaded: int, max_models: int, limit_percent: int, in_use_percent) ->
     """The 507 text for a load when `loaded` models are loaded (or loading), else None. `in_use_percent` is
     called only when the model count allows the load."""
     if max_models > 0 and loaded >= max_models:
-        return (f"Memory exhausted: {loaded} models are loaded and SAGEMAKER_MULTI_MODEL_MAX_MODELS is "
-                f"{max_models}.")
+        return f"Memory exhausted: {loaded} models are loaded and SAGEMAKER_MULTI_MODEL_MAX_MODELS is {max_models}."
     percent = in_use_percent()
     if percent >= limit_percent:
-        return (f"Memory exhausted: {percent}% of memory is in use and SAGEMAKER_MULTI_MODEL_MEMORY_LIMIT_PERCENT "
-                f"is {limit_percent}.")
+        return (
+            f"Memory exhausted: {percent}% of memory is in use and SAGEMAKER_MULTI_MODEL_MEMORY_LIMIT_PERCENT "
+            f"is {limit_percent}."
+        )
     return None

@@ -44,8 +44,9 @@ class Models:
         log_target_model(req.env, req.context.request_id)
         data = req.bounded_stream.read(MAX_BODY + 1)
         if len(data) > MAX_BODY:
-            raise HandlerError(413, f"The request body is larger than {MAX_BODY} bytes, the most a /models "
-                                    "request may send")
+            raise HandlerError(
+                413, f"The request body is larger than {MAX_BODY} bytes, the most a /models request may send"
+            )
         try:
             body = json.loads(data)
         except ValueError:

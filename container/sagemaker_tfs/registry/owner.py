@@ -20,10 +20,11 @@ import logging
 import signal
 import threading
 import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import grpc
 from google.protobuf import text_format
@@ -31,9 +32,9 @@ from tensorflow_serving.config import model_server_config_pb2
 
 from ..model_client.model_servers import ModelServerError, model_status
 from ..shared import runtime_dir
+from ..shared.model_names import name_problem
 from ..shared.reload_generation import GENERATION_METADATA
 from . import limits
-from ..shared.model_names import name_problem
 from .publication import PUBLISHED, ModelState, Publisher
 from .source import LoadError, ModelSource, check_url_form, inspect
 
@@ -79,10 +80,21 @@ def reload_request(config: model_server_config_pb2.ModelServerConfig) -> bytes:
 
 
 class Owner:
-    def __init__(self, *, root: str, code_dir: str, instances: list[Instance], config_file: Path,
-                 publisher: Publisher, wait_seconds: int, drain_seconds: int, max_models: int, memory_percent: int,
-                 exit_status: Callable[[int], int | None] = lambda index: None,
-                 in_use_percent: Callable[[], int] = limits.memory_in_use_percent):
+    def __init__(
+        self,
+        *,
+        root: str,
+        code_dir: str,
+        instances: list[Instance],
+        config_file: Path,
+        publisher: Publisher,
+        wait_seconds: int,
+        drain_seconds: int,
+        max_models: int,
+        memory_percent: int,
+        exit_status: Callable[[int], int | None] = lambda index: None,
+        in_use_percent: Callable[[], int] = limits.memory_in_use_percent,
+    ):
         self.root = root
         self.code_dir = code_dir
         self.instances = instances
@@ -123,8 +135,7 @@ class Owner:
                 raise LoadError(409, f"Model {name} is already loaded.")
             source = inspect(name, url, self.root)
             with self._lock:
-                refusal = limits.refusal(len(self._entries), self.max_models, self.memory_percent,
-                                         self.in_use_percent)
+                refusal = limits.refusal(len(self._entries), self.max_models, self.memory_percent, self.in_use_percent)
                 if refusal:
                     raise LoadError(507, refusal)
                 entry = self._entries[name] = Entry(name, url, source, next(self._load_ids))
@@ -135,8 +146,10 @@ class Owner:
                 raise
         first = self.instances[0]
         log.info("loaded model %s from %s (versions %s)", name, url, ", ".join(map(str, source.versions)))
-        return {"success": f"Successfully loaded model {name}, listening on rest port {first.rest_port} and grpc "
-                           f"port {first.grpc_port}."}
+        return {
+            "success": f"Successfully loaded model {name}, listening on rest port {first.rest_port} and grpc "
+            f"port {first.grpc_port}."
+        }
 
     def unload(self, name: str) -> dict[str, str]:
         """DELETE /models/{name}: out of every worker at once, in-flight invocations finish, then out of the model
@@ -189,8 +202,9 @@ class Owner:
         if after is not None:
             names = [name for name in names if name > after]
         page = names[:size]
-        answer: dict[str, Any] = {"models": [{"modelName": n, "modelUrl": self._entries[n].url} for n in page
-                                             if n in self._entries]}
+        answer: dict[str, Any] = {
+            "models": [{"modelName": n, "modelUrl": self._entries[n].url} for n in page if n in self._entries]
+        }
         if len(names) > size:
             answer["nextPageToken"] = base64.urlsafe_b64encode(page[-1].encode()).decode().rstrip("=")
         return answer
@@ -228,11 +242,17 @@ class Owner:
         if code == grpc.StatusCode.UNAVAILABLE:
             status = self._exit_status_soon(instance.index)
             if status == -signal.SIGKILL:
-                return LoadError(507, f"Memory exhausted: model server {instance.index} was killed (SIGKILL, as the "
-                                      f"kernel's OOM killer does) while loading model {name}")
+                return LoadError(
+                    507,
+                    f"Memory exhausted: model server {instance.index} was killed (SIGKILL, as the "
+                    f"kernel's OOM killer does) while loading model {name}",
+                )
             if status is not None:
-                return LoadError(500, f"Failed to load model {name}: model server {instance.index} exited with "
-                                      f"status {status} while loading it")
+                return LoadError(
+                    500,
+                    f"Failed to load model {name}: model server {instance.index} exited with "
+                    f"status {status} while loading it",
+                )
         return LoadError(500, f"Failed to load model {name}: {error.details()}")
 
     def _exit_status_soon(self, index: int) -> int | None:
@@ -253,8 +273,12 @@ class Owner:
         except TimeoutError as exc:
             log.error("removing model %s after its failed load: %s", entry.name, exc)
         for instance, error in self._reload_everywhere(time.monotonic() + self.wait_seconds):
-            log.warning("removing model %s from model server %d after its failed load: %s", entry.name,
-                        instance.index, error.details())
+            log.warning(
+                "removing model %s from model server %d after its failed load: %s",
+                entry.name,
+                instance.index,
+                error.details(),
+            )
 
     # ---------------------------------------------------------------------------------------- model servers
 
@@ -275,8 +299,9 @@ class Owner:
         with self._lock:
             runtime_dir.write_file(self.config_file, text_format.MessageToString(self._config((ModelState.READY,))))
 
-    def _reload_everywhere(self, deadline: float,
-                           only: list[Instance] | None = None) -> list[tuple[Instance, grpc.RpcError]]:
+    def _reload_everywhere(
+        self, deadline: float, only: list[Instance] | None = None
+    ) -> list[tuple[Instance, grpc.RpcError]]:
         """Send every instance the models being loaded or ready; the failures, by instance (none: every
         instance has loaded them)."""
         with self._lock:
@@ -285,9 +310,12 @@ class Owner:
             request = reload_request(self._config(PUBLISHED))
         timeout = max(0.001, deadline - time.monotonic())
         # wait_for_ready: an instance restarted meanwhile is waited for (its channel reconnects), not a failure
-        futures = {self._pool.submit(self._reload_calls[i.index], request, timeout=timeout, metadata=metadata,
-                                     wait_for_ready=True): i
-                   for i in (only or self.instances)}
+        futures = {
+            self._pool.submit(
+                self._reload_calls[i.index], request, timeout=timeout, metadata=metadata, wait_for_ready=True
+            ): i
+            for i in (only or self.instances)
+        }
         # the first failure decides (a killed instance is known at once, while the others may still be loading)
         done, _ = concurrent.futures.wait(futures, return_when=concurrent.futures.FIRST_EXCEPTION)
         return [(futures[f], f.exception()) for f in done if f.exception() is not None]
@@ -324,9 +352,17 @@ class Owner:
     def _snapshot(self) -> list[dict[str, Any]]:
         """What the workers get: the models being loaded (to import their code) and the ready ones (to route)."""
         with self._lock:
-            return [{"name": e.name, "load_id": e.load_id, "state": e.state, "url": str(e.source.real),
-                     "script": str(e.source.script) if e.source.script else None}
-                    for e in self._entries.values() if e.state in PUBLISHED]
+            return [
+                {
+                    "name": e.name,
+                    "load_id": e.load_id,
+                    "state": e.state,
+                    "url": str(e.source.real),
+                    "script": str(e.source.script) if e.source.script else None,
+                }
+                for e in self._entries.values()
+                if e.state in PUBLISHED
+            ]
 
     @contextlib.contextmanager
     def _turn(self, name: str) -> Iterator[None]:

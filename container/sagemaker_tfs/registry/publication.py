@@ -21,8 +21,9 @@ import signal
 import socket
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ..shared import runtime_dir
 from ..shared.str_enum import StrEnum
@@ -136,8 +137,9 @@ class Publisher:
                         break
                     remaining = None if deadline is None else deadline - time.monotonic()
                     if remaining is not None and remaining <= 0:
-                        raise TimeoutError(f"worker(s) {', '.join(str(w.pid) for w in pending)} did not apply the "
-                                           "model list in time")
+                        raise TimeoutError(
+                            f"worker(s) {', '.join(str(w.pid) for w in pending)} did not apply the model list in time"
+                        )
                     self._changed.wait(remaining)
             finally:
                 self._awaited.discard(generation)

@@ -59,20 +59,35 @@ def inspect(name: str, url: str, root: str | Path) -> ModelSource:
     try:
         tree = find_models(real)
     except ModelTreeError as exc:
-        raise LoadError(404, f"Could not find valid base path {url} for servable {name}: "
-                             f"{str(exc).replace(str(real), url)}") from None
+        raise LoadError(
+            404, f"Could not find valid base path {url} for servable {name}: {str(exc).replace(str(real), url)}"
+        ) from None
     if len(tree.models) > 1:
         names = ", ".join(model.name for model in tree.models)
-        raise LoadError(404, f"Could not find valid base path {url} for servable {name}: {url} holds "
-                             f"{len(tree.models)} models ({names}); a multi-model endpoint serves one model per url")
+        raise LoadError(
+            404,
+            f"Could not find valid base path {url} for servable {name}: {url} holds "
+            f"{len(tree.models)} models ({names}); a multi-model endpoint serves one model per url",
+        )
     model = tree.models[0]
     code = real / "code"
     script = code / "inference.py"
     if (code / "requirements.txt").is_file():
-        log.warning("%s/code/requirements.txt of model %s is not installed: a load does not run pip; use "
-                    "%s/code/lib or the universal requirements.txt", url, name, url)
-    return ModelSource(url, real, model.base_path, model.versions, code if code.is_dir() else None,
-                       script if script.is_file() else None)
+        log.warning(
+            "%s/code/requirements.txt of model %s is not installed: a load does not run pip; use "
+            "%s/code/lib or the universal requirements.txt",
+            url,
+            name,
+            url,
+        )
+    return ModelSource(
+        url,
+        real,
+        model.base_path,
+        model.versions,
+        code if code.is_dir() else None,
+        script if script.is_file() else None,
+    )
 
 
 def _check_confined(name: str, url: str, real: Path) -> None:

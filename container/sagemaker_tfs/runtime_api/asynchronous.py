@@ -52,8 +52,8 @@ from ..shared import logs
 from ..shared.files_beneath import read_beneath
 from ..shared.headers import CUSTOM_ATTRIBUTES_HEADER, INFERENCE_ID_HEADER, REQUEST_ID_HEADER
 from ..shared.storage import Storage
-from .container import Answer, Container
 from . import members
+from .container import Answer, Container
 from .errors import service_unavailable, throttled, validation
 
 if TYPE_CHECKING:
@@ -78,13 +78,18 @@ TTL_DEFAULT = 21600  # RequestTTLSeconds: 6 hours
 TIMEOUT_DEFAULT = 900  # InvocationTimeoutSeconds: 15 minutes
 MAX_INLINE_BODY = members.member(OPERATION, "Body").max
 # The request's headers the container gets, under the names it gets them by (container.PASSED_ON)
-PASSED_AS = {CONTENT_TYPE_HEADER: "Content-Type", ACCEPT_HEADER: "Accept",
-             CUSTOM_ATTRIBUTES_HEADER: CUSTOM_ATTRIBUTES_HEADER}
+PASSED_AS = {
+    CONTENT_TYPE_HEADER: "Content-Type",
+    ACCEPT_HEADER: "Accept",
+    CUSTOM_ATTRIBUTES_HEADER: CUSTOM_ATTRIBUTES_HEADER,
+}
 FILE_SCHEME = "file://"
 S3_SCHEME = "s3://"
 STOP = None  # what a worker takes from the queue to end
-STOPPED = ("Request not run: the endpoint stopped (its container received SIGTERM) while this request was queued; "
-           "nothing was sent to the model, invoke it again")
+STOPPED = (
+    "Request not run: the endpoint stopped (its container received SIGTERM) while this request was queued; "
+    "nothing was sent to the model, invoke it again"
+)
 
 
 @dataclass(frozen=True)
@@ -133,10 +138,18 @@ class AsyncInvocations:
         try:
             self.queue.put_nowait(invocation)
         except queue.Full:
-            raise throttled(f"The endpoint's asynchronous queue is full ({self.queue.maxsize} requests waiting, "
-                            "SAGEMAKER_LOCAL_ASYNC_MAX_QUEUED); retry later") from None
-        log.info("request %s: InvokeEndpointAsync %s, inference id %s, input %s: queued, output %s",
-                 invocation.request_id, endpoint, invocation.inference_id, invocation.source, invocation.output)
+            raise throttled(
+                f"The endpoint's asynchronous queue is full ({self.queue.maxsize} requests waiting, "
+                "SAGEMAKER_LOCAL_ASYNC_MAX_QUEUED); retry later"
+            ) from None
+        log.info(
+            "request %s: InvokeEndpointAsync %s, inference id %s, input %s: queued, output %s",
+            invocation.request_id,
+            endpoint,
+            invocation.inference_id,
+            invocation.source,
+            invocation.output,
+        )
         resp.status = falcon.HTTP_202
         resp.media = {"InferenceId": invocation.inference_id}
         resp.set_header(OUTPUT_LOCATION_HEADER, invocation.output)
@@ -146,9 +159,11 @@ class AsyncInvocations:
         """The request, checked as SageMaker checks it; RuntimeApiError (ValidationError) says what is wrong."""
         members.check(OPERATION, endpoint, req.get_header)
         if self.output_path is None:
-            raise validation("InvokeEndpointAsync needs an output location: set SAGEMAKER_LOCAL_ASYNC_OUTPUT_PATH "
-                             "(a folder or an s3:// prefix, the endpoint config's AsyncInferenceConfig S3OutputPath) "
-                             "on the container")
+            raise validation(
+                "InvokeEndpointAsync needs an output location: set SAGEMAKER_LOCAL_ASYNC_OUTPUT_PATH "
+                "(a folder or an s3:// prefix, the endpoint config's AsyncInferenceConfig S3OutputPath) "
+                "on the container"
+            )
         location, body = _input(req)
         beneath = None
         if location is not None and not location.startswith(S3_SCHEME):
@@ -156,11 +171,18 @@ class AsyncInvocations:
         inference_id = _inference_id(req)
         name, error_name = _output_names(req, str(uuid.uuid4()))
         return Invocation(
-            inference_id=inference_id, request_id=req.context.request_id, input_location=location, body=body,
+            inference_id=inference_id,
+            request_id=req.context.request_id,
+            input_location=location,
+            body=body,
             headers=_container_headers(req, inference_id),
-            output=_join(self.output_path, name), failure=_join(self.failure_path, error_name),
-            ttl=_seconds(req, TTL_HEADER, TTL_DEFAULT), timeout=_seconds(req, TIMEOUT_HEADER, TIMEOUT_DEFAULT),
-            received=time.monotonic(), input_beneath=beneath)
+            output=_join(self.output_path, name),
+            failure=_join(self.failure_path, error_name),
+            ttl=_seconds(req, TTL_HEADER, TTL_DEFAULT),
+            timeout=_seconds(req, TIMEOUT_HEADER, TIMEOUT_DEFAULT),
+            received=time.monotonic(),
+            input_beneath=beneath,
+        )
 
     def _confined(self, path: str, given: str) -> str:
         """A local input is read only inside SAGEMAKER_LOCAL_ASYNC_INPUT_PATH: the API may listen beyond the
@@ -168,8 +190,10 @@ class AsyncInvocations:
         now; it is read later through no link at all (shared/files_beneath.py), so a link put on the way after
         this check leads nowhere."""
         if self.input_root is None:
-            raise validation(f"InputLocation '{given}' is a local path: set SAGEMAKER_LOCAL_ASYNC_INPUT_PATH on the "
-                             "container to the folder local inputs may be read from, or give an s3:// location")
+            raise validation(
+                f"InputLocation '{given}' is a local path: set SAGEMAKER_LOCAL_ASYNC_INPUT_PATH on the "
+                "container to the folder local inputs may be read from, or give an s3:// location"
+            )
         real = os.path.realpath(path)
         if os.path.commonpath([real, self.input_root]) != self.input_root:
             raise validation(f"InputLocation '{given}' is outside SAGEMAKER_LOCAL_ASYNC_INPUT_PATH ({self.input_root})")
@@ -228,15 +252,18 @@ class AsyncInvocations:
         started = time.monotonic()
         waited = started - invocation.received
         if waited > invocation.ttl:
-            message = f"Request expired: it waited {waited:.0f} s in the queue, more than its RequestTTLSeconds " \
-                      f"({invocation.ttl} s)"
+            message = (
+                f"Request expired: it waited {waited:.0f} s in the queue, more than its RequestTTLSeconds "
+                f"({invocation.ttl} s)"
+            )
             self._write_failure(invocation, message.encode(), "expired")
             return
         try:
             body = self._input_body(invocation)
         except OSError as exc:  # Storage's own message of an s3:// read names the object already
-            message = f"Unable to read the input {invocation.input_location}: {exc.strerror}" if exc.strerror \
-                else str(exc)
+            message = (
+                f"Unable to read the input {invocation.input_location}: {exc.strerror}" if exc.strerror else str(exc)
+            )
             self._write_failure(invocation, message.encode(), "unreadable input")
             return
         answer = self._call(invocation, body)
@@ -260,8 +287,10 @@ class AsyncInvocations:
         try:
             return self.container.call("POST", "/invocations", body, invocation.headers, invocation.timeout)
         except TimeoutError:
-            message = f"Invocation timed out: the container did not answer within InvocationTimeoutSeconds " \
-                      f"({invocation.timeout} s)"
+            message = (
+                f"Invocation timed out: the container did not answer within InvocationTimeoutSeconds "
+                f"({invocation.timeout} s)"
+            )
             self._write_failure(invocation, message.encode(), "timed out")
         except OSError as exc:
             self._write_failure(invocation, f"Unable to reach the container: {exc}".encode(), "no answer")
@@ -271,23 +300,34 @@ class AsyncInvocations:
         try:
             self._publish(invocation.output, body)
         except Exception as exc:  # OSError, or boto3's S3UploadFailedError: tell the client through the failure
-            log.error("inference %s: unable to write the output %s: %s", invocation.inference_id,
-                      invocation.output, exc)
-            self._write_failure(invocation, f"Unable to write the output {invocation.output}: {exc}".encode(),
-                                "output not written")
+            log.error(
+                "inference %s: unable to write the output %s: %s", invocation.inference_id, invocation.output, exc
+            )
+            self._write_failure(
+                invocation, f"Unable to write the output {invocation.output}: {exc}".encode(), "output not written"
+            )
             return
-        log.info("inference %s: output written to %s (%d bytes, %.3f s)", invocation.inference_id,
-                 invocation.output, len(body), seconds)
+        log.info(
+            "inference %s: output written to %s (%d bytes, %.3f s)",
+            invocation.inference_id,
+            invocation.output,
+            len(body),
+            seconds,
+        )
 
     def _write_failure(self, invocation: Invocation, body: bytes, why: str) -> None:
         try:
             self._publish(invocation.failure, body)
         except Exception as exc:
-            log.error("inference %s: failed (%s) and unable to write the failure %s: %s", invocation.inference_id,
-                      why, invocation.failure, exc)
+            log.error(
+                "inference %s: failed (%s) and unable to write the failure %s: %s",
+                invocation.inference_id,
+                why,
+                invocation.failure,
+                exc,
+            )
             return
-        log.info("inference %s: failed (%s), failure written to %s", invocation.inference_id, why,
-                 invocation.failure)
+        log.info("inference %s: failed (%s), failure written to %s", invocation.inference_id, why, invocation.failure)
 
     def _publish(self, location: str, body: bytes) -> None:
         """`body` at `location`, whole, or nothing there."""
@@ -302,9 +342,10 @@ class AsyncInvocations:
 
 # ----- the request's members -----
 
+
 def _local_or_s3(path: str | None) -> str | None:
     """A setting's folder or s3:// prefix, a file:// URI taken as its path."""
-    return path[len(FILE_SCHEME):] if path is not None and path.startswith(FILE_SCHEME) else path
+    return path[len(FILE_SCHEME) :] if path is not None and path.startswith(FILE_SCHEME) else path
 
 
 def _join(base: str, name: str) -> str:
@@ -320,11 +361,14 @@ def _input(req: falcon.Request) -> tuple[str | None, bytes | None]:
         raise validation(f"Provide exactly one of InputLocation ({INPUT_LOCATION_HEADER}) and Body, not both")
     if location is None:
         if not length:
-            raise validation(f"Provide exactly one of InputLocation ({INPUT_LOCATION_HEADER}) and Body: the request "
-                             "has neither")
+            raise validation(
+                f"Provide exactly one of InputLocation ({INPUT_LOCATION_HEADER}) and Body: the request has neither"
+            )
         if length > MAX_INLINE_BODY:
-            raise validation(f"The inline Body is {length} bytes, more than {MAX_INLINE_BODY}: store it and give "
-                             f"its InputLocation ({INPUT_LOCATION_HEADER})")
+            raise validation(
+                f"The inline Body is {length} bytes, more than {MAX_INLINE_BODY}: store it and give "
+                f"its InputLocation ({INPUT_LOCATION_HEADER})"
+            )
         return None, req.bounded_stream.read()
     return _input_location(location), None
 
@@ -332,19 +376,23 @@ def _input(req: falcon.Request) -> tuple[str | None, bytes | None]:
 def _input_location(location: str) -> str:
     """The location Storage.read takes: s3://bucket/key or a local path."""
     if location.startswith(S3_SCHEME):
-        bucket, _, key = location[len(S3_SCHEME):].partition("/")
+        bucket, _, key = location[len(S3_SCHEME) :].partition("/")
         if not bucket or not key:
             raise validation(f"InputLocation '{location}' ({INPUT_LOCATION_HEADER}) must be s3://bucket/key")
         return location
     if location.startswith(FILE_SCHEME):
-        path = location[len(FILE_SCHEME):]
+        path = location[len(FILE_SCHEME) :]
         if not path.startswith("/"):
-            raise validation(f"InputLocation '{location}' ({INPUT_LOCATION_HEADER}) must be a file:// URI of an "
-                             "absolute path: file:///path/to/input")
+            raise validation(
+                f"InputLocation '{location}' ({INPUT_LOCATION_HEADER}) must be a file:// URI of an "
+                "absolute path: file:///path/to/input"
+            )
         return path
     if "://" in location:  # https:// S3 URLs among them: they would need AWS's own addressing rules
-        raise validation(f"InputLocation '{location}' ({INPUT_LOCATION_HEADER}): the local endpoint reads s3://bucket/"
-                         "key, file:///path or a local path")
+        raise validation(
+            f"InputLocation '{location}' ({INPUT_LOCATION_HEADER}): the local endpoint reads s3://bucket/"
+            "key, file:///path or a local path"
+        )
     return location
 
 
@@ -353,8 +401,9 @@ def _inference_id(req: falcon.Request) -> str:
     if given is None:
         return str(uuid.uuid4())  # as SageMaker makes one
     if "/" in given:
-        raise validation(f"InferenceId '{given}' ({INFERENCE_ID_HEADER}) must not hold '/' here: it names the output "
-                         "file")
+        raise validation(
+            f"InferenceId '{given}' ({INFERENCE_ID_HEADER}) must not hold '/' here: it names the output file"
+        )
     return given
 
 
@@ -365,8 +414,10 @@ def _output_names(req: falcon.Request, unique: str) -> tuple[str, str]:
     extension = req.get_header(EXTENSION_HEADER)
     filename = req.get_header(FILENAME_HEADER)
     if extension is not None and ".." in extension.split("/"):
-        raise validation(f"S3OutputPathExtension '{extension}' ({EXTENSION_HEADER}) must have no '..' segment here: "
-                         "the output must stay under its path")
+        raise validation(
+            f"S3OutputPathExtension '{extension}' ({EXTENSION_HEADER}) must have no '..' segment here: "
+            "the output must stay under its path"
+        )
     folder = f"{extension.strip('/')}/" if extension and extension.strip("/") else ""
     return folder + (filename or f"{unique}.out"), f"{folder}{unique}-error.out"
 

@@ -13,14 +13,25 @@ from dataclasses import dataclass
 
 from ..config import PING_TIMEOUT_SECONDS
 from ..shared import cooperative
-from ..shared.headers import (CUSTOM_ATTRIBUTES_HEADER, INFERENCE_ID_HEADER, REQUEST_ID_HEADER,
-                              TARGET_MODEL_HEADER, environ_key)
+from ..shared.headers import (
+    CUSTOM_ATTRIBUTES_HEADER,
+    INFERENCE_ID_HEADER,
+    REQUEST_ID_HEADER,
+    TARGET_MODEL_HEADER,
+    environ_key,
+)
 from ..shared.sockets import HOST
 from ..shared.wsgi_call import WsgiApp, whole_answer
 
 # The request headers SageMaker passes on to the container (it strips the others).
-PASSED_ON = ("Content-Type", "Accept", CUSTOM_ATTRIBUTES_HEADER, TARGET_MODEL_HEADER, INFERENCE_ID_HEADER,
-             REQUEST_ID_HEADER)
+PASSED_ON = (
+    "Content-Type",
+    "Accept",
+    CUSTOM_ATTRIBUTES_HEADER,
+    TARGET_MODEL_HEADER,
+    INFERENCE_ID_HEADER,
+    REQUEST_ID_HEADER,
+)
 
 
 @dataclass(frozen=True)
@@ -38,8 +49,7 @@ class Container:
     def __init__(self, port: int):
         self.port = port
 
-    def call(self, method: str, path: str, body: bytes | None, headers: dict[str, str],
-             timeout: float) -> Answer:
+    def call(self, method: str, path: str, body: bytes | None, headers: dict[str, str], timeout: float) -> Answer:
         """The container's answer; TimeoutError when it does not come in `timeout` seconds, another OSError when
         the container cannot be reached."""
         connection = http.client.HTTPConnection(HOST, self.port, timeout=timeout)
@@ -51,8 +61,9 @@ class Container:
             raise ConnectionError(f"the container's answer was cut: {exc!r}") from None
         finally:
             connection.close()
-        return Answer(response.status, response.getheader("Content-Type"),
-                      response.getheader(CUSTOM_ATTRIBUTES_HEADER), content)
+        return Answer(
+            response.status, response.getheader("Content-Type"), response.getheader(CUSTOM_ATTRIBUTES_HEADER), content
+        )
 
     def ready(self) -> bool:
         """Whether GET /ping answers 200 in SageMaker's 2 s."""
@@ -70,11 +81,16 @@ class InProcess(Container):
     def __init__(self, app: WsgiApp):
         self.app = app
 
-    def call(self, method: str, path: str, body: bytes | None, headers: dict[str, str],
-             timeout: float) -> Answer:
+    def call(self, method: str, path: str, body: bytes | None, headers: dict[str, str], timeout: float) -> Answer:
         body = body or b""
-        environ = {**_ENVIRON, "REQUEST_METHOD": method, "PATH_INFO": path, "wsgi.input": io.BytesIO(body),
-                   "CONTENT_LENGTH": str(len(body)), **{environ_key(name): value for name, value in headers.items()}}
+        environ = {
+            **_ENVIRON,
+            "REQUEST_METHOD": method,
+            "PATH_INFO": path,
+            "wsgi.input": io.BytesIO(body),
+            "CONTENT_LENGTH": str(len(body)),
+            **{environ_key(name): value for name, value in headers.items()},
+        }
         answer: concurrent.futures.Future = concurrent.futures.Future()
 
         def run() -> None:
@@ -100,10 +116,21 @@ class InProcess(Container):
 
 
 # What every in-process request's environ holds (PEP 3333)
-_ENVIRON = {"SCRIPT_NAME": "", "QUERY_STRING": "", "SERVER_NAME": "localhost", "SERVER_PORT": "80",
-            "SERVER_PROTOCOL": "HTTP/1.1", "REMOTE_ADDR": "127.0.0.1", "wsgi.version": (1, 0),
-            "wsgi.url_scheme": "http", "wsgi.errors": sys.stderr, "wsgi.multithread": True,
-            "wsgi.multiprocess": True, "wsgi.run_once": False, "wsgi.input_terminated": True}
+_ENVIRON = {
+    "SCRIPT_NAME": "",
+    "QUERY_STRING": "",
+    "SERVER_NAME": "localhost",
+    "SERVER_PORT": "80",
+    "SERVER_PROTOCOL": "HTTP/1.1",
+    "REMOTE_ADDR": "127.0.0.1",
+    "wsgi.version": (1, 0),
+    "wsgi.url_scheme": "http",
+    "wsgi.errors": sys.stderr,
+    "wsgi.multithread": True,
+    "wsgi.multiprocess": True,
+    "wsgi.run_once": False,
+    "wsgi.input_terminated": True,
+}
 
 
 def passed_on(environ: dict) -> dict[str, str]:

@@ -52,16 +52,18 @@ def model_error(status: int, body: bytes, log_stream: str) -> RuntimeApiError:
     ModelError (424), whose message quotes the body and says where the log is."""
     original = body.decode("utf-8", "replace")
     side = "client" if 400 <= status < 500 else "server"
-    message = f'Received {side} error ({status}) from {PRIMARY} with message "{original}". See {log_stream} for ' \
-              "more information."
-    return RuntimeApiError(424, "ModelError", message, OriginalStatusCode=status, OriginalMessage=original,
-                           LogStreamArn=log_stream)
+    message = (
+        f'Received {side} error ({status}) from {PRIMARY} with message "{original}". See {log_stream} for '
+        "more information."
+    )
+    return RuntimeApiError(
+        424, "ModelError", message, OriginalStatusCode=status, OriginalMessage=original, LogStreamArn=log_stream
+    )
 
 
 def answer(req: falcon.Request, resp: falcon.Response, error: RuntimeApiError, params: Any) -> None:
     """Falcon's error handler for RuntimeApiError: the answer botocore turns into the named exception."""
-    log.info("request %s: %s %s: %s %s", req.context.get("request_id"), req.method, req.path, error.code,
-             error.message)
+    log.info("request %s: %s %s: %s %s", req.context.get("request_id"), req.method, req.path, error.code, error.message)
     resp.status = error.status
     resp.content_type = JSON
     resp.set_header(ERROR_TYPE_HEADER, error.code)

@@ -14,8 +14,8 @@ pattern; the operation checks what it takes.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from .errors import validation
 from .service_model import MEMBERS
@@ -60,9 +60,19 @@ def _members(operation: str) -> tuple[Member, ...]:
     members = []
     for name, kind, location, location_name, _required, limits in MEMBERS[operation]:
         pattern = None if (operation, name) in LOCAL_EXTENSIONS else limits.get("pattern")
-        members.append(Member(name, kind, location, location_name, limits.get("min"), limits.get("max"),
-                              pattern, python_regex(pattern) if pattern is not None else None,
-                              limits.get("sensitive", False)))
+        members.append(
+            Member(
+                name,
+                kind,
+                location,
+                location_name,
+                limits.get("min"),
+                limits.get("max"),
+                pattern,
+                python_regex(pattern) if pattern is not None else None,
+                limits.get("sensitive", False),
+            )
+        )
     return tuple(members)
 
 
@@ -107,8 +117,10 @@ def check(operation: str, endpoint: str, header: Callable[[str], str | None]) ->
         if value is None:
             continue  # a required header member: none is (EndpointName and Body are the operations')
         quoted = "" if member.sensitive else f" '{value}'"
-        errors.extend(f"Value{quoted} at '{member.camel}' failed to satisfy constraint: {broken}"
-                      for broken in _violations(member, value))
+        errors.extend(
+            f"Value{quoted} at '{member.camel}' failed to satisfy constraint: {broken}"
+            for broken in _violations(member, value)
+        )
     if errors:
         count = f"{len(errors)} validation error{'s' if len(errors) > 1 else ''} detected"
         raise validation(f"{count}: {'; '.join(errors)}")

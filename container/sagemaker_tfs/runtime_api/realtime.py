@@ -12,16 +12,16 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import falcon
 
 from ..config import Settings
 from ..shared import runtime_dir
 from ..shared.headers import CUSTOM_ATTRIBUTES_HEADER, REQUEST_ID_HEADER, TARGET_MODEL_HEADER, environ_key
-from .container import Answer, Container, InProcess, passed_on
 from . import members
+from .container import Answer, Container, InProcess, passed_on
 from .errors import RuntimeApiError, answer, model_error, service_unavailable, validation
 from .target_models import LoadedTargets, LoadFailed, NotLoadedHere, TargetModels
 
@@ -40,8 +40,9 @@ UNSUPPORTED = {
 }
 
 # (member, its header's key in a WSGI environ, why)
-_UNSUPPORTED_KEYS = tuple((name, environ_key(members.member(OPERATION, name).location_name), what)
-                          for name, what in UNSUPPORTED.items())
+_UNSUPPORTED_KEYS = tuple(
+    (name, environ_key(members.member(OPERATION, name).location_name), what) for name, what in UNSUPPORTED.items()
+)
 
 # A worker hands a request to serve's InvokeEndpoint with nginx's internal redirect to a named location, which keeps
 # the method and the body (stack/nginx.py defines the location).
@@ -50,8 +51,10 @@ SERVE_HAND_OVER = "@runtime_api"
 
 MIB = 1024 * 1024
 VARIANT_HEADER = "x-Amzn-Invoked-Production-Variant"
-TIMED_OUT = ("Your invocation timed out while waiting for a response from container primary. Review the latency "
-             "metrics for each container, resolve the issue, and try again.")
+TIMED_OUT = (
+    "Your invocation timed out while waiting for a response from container primary. Review the latency "
+    "metrics for each container, resolve the issue, and try again."
+)
 
 
 def log_stream_of(settings: Settings) -> Callable[[str], str]:
@@ -102,8 +105,9 @@ class InvokeEndpoint:
             # SageMaker routes no request to a container whose /ping fails: then the error is the endpoint's (asked
             # only after an error answer, so that a request that succeeds pays for no /ping)
             if not self.container.ready():
-                raise service_unavailable(f"The endpoint {endpoint} is not ready: its container does not answer "
-                                          "GET /ping with 200")
+                raise service_unavailable(
+                    f"The endpoint {endpoint} is not ready: its container does not answer GET /ping with 200"
+                )
             raise model_error(answer.status, answer.body, self.log_stream(endpoint))
         resp.data = answer.body
         if answer.content_type is not None:
@@ -117,8 +121,10 @@ class InvokeEndpoint:
         code that relies on them must not pass here and fail in production."""
         variant = header(TARGET_VARIANT_HEADER)
         if variant is not None and variant != self.settings.local_runtime_variant:
-            raise validation(f"TargetVariant '{variant}' is not a production variant of endpoint {endpoint}: its "
-                             f"one variant is {self.settings.local_runtime_variant} (SAGEMAKER_LOCAL_RUNTIME_VARIANT)")
+            raise validation(
+                f"TargetVariant '{variant}' is not a production variant of endpoint {endpoint}: its "
+                f"one variant is {self.settings.local_runtime_variant} (SAGEMAKER_LOCAL_RUNTIME_VARIANT)"
+            )
         env = req.env
         for name, key, what in _UNSUPPORTED_KEYS:
             if env.get(key):
@@ -132,16 +138,19 @@ class InvokeEndpoint:
         if len(body) > self.limit:
             raise validation(f"Request {rid} has oversize body.")
         if not body:
-            raise validation("1 validation error detected: Value at 'body' failed to satisfy constraint: Member "
-                             "must not be empty")
+            raise validation(
+                "1 validation error detected: Value at 'body' failed to satisfy constraint: Member must not be empty"
+            )
         return body
 
     def _path(self, target: str | None, endpoint: str) -> str:
         """The container's route for this request: a multi-model endpoint's needs a target, loaded on first use."""
         if self.models is None:
             if target is not None:
-                raise validation("TargetModel is only valid for a multi-model endpoint: this container serves one "
-                                 "model (SAGEMAKER_MULTI_MODEL is not true)")
+                raise validation(
+                    "TargetModel is only valid for a multi-model endpoint: this container serves one "
+                    "model (SAGEMAKER_MULTI_MODEL is not true)"
+                )
             return "/invocations"
         if target is None:
             raise validation("TargetModel is required: this is a multi-model endpoint (SAGEMAKER_MULTI_MODEL=true)")
@@ -158,5 +167,6 @@ class InvokeEndpoint:
             raise model_error(0, TIMED_OUT.encode(), self.log_stream(endpoint)) from None
         except OSError as exc:
             log.warning("InvokeEndpoint %s: the container cannot be reached: %s", endpoint, exc)
-            raise service_unavailable(f"The endpoint {endpoint} is not ready: its container cannot be reached") \
-                from None
+            raise service_unavailable(
+                f"The endpoint {endpoint} is not ready: its container cannot be reached"
+            ) from None

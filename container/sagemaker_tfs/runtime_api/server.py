@@ -31,8 +31,10 @@ class NotServed:
         self.operation = operation
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, endpoint: str) -> None:
-        raise validation(f"{self.operation} is not served by the local runtime API (SAGEMAKER_LOCAL_RUNTIME_API): "
-                         "use InvokeEndpoint or InvokeEndpointAsync")
+        raise validation(
+            f"{self.operation} is not served by the local runtime API (SAGEMAKER_LOCAL_RUNTIME_API): "
+            "use InvokeEndpoint or InvokeEndpointAsync"
+        )
 
 
 class RuntimeApi:
@@ -49,8 +51,9 @@ class RuntimeApi:
         if models is not None:  # a multi-model endpoint's: its TargetModel loads through the registry, here
             app.add_route(ROUTE, InvokeEndpoint(settings, container, models))
         app.add_route("/endpoints/{endpoint}/async-invocations", self.asynchronous)
-        app.add_route("/endpoints/{endpoint}/invocations-response-stream",
-                      NotServed("InvokeEndpointWithResponseStream"))
+        app.add_route(
+            "/endpoints/{endpoint}/invocations-response-stream", NotServed("InvokeEndpointWithResponseStream")
+        )
         self.server = UnixAppServer(runtime / runtime_dir.RUNTIME_API_SOCKET, app, "runtime-api")
 
     def start(self) -> None:

@@ -16,8 +16,8 @@ import shutil
 import tarfile
 import tempfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from ..config import Settings
 from ..registry.owner import Owner
@@ -81,8 +81,7 @@ class TargetModels:
             load = self._loads.get(name)
             if load is None or load.done():
                 load = self._loads[name] = concurrent.futures.Future()
-                threading.Thread(target=self._load, args=(name, target, load), name=f"load-{name}",
-                                 daemon=True).start()
+                threading.Thread(target=self._load, args=(name, target, load), name=f"load-{name}", daemon=True).start()
         try:
             load.result(self.timeout)
         except concurrent.futures.TimeoutError:
@@ -98,8 +97,12 @@ class TargetModels:
             if exc.status == 409:  # loaded meanwhile (another client's first request)
                 done.set_result(name)
             elif exc.status == 404:
-                done.set_exception(validation(f"Could not find model data for TargetModel '{target}' under the "
-                                              f"model root {self.root}: {exc.message}"))
+                done.set_exception(
+                    validation(
+                        f"Could not find model data for TargetModel '{target}' under the "
+                        f"model root {self.root}: {exc.message}"
+                    )
+                )
             else:
                 done.set_exception(LoadFailed(exc.status, exc.message))  # the caller's ModelError
         except RuntimeApiError as exc:
@@ -119,8 +122,10 @@ class TargetModels:
             return str(path)
         if path.is_file() and target.endswith((".tar.gz", ".tgz")):
             return str(self._unpacked(path, target))
-        raise validation(f"Could not find model data for TargetModel '{target}': {path} is not a folder or a "
-                         ".tar.gz archive under the model root")
+        raise validation(
+            f"Could not find model data for TargetModel '{target}': {path} is not a folder or a "
+            ".tar.gz archive under the model root"
+        )
 
     def _unpacked(self, archive: Path, target: str) -> Path:
         """The archive unpacked into a folder of ours, once; a partial unpack never becomes that folder."""

@@ -30,9 +30,10 @@ import os
 import resource
 import select
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from time import perf_counter
-from typing import Any, Callable
+from typing import Any
 
 from greenlet import getcurrent, greenlet
 
@@ -307,7 +308,7 @@ class Hub:
             view = memoryview(part)
             while view:
                 try:
-                    view = view[sock.send(view):]
+                    view = view[sock.send(view) :]
                 except BlockingIOError:
                     if not self.wait(sock, watch, WRITE, timeout):
                         return False
@@ -363,8 +364,12 @@ class Hub:
             if held >= HOLD_LIMIT and blocked > 0:
                 self._inline.discard(fn)
                 self._blocking.add(fn)
-                log.warning("%s blocked the worker's loop for %.1f ms: its calls run in threads from now on, so "
-                            "that each holds up only its own request", _name(fn), held * 1e3)
+                log.warning(
+                    "%s blocked the worker's loop for %.1f ms: its calls run in threads from now on, so "
+                    "that each holds up only its own request",
+                    _name(fn),
+                    held * 1e3,
+                )
             elif left > 1 and fn in self._inline:
                 self._suspects[fn] = left - 1  # after WATCHED_CALLS calls that did not block, it is cleared
 

@@ -31,8 +31,9 @@ _TABLE: dict[int, tuple[str, np.dtype | None]] = {
     23: ("uint64", np.dtype(np.uint64)),
 }
 
-_BY_NUMPY = {np_dtype: number for number, (_, np_dtype) in _TABLE.items()
-             if np_dtype is not None and np_dtype.kind != "O"}
+_BY_NUMPY = {
+    np_dtype: number for number, (_, np_dtype) in _TABLE.items() if np_dtype is not None and np_dtype.kind != "O"
+}
 
 DT_FLOAT, DT_DOUBLE, DT_INT32, DT_UINT8, DT_INT16, DT_INT8, DT_STRING = 1, 2, 3, 4, 5, 6, 7
 DT_INT64, DT_BOOL, DT_UINT16, DT_HALF, DT_UINT32, DT_UINT64 = 9, 10, 17, 19, 22, 23

@@ -47,8 +47,9 @@ def _open(name: str, flags: int, folder: int, relative: str) -> int:
     except OSError as exc:
         # O_NOFOLLOW on a link: ELOOP; O_DIRECTORY on a link to a folder: ENOTDIR
         if exc.errno in (errno.ELOOP, errno.ENOTDIR) and _is_link(name, folder):
-            raise LinkRefused(errno.ELOOP, f"{name!r} on the way to {relative!r} is a symbolic link, which is not "
-                                           "followed") from None
+            raise LinkRefused(
+                errno.ELOOP, f"{name!r} on the way to {relative!r} is a symbolic link, which is not followed"
+            ) from None
         raise
 
 

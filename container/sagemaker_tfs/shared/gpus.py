@@ -18,8 +18,8 @@ import shutil
 import signal
 import subprocess
 import threading
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Sequence
 
 log = logging.getLogger("serve")
 
@@ -77,7 +77,7 @@ def cuda_devices(listed: Sequence[Gpu], env: Mapping[str, str]) -> tuple[str, ..
         if value in ("", "none", "void"):
             return ()
         if value != "all":
-            listed = listed[:len(value.split(","))]
+            listed = listed[: len(value.split(","))]
     count = sum(1 for gpu in listed if not gpu.mig) + (1 if any(gpu.mig for gpu in listed) else 0)
     chosen = env.get("CUDA_VISIBLE_DEVICES")
     if chosen is None:
@@ -132,8 +132,9 @@ def find(timeout: float, env: Mapping[str, str] | None = None) -> Found:
     listed = parse_listing(listing)
     devices = cuda_devices(listed, env)
     migs = sum(len(gpu.mig) for gpu in listed)
-    how = f"nvidia-smi -L lists {_count(len(listed), 'GPU')}" + \
-        (f", {_count(migs, 'MIG device')} (a CUDA process sees one)" if migs else "")
+    how = f"nvidia-smi -L lists {_count(len(listed), 'GPU')}" + (
+        f", {_count(migs, 'MIG device')} (a CUDA process sees one)" if migs else ""
+    )
     for name in ("NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"):
         if env.get(name) is not None and not (name == "NVIDIA_VISIBLE_DEVICES" and env[name].strip() == "all"):
             how += f", {name}={env[name]}"
@@ -155,8 +156,13 @@ def _listing(timeout: float) -> tuple[str | None, str]:
 
     def run() -> None:
         try:
-            proc = subprocess.Popen([program, "-L"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, start_new_session=True)
+            proc = subprocess.Popen(
+                [program, "-L"],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         except OSError as exc:
             outcome["error"] = exc
             return

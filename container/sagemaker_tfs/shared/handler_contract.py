@@ -8,9 +8,9 @@ around the same finding.
 from __future__ import annotations
 
 import ast
+from collections.abc import Collection
 from enum import Enum
 from pathlib import Path
-from typing import Collection
 
 from .model_tree import ModelTreeError
 
@@ -27,8 +27,7 @@ class Contract(Enum):
 HANDLER_NAMES = ("handler", "input_handler", "output_handler")
 TOOLKIT_NAMES = ("pre_model_fn", "model_fn", "model_warmup_fn", "input_fn", "predict_fn", "output_fn", "transform_fn")
 CHOICES = ("auto", "tfs", "toolkit")  # SAGEMAKER_INFERENCE_CONTRACT
-HOW_TO_FIX = ("define handler(data, context), or both input_handler(data, context) and "
-              "output_handler(response, context)")
+HOW_TO_FIX = "define handler(data, context), or both input_handler(data, context) and output_handler(response, context)"
 
 
 class IncompleteContract(ValueError):
@@ -43,9 +42,11 @@ class MixedContracts(ValueError):
     """The names belong to both contracts, and SAGEMAKER_INFERENCE_CONTRACT does not choose."""
 
     def __init__(self, tfs: tuple[str, ...], toolkit: tuple[str, ...]):
-        super().__init__(f"defines both TensorFlow Serving handlers ({', '.join(tfs)}) and inference toolkit "
-                         f"functions ({', '.join(toolkit)}): keep one contract, or set SAGEMAKER_INFERENCE_CONTRACT "
-                         "to tfs or toolkit")
+        super().__init__(
+            f"defines both TensorFlow Serving handlers ({', '.join(tfs)}) and inference toolkit "
+            f"functions ({', '.join(toolkit)}): keep one contract, or set SAGEMAKER_INFERENCE_CONTRACT "
+            "to tfs or toolkit"
+        )
 
 
 def ignored(names: Collection[str], contract: Contract) -> tuple[str, ...]:

@@ -15,7 +15,7 @@ import logging
 import os
 import re
 import time
-from typing import Mapping
+from collections.abc import Mapping
 
 TEXT, JSON = "text", "json"
 FORMATS = (TEXT, JSON)
@@ -28,6 +28,7 @@ def format_from_env(env: Mapping[str, str] | None = None) -> str:
     here (config.Settings, the full read, reports it)."""
     value = (os.environ if env is None else env).get(FORMAT_VARIABLE, "").strip().lower()
     return value if value in FORMATS else TEXT
+
 
 # The request being handled by this thread (the app sets it): every line logged meanwhile names it.
 request_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("request_id", default=None)
@@ -87,8 +88,11 @@ def configure(level: str, log_format: str) -> None:
     root = logging.getLogger()
     if not root.handlers:
         handler = logging.StreamHandler()
-        handler.setFormatter(formatter(log_format, "[%(asctime)s] [%(process)d] [%(levelname)s] %(name)s: "
-                                                   "%(message)s", "%Y-%m-%d %H:%M:%S %z"))
+        handler.setFormatter(
+            formatter(
+                log_format, "[%(asctime)s] [%(process)d] [%(levelname)s] %(name)s: %(message)s", "%Y-%m-%d %H:%M:%S %z"
+            )
+        )
         root.addHandler(handler)
     logging.getLogger("sagemaker_tfs").setLevel(level.upper())
 

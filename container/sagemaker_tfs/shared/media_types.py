@@ -9,8 +9,8 @@ compared in lower case without parameters (`application/json; charset=utf-8` is 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 from .str_enum import StrEnum
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 import bisect
 import json
 import os
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 APP_FILE = "app-{pid}.json"
 GUNICORN_FILE = "gunicorn-{pid}.json"

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from google.protobuf import text_format
 from tensorflow_serving.config import model_server_config_pb2
@@ -113,8 +113,12 @@ def _misplaced_scripts(model_dir: Path, program: str) -> list[str]:
     return found
 
 
-def find_models(model_dir: str | Path, default_model: str | None = None, program: str = "inference.py",
-                allow_no_model: Callable[[Path], bool] = lambda script: False) -> ModelTree:
+def find_models(
+    model_dir: str | Path,
+    default_model: str | None = None,
+    program: str = "inference.py",
+    allow_no_model: Callable[[Path], bool] = lambda script: False,
+) -> ModelTree:
     """Walk the model directory; raise ModelTreeError with a clear message when nothing can be served.
     `program` is the handler script's name in code/; a directory without SavedModels is valid when
     `allow_no_model(script)` says so (an inference toolkit script, whose model_fn loads the model)."""
@@ -135,10 +139,16 @@ def find_models(model_dir: str | Path, default_model: str | None = None, program
     misplaced = _misplaced_saved_models(model_dir)
     if misplaced:
         what = "found SavedModels" if models else "no SavedModel found in a version folder; found"
-        hints = {hint for path in misplaced for part in path.relative_to(model_dir).parts
-                 if (hint := why_not_a_version(part))}  # a folder that looks like a version but is not one
-        raise ModelTreeError(f"{what} outside a version folder in {model_dir}: {', '.join(map(str, misplaced))}; "
-                             f"{LAYOUT_HELP}" + "".join(f"; {hint}" for hint in sorted(hints)))
+        hints = {
+            hint
+            for path in misplaced
+            for part in path.relative_to(model_dir).parts
+            if (hint := why_not_a_version(part))
+        }  # a folder that looks like a version but is not one
+        raise ModelTreeError(
+            f"{what} outside a version folder in {model_dir}: {', '.join(map(str, misplaced))}; "
+            f"{LAYOUT_HELP}" + "".join(f"; {hint}" for hint in sorted(hints))
+        )
     script = model_dir / "code" / program
     if not models:
         if script.is_file() and allow_no_model(script):
@@ -156,8 +166,10 @@ def find_models(model_dir: str | Path, default_model: str | None = None, program
         )
     stray = _misplaced_scripts(model_dir, program)
     if stray and not script.is_file():
-        raise ModelTreeError(f"found {', '.join(stray)}, but the handler script must be {script} "
-                             "(a code/ folder next to the version folders); move it there")
+        raise ModelTreeError(
+            f"found {', '.join(stray)}, but the handler script must be {script} "
+            "(a code/ folder next to the version folders); move it there"
+        )
     for path in stray:
         log.warning("ignoring %s: only %s is used as the handler script", path, script)
     return ModelTree(model_dir, tuple(models), default_model or names[0], script if script.is_file() else None)
@@ -173,4 +185,3 @@ def model_config_text(tree: ModelTree) -> str:
         entry.model_platform = "tensorflow"
         entry.model_version_policy.specific.versions.extend(model.versions)
     return text_format.MessageToString(config)
-

@@ -36,8 +36,11 @@ def load(body: bytes | bytearray | memoryview) -> Any:
         return numpy(415).load(io.BytesIO(body), allow_pickle=False)
     except ValueError as exc:
         if "allow_pickle" in str(exc):  # numpy's text for an object array
-            raise HandlerError(400, "cannot read the NPY body: it holds Python objects (a pickled payload), which "
-                                    "are refused (allow_pickle=False); send an array of numbers or strings") from None
+            raise HandlerError(
+                400,
+                "cannot read the NPY body: it holds Python objects (a pickled payload), which "
+                "are refused (allow_pickle=False); send an array of numbers or strings",
+            ) from None
         raise HandlerError(400, f"cannot read the NPY body: {exc}") from None
     except (OSError, EOFError) as exc:
         raise HandlerError(400, f"cannot read the NPY body: {exc or type(exc).__name__}") from None
@@ -60,8 +63,11 @@ def instances_request(array: Any) -> bytes:
     try:
         instances = json.dumps(array.tolist())
     except TypeError:
-        raise HandlerError(400, f"the NPY array's dtype {array.dtype} cannot be sent to the model server as JSON: "
-                                "send numbers, booleans or unicode strings") from None
+        raise HandlerError(
+            400,
+            f"the NPY array's dtype {array.dtype} cannot be sent to the model server as JSON: "
+            "send numbers, booleans or unicode strings",
+        ) from None
     return b'{"instances": ' + instances.encode() + b"}"
 
 
@@ -70,12 +76,17 @@ def predictions_body(predictions: list) -> bytes:
     try:
         array = numpy(406).asarray(predictions)
     except ValueError as exc:
-        raise HandlerError(406, f"the predictions cannot be an NPY array: they are not rectangular ({exc}); accept "
-                                "application/json") from None
+        raise HandlerError(
+            406, f"the predictions cannot be an NPY array: they are not rectangular ({exc}); accept application/json"
+        ) from None
     if array.dtype == object:
-        raise HandlerError(406, "the predictions cannot be an NPY array: they hold objects (a model with several "
-                                "outputs answers one object per instance); accept application/json")
+        raise HandlerError(
+            406,
+            "the predictions cannot be an NPY array: they hold objects (a model with several "
+            "outputs answers one object per instance); accept application/json",
+        )
     if array.dtype.kind == "U" and array.tolist() != predictions:  # numpy made strings of the numbers
-        raise HandlerError(406, "the predictions cannot be an NPY array: they mix strings and numbers; accept "
-                                "application/json")
+        raise HandlerError(
+            406, "the predictions cannot be an NPY array: they mix strings and numbers; accept application/json"
+        )
     return dump(array)

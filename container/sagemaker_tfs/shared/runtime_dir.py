@@ -12,8 +12,9 @@ import fcntl
 import os
 import shutil
 import stat
+from collections.abc import Mapping
 from pathlib import Path
-from typing import IO, Mapping
+from typing import IO
 
 from ..errors import StartupError
 
@@ -51,19 +52,24 @@ def claim(path: Path) -> IO[str]:
         fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            raise RuntimeDirError(f"{lock_path} is a symbolic link: serve writes only files it creates; "
-                                  "remove it") from None
+            raise RuntimeDirError(
+                f"{lock_path} is a symbolic link: serve writes only files it creates; remove it"
+            ) from None
         # e.g. a container run with a read-only root file system and no tmpfs on /tmp
-        raise RuntimeDirError(f"cannot write the runtime folder {path} ({exc.strerror}): set "
-                              "SAGEMAKER_RUNTIME_DIR to a writable folder of serve's user (with a read-only root "
-                              "file system: on a tmpfs, e.g. docker run --read-only --tmpfs /tmp)") from None
+        raise RuntimeDirError(
+            f"cannot write the runtime folder {path} ({exc.strerror}): set "
+            "SAGEMAKER_RUNTIME_DIR to a writable folder of serve's user (with a read-only root "
+            "file system: on a tmpfs, e.g. docker run --read-only --tmpfs /tmp)"
+        ) from None
     lock = os.fdopen(fd, "r+")
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         lock.close()
-        raise RuntimeDirError(f"runtime folder {path} is in use by another running stack; give each stack its "
-                              "own SAGEMAKER_BIND_TO_PORT (or SAGEMAKER_RUNTIME_DIR)") from None
+        raise RuntimeDirError(
+            f"runtime folder {path} is in use by another running stack; give each stack its "
+            "own SAGEMAKER_BIND_TO_PORT (or SAGEMAKER_RUNTIME_DIR)"
+        ) from None
     lock.truncate(0)
     lock.write(f"{os.getpid()}\n")
     lock.flush()
@@ -85,17 +91,20 @@ def _make_private(path: Path) -> None:
         pass
     info = os.lstat(path)
     if stat.S_ISLNK(info.st_mode):
-        raise RuntimeDirError(f"runtime folder {path} is a symbolic link: give SAGEMAKER_RUNTIME_DIR the folder "
-                              "itself")
+        raise RuntimeDirError(f"runtime folder {path} is a symbolic link: give SAGEMAKER_RUNTIME_DIR the folder itself")
     if not stat.S_ISDIR(info.st_mode):
         raise RuntimeDirError(f"runtime folder {path} is not a folder: choose another SAGEMAKER_RUNTIME_DIR")
     if info.st_uid != os.geteuid():
-        raise RuntimeDirError(f"runtime folder {path} belongs to uid {info.st_uid}, not to uid {os.geteuid()} who "
-                              "runs serve: choose another SAGEMAKER_RUNTIME_DIR")
+        raise RuntimeDirError(
+            f"runtime folder {path} belongs to uid {info.st_uid}, not to uid {os.geteuid()} who "
+            "runs serve: choose another SAGEMAKER_RUNTIME_DIR"
+        )
     if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        raise RuntimeDirError(f"runtime folder {path} can be written by other users (mode "
-                              f"{info.st_mode & 0o777:o}): make it private (chmod go-w) or choose another "
-                              "SAGEMAKER_RUNTIME_DIR")
+        raise RuntimeDirError(
+            f"runtime folder {path} can be written by other users (mode "
+            f"{info.st_mode & 0o777:o}): make it private (chmod go-w) or choose another "
+            "SAGEMAKER_RUNTIME_DIR"
+        )
 
 
 def remove(path: Path) -> None:

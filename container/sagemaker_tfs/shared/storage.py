@@ -23,9 +23,10 @@ import os
 import tempfile
 import threading
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Callable
+from typing import IO, Any
 
 
 class SourceError(ValueError):
@@ -41,18 +42,18 @@ class InputObject:
     @property
     def label(self) -> str:
         """How SageMaker's log lines name the object: bucket/key (or the local path)."""
-        return self.location[len("s3://"):] if self.location.startswith("s3://") else self.location
+        return self.location[len("s3://") :] if self.location.startswith("s3://") else self.location
 
 
 def split_s3_uri(uri: str) -> tuple[str, str]:
-    bucket, _, key = uri[len("s3://"):].partition("/")
+    bucket, _, key = uri[len("s3://") :].partition("/")
     return bucket, key
 
 
 def relative_name(key: str, prefix: str, sep: str = "/") -> str:
     if key == prefix:
         return key.rsplit(sep, 1)[-1]
-    rest = key[len(prefix):]
+    rest = key[len(prefix) :]
     return rest[1:] if rest.startswith(sep) else rest
 
 
@@ -94,8 +95,9 @@ class Storage:
                     for item in page.get("Contents", []):
                         key = item["Key"]
                         if not key.endswith("/"):
-                            objects.append(InputObject(f"s3://{bucket}/{key}", relative_name(key, prefix),
-                                                       item["Size"]))
+                            objects.append(
+                                InputObject(f"s3://{bucket}/{key}", relative_name(key, prefix), item["Size"])
+                            )
             except (BotoCoreError, ClientError) as exc:
                 raise SourceError(f"Unable to list the input {uri}: {exc}") from None
             return objects
@@ -113,14 +115,20 @@ class Storage:
             entries = json.loads(self.read(uri))
         except (OSError, ValueError) as exc:
             raise SourceError(f"Unable to read the manifest file {uri}: {exc}") from None
-        if not (isinstance(entries, list) and entries and isinstance(entries[0], dict)
-                and isinstance(entries[0].get("prefix"), str)
-                and all(isinstance(entry, str) for entry in entries[1:])):
-            raise SourceError(f'Invalid manifest file {uri}: expected a JSON array [{{"prefix": "s3://bucket/'
-                              f'prefix/"}}, "relative/key", ...]')
+        if not (
+            isinstance(entries, list)
+            and entries
+            and isinstance(entries[0], dict)
+            and isinstance(entries[0].get("prefix"), str)
+            and all(isinstance(entry, str) for entry in entries[1:])
+        ):
+            raise SourceError(
+                f'Invalid manifest file {uri}: expected a JSON array [{{"prefix": "s3://bucket/'
+                f'prefix/"}}, "relative/key", ...]'
+            )
         prefix = entries[0]["prefix"]
         if prefix.startswith("file://"):
-            prefix = prefix[len("file://"):]
+            prefix = prefix[len("file://") :]
         return [InputObject(prefix + entry, entry, None) for entry in entries[1:]]
 
     def read(self, location: str) -> bytes:
@@ -154,15 +162,14 @@ class Storage:
             return f"s3://{bucket}/{key}"
         return str(Path(output_path) / f"{name}.out")
 
-    def open_output(self, location: str) -> "PendingOutput":
+    def open_output(self, location: str) -> PendingOutput:
         if location.startswith("s3://"):
             bucket, key = split_s3_uri(location)
             handle = tempfile.NamedTemporaryFile(prefix="transform-", suffix=".out", delete=False)
             return PendingOutput(handle, lambda path: self._upload(path, bucket, key))
         target = Path(location)
         target.parent.mkdir(parents=True, exist_ok=True)
-        handle = tempfile.NamedTemporaryFile(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp",
-                                             delete=False)
+        handle = tempfile.NamedTemporaryFile(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp", delete=False)
         return PendingOutput(handle, lambda path: os.replace(path, target))
 
     def _upload(self, path: str, bucket: str, key: str) -> None:

@@ -8,6 +8,7 @@ import enum
 if hasattr(enum, "StrEnum"):
     StrEnum = enum.StrEnum
 else:  # Python 3.10
+
     class StrEnum(str, enum.Enum):  # type: ignore[no-redef]
         def __str__(self) -> str:
             return str.__str__(self)

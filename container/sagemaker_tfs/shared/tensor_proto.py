@@ -12,7 +12,7 @@ tensorflow-serving-api's own classes.
 
 from __future__ import annotations
 
-from typing import Iterator, Mapping
+from collections.abc import Iterator, Mapping
 
 import numpy as np
 
@@ -26,10 +26,18 @@ _DIM, _DIM_SIZE = 2, 1  # TensorShapeProto.dim, TensorShapeProto.Dim.size
 # the typed value fields: field number -> (how each value is stored, numpy dtype of the stored values)
 _FLOAT_VAL, _DOUBLE_VAL, _INT_VAL, _SCOMPLEX_VAL, _INT64_VAL, _BOOL_VAL = 5, 6, 7, 9, 10, 11
 _DCOMPLEX_VAL, _HALF_VAL, _UINT32_VAL, _UINT64_VAL = 12, 13, 16, 17
-_TYPED = {_FLOAT_VAL: (_FIXED32, "<f4"), _DOUBLE_VAL: (_FIXED64, "<f8"), _SCOMPLEX_VAL: (_FIXED32, "<f4"),
-          _DCOMPLEX_VAL: (_FIXED64, "<f8"), _INT_VAL: (_VARINT, None), _INT64_VAL: (_VARINT, None),
-          _BOOL_VAL: (_VARINT, None), _HALF_VAL: (_VARINT, None), _UINT32_VAL: (_VARINT, None),
-          _UINT64_VAL: (_VARINT, None)}
+_TYPED = {
+    _FLOAT_VAL: (_FIXED32, "<f4"),
+    _DOUBLE_VAL: (_FIXED64, "<f8"),
+    _SCOMPLEX_VAL: (_FIXED32, "<f4"),
+    _DCOMPLEX_VAL: (_FIXED64, "<f8"),
+    _INT_VAL: (_VARINT, None),
+    _INT64_VAL: (_VARINT, None),
+    _BOOL_VAL: (_VARINT, None),
+    _HALF_VAL: (_VARINT, None),
+    _UINT32_VAL: (_VARINT, None),
+    _UINT64_VAL: (_VARINT, None),
+}
 _MASK64 = (1 << 64) - 1
 
 
@@ -38,6 +46,7 @@ class WireError(ValueError):
 
 
 # ---- writing ----
+
 
 def _varint(value: int) -> bytes:
     value &= _MASK64  # negative int64 values take ten bytes, as protobuf writes them
@@ -77,8 +86,9 @@ def tensor_parts(array: np.ndarray) -> list:
     return head + _message(_CONTENT, [content])
 
 
-def predict_request(model_name: str, inputs: Mapping[str, np.ndarray], version: int | None = None,
-                    signature_name: str | None = None) -> bytes:
+def predict_request(
+    model_name: str, inputs: Mapping[str, np.ndarray], version: int | None = None, signature_name: str | None = None
+) -> bytes:
     """A serialized PredictRequest."""
     spec = _string(1, model_name)
     if version is not None:
@@ -92,6 +102,7 @@ def predict_request(model_name: str, inputs: Mapping[str, np.ndarray], version: 
 
 
 # ---- reading ----
+
 
 def _read_varint(data: memoryview, pos: int) -> tuple[int, int]:
     result = shift = 0
@@ -125,7 +136,7 @@ def _fields(data: memoryview) -> Iterator[tuple[int, int, int | memoryview]]:
                 length = 4 if wire == _FIXED32 else 8
             if pos + length > end:
                 raise WireError("truncated field")
-            value, pos = data[pos:pos + length], pos + length
+            value, pos = data[pos : pos + length], pos + length
         else:
             raise WireError(f"unsupported wire type {wire}")
         yield field, wire, value

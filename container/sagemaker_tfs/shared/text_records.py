@@ -10,7 +10,8 @@ from __future__ import annotations
 import csv
 import io
 import json
-from typing import Any, Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 from ..errors import HandlerError
 
@@ -34,8 +35,11 @@ def csv_rows(text: str) -> Iterator[tuple[int, list[str]]]:
                 if not width:
                     width, first_line = len(fields), line
                 elif len(fields) != width:
-                    raise HandlerError(400, f"CSV line {line} has {len(fields)} field(s) but line {first_line} has "
-                                            f"{width}: every row must have the same number of fields")
+                    raise HandlerError(
+                        400,
+                        f"CSV line {line} has {len(fields)} field(s) but line {first_line} has "
+                        f"{width}: every row must have the same number of fields",
+                    )
                 yield line, fields
             line = reader.line_num + 1
     except csv.Error as exc:
@@ -62,6 +66,7 @@ def not_one_value(number: int, exc: json.JSONDecodeError) -> HandlerError:
 # its JSON (json.dumps) of each item. The default handler writes the model server's predictions as the module
 # docstring of codecs.py says: compact JSON, RFC 4180 quoting, floats and booleans as TensorFlow Serving writes them,
 # and no newline after the last line (Batch Transform's AssembleWith=Line adds one per answer). The layout is shared.
+
 
 def lines(records: Iterable[Any], line: Callable[[Any], str], newline_after_last: bool = False) -> str:
     """`line(record)` of each record, one per line: separated by newlines, or each ended by one."""

@@ -11,13 +11,13 @@ the row format of one output straight into the body.
 from __future__ import annotations
 
 import base64
-from typing import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
 from . import dtypes
-from .tfs_json_text import VECTOR_MIN, float32_json, float_texts, string
 from .error_codes import invalid_argument
+from .tfs_json_text import VECTOR_MIN, float32_json, float_texts, string
 
 Layout = Callable[[int], tuple[str, str, str]]  # level -> (open, separator, close)
 _FLOAT32 = np.dtype(np.float32)
@@ -75,7 +75,7 @@ def _group(texts: list[str], shape: Sequence[int], first_level: int, layout: Lay
             items = ["[]"] * int(np.prod(shape[:level], dtype=np.int64))
             continue
         open_, sep, close = layout(level)
-        items = [open_ + sep.join(items[i:i + size]) + close for i in range(0, len(items), size)]
+        items = [open_ + sep.join(items[i : i + size]) + close for i in range(0, len(items), size)]
     return items
 
 
@@ -84,8 +84,14 @@ def _joined_rows(level: int) -> tuple[str, str, str]:
     return ("", ", ", "") if level == 0 else ("[", ", ", "]")
 
 
-def _float32_items(array: np.ndarray, first_level: int, layout: Layout, before: bytes = b"",
-                   after_all: bytes = b"", boundary: str = "\x01") -> bytes | None:
+def _float32_items(
+    array: np.ndarray,
+    first_level: int,
+    layout: Layout,
+    before: bytes = b"",
+    after_all: bytes = b"",
+    boundary: str = "\x01",
+) -> bytes | None:
     """before + the texts _group gives for a big float32 tensor, each item followed by `boundary`, + after_all;
     written in one pass (float32_json) with the brackets and separators between the elements: what follows
     element i depends only on how many dimensions end at it. (One join: a big text's copies cost more than its
@@ -99,14 +105,17 @@ def _float32_items(array: np.ndarray, first_level: int, layout: Layout, before: 
     after = []  # [k]: the text after an element at which k dimensions end
     for ended in range(rank - first_level):
         inner = range(rank - ended, rank)
-        after.append("".join(layout(level)[2] for level in reversed(inner)) + layout(rank - 1 - ended)[1]
-                     + "".join(layout(level)[0] for level in inner))
+        after.append(
+            "".join(layout(level)[2] for level in reversed(inner))
+            + layout(rank - 1 - ended)[1]
+            + "".join(layout(level)[0] for level in inner)
+        )
     after.append(closes + boundary + opens)  # an item ends, the next one opens
     ended = np.zeros(shape, np.uint8)
     for depth in range(1, rank - first_level + 1):
         ended[(Ellipsis,) + (-1,) * depth] += 1
     pieces = float32_json(array, [s.encode("ascii") for s in after], ended.reshape(-1))
-    pieces[-1] = pieces[-1][:len(pieces[-1]) - len(opens)]  # without the opening after the last item
+    pieces[-1] = pieces[-1][: len(pieces[-1]) - len(opens)]  # without the opening after the last item
     return b"".join([before, opens.encode("ascii"), *pieces, after_all])
 
 
@@ -135,7 +144,7 @@ def _rows(alias: str, array: np.ndarray, row_depth: int) -> list[str]:
         rows = array.memo.get(key)
         if rows is None:
             rows = array.memo[key] = _rows(alias, whole, row_depth)
-        return rows[array.start:array.stop]
+        return rows[array.start : array.stop]
     fast = _float32_group(array, 1, _single_line) if array.size >= VECTOR_MIN else None
     if fast is not None:
         return fast
@@ -151,8 +160,9 @@ def _check_rows(outputs: Mapping[str, np.ndarray]) -> None:
         if batch is None:
             batch = array.shape[0]
         elif array.shape[0] != batch:
-            raise invalid_argument(f"Tensor name: {alias} has inconsistent batch size: {array.shape[0]} "
-                                   f"expecting: {batch}")
+            raise invalid_argument(
+                f"Tensor name: {alias} has inconsistent batch size: {array.shape[0]} expecting: {batch}"
+            )
 
 
 def predict_body(outputs: Mapping[str, np.ndarray], row_format: bool) -> bytes:
@@ -171,11 +181,16 @@ def predict_body(outputs: Mapping[str, np.ndarray], row_format: bool) -> bytes:
             text = '{\n    "predictions": [' + ", ".join(rows) + ("\n    ]\n}" if rows else "]\n}")
         else:
             columns = [_rows(alias, outputs[alias], 3) for alias in aliases]
-            keys = ['            ' + string(alias) + ": " for alias in aliases]
-            objects = ["        {\n" + ",\n".join(key + column[i] for key, column in zip(keys, columns))
-                       + "\n        }" for i in range(len(columns[0]))]
-            text = ('{\n    "predictions": [\n' + ",\n".join(objects) + "\n    ]\n}" if objects
-                    else '{\n    "predictions": []\n}')
+            keys = ["            " + string(alias) + ": " for alias in aliases]
+            objects = [
+                "        {\n" + ",\n".join(key + column[i] for key, column in zip(keys, columns)) + "\n        }"
+                for i in range(len(columns[0]))
+            ]
+            text = (
+                '{\n    "predictions": [\n' + ",\n".join(objects) + "\n    ]\n}"
+                if objects
+                else '{\n    "predictions": []\n}'
+            )
     elif len(aliases) == 1:
         text = '{\n    "outputs": ' + _nested(aliases[0], outputs[aliases[0]], 1) + "\n}"
     else:
@@ -193,8 +208,9 @@ def classify_body(labels: Sequence[Sequence[bytes]] | None, scores: np.ndarray |
     rows = []
     for i in range(count):
         classes = len(labels[i]) if labels is not None else scores.shape[1]
-        label_texts = ([string(v.decode("utf-8", "replace")) for v in labels[i]] if labels is not None
-                       else ['""'] * classes)
+        label_texts = (
+            [string(v.decode("utf-8", "replace")) for v in labels[i]] if labels is not None else ['""'] * classes
+        )
         score_texts = float_texts(scores[i]) if scores is not None else ["0.0"] * classes
         rows.append("[" + ", ".join(f"[{label}, {score}]" for label, score in zip(label_texts, score_texts)) + "]")
     return ('{\n    "results": [' + ", ".join(rows) + "\n    ]\n}").encode("utf-8")

@@ -47,8 +47,7 @@ def float_texts(values: np.ndarray) -> list[str]:
         texts[i] = precise % numbers[i]
     for i in np.flatnonzero(~finite).tolist():
         texts[i] = _NON_FINITE[texts[i]]
-    return [t if ("." in t or "e" in t or not finite_t) else t + ".0"
-            for t, finite_t in zip(texts, finite.tolist())]
+    return [t if ("." in t or "e" in t or not finite_t) else t + ".0" for t, finite_t in zip(texts, finite.tolist())]
 
 
 # Up to this many values, a loop in Python is faster than the vectorised path's fixed cost of numpy calls.
@@ -135,8 +134,10 @@ def float32_json(values: np.ndarray, separators: list[bytes], which: np.ndarray 
     words = -(-max(map(len, separators)) // 8)
     table = np.frombuffer(b"".join(s.ljust(8 * words, b"\0") for s in separators), np.uint64).reshape(-1, words)
     with np.errstate(invalid="ignore", over="ignore"):  # signalling NaNs; past the range: not written here
-        return [_float32_block(floats[i:i + _BLOCK], table[0 if which is None else which[i:i + _BLOCK]])
-                for i in range(0, floats.size, _BLOCK)]
+        return [
+            _float32_block(floats[i : i + _BLOCK], table[0 if which is None else which[i : i + _BLOCK]])
+            for i in range(0, floats.size, _BLOCK)
+        ]
 
 
 def _decimal_exponents(magnitudes: np.ndarray) -> np.ndarray | int:
@@ -164,10 +165,10 @@ def _float32_block(floats: np.ndarray, separators: np.ndarray) -> bytes:
     # 9 digits: magnitude * 10^(8 - e) in [10^8, 10^9); 6 digits from it / 1000 (a second rounding, in the margin)
     scaled = magnitudes * _POWERS[72 - exponents]
     digits9 = np.rint(scaled)
-    sure9 = np.abs(scaled - digits9) < 0.5 - 2.0 ** -20
+    sure9 = np.abs(scaled - digits9) < 0.5 - 2.0**-20
     scaled *= 1e-3
     digits6 = np.rint(scaled)
-    sure6 = np.abs(scaled - digits6) < 0.5 - 2.0 ** -25
+    sure6 = np.abs(scaled - digits6) < 0.5 - 2.0**-25
     carry6, carry9 = digits6 >= 1e6, digits9 >= 1e9  # 999999.5 -> 1e+06
     if np.count_nonzero(carry6) or np.count_nonzero(carry9):
         exponents6, exponents9 = exponents + carry6, exponents + carry9
@@ -177,7 +178,7 @@ def _float32_block(floats: np.ndarray, separators: np.ndarray) -> bytes:
     # %g is kept where its text reads back (as a double, then as float32) to the same value: decided for all the
     # doubles within 2^-40 of the approximate value (that text's double is one of them)
     back = digits6 * _POWERS[exponents6 + 59]
-    low, high = (back * (1 - 2.0 ** -40)).astype(np.float32), (back * (1 + 2.0 ** -40)).astype(np.float32)
+    low, high = (back * (1 - 2.0**-40)).astype(np.float32), (back * (1 + 2.0**-40)).astype(np.float32)
     kept = (low == magnitudes32) & (high == magnitudes32)
     sure = sure6 & (low == high) & (kept | sure9)
     digits6 *= 1000
@@ -211,35 +212,46 @@ def _float32_block(floats: np.ndarray, separators: np.ndarray) -> bytes:
     rows = np.empty((floats.size, len(columns) + separators.shape[-1]), np.uint64)
     for column, word in enumerate(columns):
         rows[:, column] = word
-    rows[:, len(columns):] = separators
+    rows[:, len(columns) :] = separators
     # one by one: NaN, infinities, what a double could not decide, and integer parts too long for one word
     for i in np.flatnonzero(~(finite & sure) | too_long).tolist():
         text = _float_text(float(floats[i]), False).encode("ascii")  # at most 15 characters
-        rows[i, :len(columns)] = np.frombuffer(text.ljust(8 * len(columns), b"\0"), np.uint64)
+        rows[i, : len(columns)] = np.frombuffer(text.ljust(8 * len(columns), b"\0"), np.uint64)
     return rows.tobytes().translate(None, b"\0")
 
 
-def _fixed_words(exponent: int, head: np.ndarray, rest: np.ndarray, significant: np.ndarray,
-                 negative: np.ndarray) -> list[np.ndarray]:
+def _fixed_words(
+    exponent: int, head: np.ndarray, rest: np.ndarray, significant: np.ndarray, negative: np.ndarray
+) -> list[np.ndarray]:
     """The words of texts in fixed notation that all have this decimal exponent: d0..de, '.', then the rest
     (e >= 0: -12.5); "0.", -e-1 zeros, then d0..d8 (e < 0: 0.0125). Trailing zeros go but one after the '.'."""
     if exponent >= 0:
         exponent = min(exponent, 6)  # (7 digits or more before the '.' do not fit: written one by one)
         count = np.maximum(significant - exponent, 1)  # digits after the '.'
         integer = (head << _U64(48 - 8 * exponent)) & _INTEGER_BYTES[exponent + 1]
-        return [integer | _POINT | (_SIGNS[exponent + 1] * negative),
-                (rest >> _U64(8 * exponent)) & _LOW_BYTES[np.minimum(count, 8)]]
+        return [
+            integer | _POINT | (_SIGNS[exponent + 1] * negative),
+            (rest >> _U64(8 * exponent)) & _LOW_BYTES[np.minimum(count, 8)],
+        ]
     zeros = -exponent - 1
     count = significant + (zeros + 1)
-    words = [_ZERO_POINT | (_SIGNS[1] * negative),
-             ((head << _U64(8 * zeros)) | (_ASCII_ZEROS & _LOW_BYTES[zeros])) & _LOW_BYTES[np.minimum(count, 8)]]
+    words = [
+        _ZERO_POINT | (_SIGNS[1] * negative),
+        ((head << _U64(8 * zeros)) | (_ASCII_ZEROS & _LOW_BYTES[zeros])) & _LOW_BYTES[np.minimum(count, 8)],
+    ]
     if np.count_nonzero(count > 8):  # up to 12 digits after the point
         words.append((rest >> _U64(8 * (7 - zeros))) & _LOW_BYTES[np.maximum(count - 8, 0)])
     return words
 
 
-def _mixed_words(exponents: np.ndarray, scientific: np.ndarray, head: np.ndarray, rest: np.ndarray,
-                 significant: np.ndarray, negative: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
+def _mixed_words(
+    exponents: np.ndarray,
+    scientific: np.ndarray,
+    head: np.ndarray,
+    rest: np.ndarray,
+    significant: np.ndarray,
+    negative: np.ndarray,
+) -> tuple[list[np.ndarray], np.ndarray]:
     """_fixed_words for texts of any exponent, and scientific notation (-1.5e-07: as e = 0, then the exponent);
     and which texts have an integer part too long for one word."""
     layout = np.where(scientific, 0, exponents)
@@ -250,15 +262,19 @@ def _mixed_words(exponents: np.ndarray, scientific: np.ndarray, head: np.ndarray
     count[scientific] = significant[scientific]  # digits after the '.'
     integer = np.where(below, _U64(0x30), head)
     shift = (whole * 8).astype(np.uint64)
-    columns = [((integer << (_U64(48) - shift)) & _INTEGER_BYTES[np.minimum(whole + 1, 7)])
-               | np.where(count > 0, _POINT, _U64(0)) | (_SIGNS[np.minimum(whole + 1, 7)] * negative),
-               np.where(below, (head << (zeros * _U64(8))) | (_ASCII_ZEROS & _LOW_BYTES[zeros]), rest >> shift)
-               & _LOW_BYTES[np.minimum(count, 8)]]
+    columns = [
+        ((integer << (_U64(48) - shift)) & _INTEGER_BYTES[np.minimum(whole + 1, 7)])
+        | np.where(count > 0, _POINT, _U64(0))
+        | (_SIGNS[np.minimum(whole + 1, 7)] * negative),
+        np.where(below, (head << (zeros * _U64(8))) | (_ASCII_ZEROS & _LOW_BYTES[zeros]), rest >> shift)
+        & _LOW_BYTES[np.minimum(count, 8)],
+    ]
     if np.count_nonzero(count > 8):  # e < 0: up to 12 digits after the point
         columns.append((rest >> ((_U64(7) - zeros) * _U64(8))) & _LOW_BYTES[np.maximum(count - 8, 0)])
     if np.count_nonzero(scientific):
         columns.append(np.where(scientific, _EXPONENTS[np.minimum(np.maximum(exponents, -64), 63) + 64], _U64(0)))
     return columns, whole + negative > 6
+
 
 _ESCAPES = {i: "\\u%04X" % i for i in range(0x20)}
 _ESCAPES.update({ord('"'): '\\"', ord("\\"): "\\\\", 8: "\\b", 9: "\\t", 10: "\\n", 12: "\\f", 13: "\\r"})

@@ -8,10 +8,10 @@ import shutil
 import sys
 from pathlib import Path
 
-from . import extras
 from ..config import Settings, default_worker_count
 from ..errors import StartupError
 from ..shared import gpus, runtime_dir
+from . import extras
 
 
 def model_server_base_command() -> list[str]:
@@ -22,14 +22,21 @@ def model_server_base_command() -> list[str]:
         return [real]
     missing = extras.missing("model-server")
     if missing:
-        raise StartupError(f"no model server: tensorflow_model_server is not on PATH and the embedded model server "
-                           f"is not installed (missing {', '.join(missing)}); install TensorFlow Serving, or the "
-                           "model-server extra (pip install '.[model-server]', as scripts/install.sh does)")
+        raise StartupError(
+            f"no model server: tensorflow_model_server is not on PATH and the embedded model server "
+            f"is not installed (missing {', '.join(missing)}); install TensorFlow Serving, or the "
+            "model-server extra (pip install '.[model-server]', as scripts/install.sh does)"
+        )
     # Outside a container the embedded server must not be reachable past nginx: loopback only. Its one client, the
     # app, keeps its connections open between requests (a pool, as with TFS): no idle timeout, so that a kept
     # connection is never closed under a request being sent.
-    return [sys.executable, "-m", "sagemaker_tfs.model_server", "--listen_address=127.0.0.1",
-            "--rest_api_idle_timeout_seconds=0"]
+    return [
+        sys.executable,
+        "-m",
+        "sagemaker_tfs.model_server",
+        "--listen_address=127.0.0.1",
+        "--rest_api_idle_timeout_seconds=0",
+    ]
 
 
 def instance_device(settings: Settings, instance: int) -> str | None:
@@ -50,8 +57,9 @@ def memory_fraction(settings: Settings) -> float | None:
     return round((1 - settings.tfs_fractional_gpu_mem_margin) / sharing, 4)
 
 
-def model_server_commands(settings: Settings, config_file: Path, batching_file: Path | None,
-                          monitoring_file: Path | None = None) -> list[tuple[list[str], dict[str, str]]]:
+def model_server_commands(
+    settings: Settings, config_file: Path, batching_file: Path | None, monitoring_file: Path | None = None
+) -> list[tuple[list[str], dict[str, str]]]:
     """The command line and extra environment of each model server instance."""
     base = model_server_base_command()
     commands = []
@@ -91,8 +99,10 @@ def gpu_line(settings: Settings, how: str, script_loads_model: bool, model_serve
     else:
         why = default_worker_count(settings.model_server_workers, len(devices), script_loads_model)[1]
     ids = ", ".join(f"{slot}->{gpus.gpu_id(len(devices), slot)}" for slot in range(workers)) if devices else "None"
-    line = (f"GPUs: {len(devices)} seen by CUDA ({how}); gunicorn workers: {workers} ({why}), toolkit gpu_id by "
-            f"worker slot: {ids}; model servers: ")
+    line = (
+        f"GPUs: {len(devices)} seen by CUDA ({how}); gunicorn workers: {workers} ({why}), toolkit gpu_id by "
+        f"worker slot: {ids}; model servers: "
+    )
     if not model_servers:
         return line + "none"
     count = settings.tfs_instance_count
@@ -102,12 +112,16 @@ def gpu_line(settings: Settings, how: str, script_loads_model: bool, model_serve
         why = "one per GPU" if len(devices) > 1 else "the default"
     if instance_device(settings, 0) is not None:
         where = "CUDA_VISIBLE_DEVICES by instance: " + ", ".join(
-            f"{i}->{instance_device(settings, i)}" for i in range(count))
+            f"{i}->{instance_device(settings, i)}" for i in range(count)
+        )
     else:
         where = {0: "on CPU", 1: "on the GPU CUDA sees"}.get(len(devices), "on the GPUs CUDA sees")
     fraction = memory_fraction(settings)
-    return line + f"{count} ({why}), {where}" + \
-        (f", --per_process_gpu_memory_fraction={fraction}" if fraction is not None else "")
+    return (
+        line
+        + f"{count} ({why}), {where}"
+        + (f", --per_process_gpu_memory_fraction={fraction}" if fraction is not None else "")
+    )
 
 
 def batching_parameters_text(settings: Settings) -> str:
@@ -121,8 +135,10 @@ def batching_parameters_text(settings: Settings) -> str:
     return "".join(f"{name} {{ value: {value} }}\n" for name, value in fields.items())
 
 
-WORKER_CLASSES = {"loop": "sagemaker_tfs.wsgi_server.loop.LoopWorker",
-                  "connections": "sagemaker_tfs.wsgi_server.worker.ConnectionsWorker"}  # ours, by their setting names
+WORKER_CLASSES = {
+    "loop": "sagemaker_tfs.wsgi_server.loop.LoopWorker",
+    "connections": "sagemaker_tfs.wsgi_server.worker.ConnectionsWorker",
+}  # ours, by their setting names
 
 
 APP_FACTORY = "sagemaker_tfs.app.routes:create_app()"  # one for single- and multi-model endpoints
@@ -130,18 +146,32 @@ APP_FACTORY = "sagemaker_tfs.app.routes:create_app()"  # one for single- and mul
 
 def gunicorn_command(settings: Settings) -> list[str]:
     return [
-        sys.executable, "-m", "gunicorn", APP_FACTORY,
+        sys.executable,
+        "-m",
+        "gunicorn",
+        APP_FACTORY,
         # our settings file (never a gunicorn.conf.py of the working folder): workers say when they are ready,
         # no control socket in $HOME
-        "--config", "python:sagemaker_tfs.wsgi_server.gunicorn_settings",
-        "--bind", f"unix:{Path(settings.runtime_dir) / runtime_dir.GUNICORN_SOCKET}",
-        "--workers", str(settings.gunicorn_workers),
-        "--threads", str(settings.gunicorn_threads),
-        "--worker-class", WORKER_CLASSES.get(settings.gunicorn_worker_class, settings.gunicorn_worker_class),
-        "--timeout", str(settings.gunicorn_timeout_seconds),
-        "--graceful-timeout", str(settings.gunicorn_timeout_seconds),
-        "--keep-alive", "75",
-        "--log-level", settings.gunicorn_loglevel,
-        "--error-logfile", "-",
-        "--pid", f"{settings.runtime_dir}/gunicorn.pid",
+        "--config",
+        "python:sagemaker_tfs.wsgi_server.gunicorn_settings",
+        "--bind",
+        f"unix:{Path(settings.runtime_dir) / runtime_dir.GUNICORN_SOCKET}",
+        "--workers",
+        str(settings.gunicorn_workers),
+        "--threads",
+        str(settings.gunicorn_threads),
+        "--worker-class",
+        WORKER_CLASSES.get(settings.gunicorn_worker_class, settings.gunicorn_worker_class),
+        "--timeout",
+        str(settings.gunicorn_timeout_seconds),
+        "--graceful-timeout",
+        str(settings.gunicorn_timeout_seconds),
+        "--keep-alive",
+        "75",
+        "--log-level",
+        settings.gunicorn_loglevel,
+        "--error-logfile",
+        "-",
+        "--pid",
+        f"{settings.runtime_dir}/gunicorn.pid",
     ]

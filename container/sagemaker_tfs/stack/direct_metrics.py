@@ -53,10 +53,14 @@ class DirectRouteLog:
             log.debug("direct route log: unexpected line %r", line)
 
     def collect(self):
-        yield histogram_family("sagemaker_tfs_direct_request_duration_seconds", "Requests nginx answered straight "
-                               "from the model servers (the direct route) and their duration in nginx, by route and "
-                               "status.", ("route", "status"), {key: list(cells) for key, cells in
-                                                                dict(self._requests).items()})
+        yield histogram_family(
+            "sagemaker_tfs_direct_request_duration_seconds",
+            "Requests nginx answered straight "
+            "from the model servers (the direct route) and their duration in nginx, by route and "
+            "status.",
+            ("route", "status"),
+            {key: list(cells) for key, cells in dict(self._requests).items()},
+        )
 
     def close(self) -> None:
         self._socket.close()

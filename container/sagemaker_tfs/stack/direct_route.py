@@ -12,11 +12,17 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from ..shared.headers import (ATTRIBUTE_KEYS, CUSTOM_ATTRIBUTES_HEADER, METHOD_KEY, NAME_KEY, SERVER_TIMING_HEADER,
-                              VERSION_KEY)
-from ..shared.tfs_api import DEFAULT_METHOD, METHODS, MODELS, REQUEST_KEYS, SIGNATURE_KEY
+from ..shared.headers import (
+    ATTRIBUTE_KEYS,
+    CUSTOM_ATTRIBUTES_HEADER,
+    METHOD_KEY,
+    NAME_KEY,
+    SERVER_TIMING_HEADER,
+    VERSION_KEY,
+)
 from ..shared.media_types import JSON
 from ..shared.model_names import MODEL_NAME
+from ..shared.tfs_api import DEFAULT_METHOD, METHODS, MODELS, REQUEST_KEYS, SIGNATURE_KEY
 
 
 def quoted(text: str) -> str:
@@ -34,12 +40,12 @@ def http_variable(header: str) -> str:
 # tfs_attributes reads the same keys), each at most once, with values the app accepts, among other attributes that
 # hold no `tfs-` in any case; no blank anywhere (so that nginx 1.23's join of two header lines, ", ", never passes),
 # no ".." (never in a URL), at most 18 version digits (always within int64). Anything else is the app's to read.
-_TFS_ITEM = "|".join((f"{NAME_KEY}={MODEL_NAME.pattern}", f"{VERSION_KEY}=[0-9]{{1,18}}",
-                      f"{METHOD_KEY}=(?:{'|'.join(METHODS)})"))
+_TFS_ITEM = "|".join(
+    (f"{NAME_KEY}={MODEL_NAME.pattern}", f"{VERSION_KEY}=[0-9]{{1,18}}", f"{METHOD_KEY}=(?:{'|'.join(METHODS)})")
+)
 _OTHER_ITEM = r"(?:(?!(?i:tfs-))[!-+\--~])*"  # printable ASCII but ',' and ' ', and no tfs- at any place
 _ITEM = f"(?:{_TFS_ITEM}|{_OTHER_ITEM})"
-ATTRIBUTES = ("^(?!.*\\.\\.)" + "".join(f"(?!.*{key}=.*{key}=)" for key in ATTRIBUTE_KEYS)
-              + f"{_ITEM}(?:,{_ITEM})*$")
+ATTRIBUTES = "^(?!.*\\.\\.)" + "".join(f"(?!.*{key}=.*{key}=)" for key in ATTRIBUTE_KEYS) + f"{_ITEM}(?:,{_ITEM})*$"
 
 
 class HeaderRule(NamedTuple):
@@ -72,16 +78,21 @@ def _rule_variable(rule: HeaderRule) -> str:
 
 def flag_map(source: str, variable: str, keys: list[str] | tuple[str, ...]) -> str:
     """A map setting `variable` to 1 when `source` is one of `keys` (a string, or a regex after `~`), else 0."""
-    return (f"    map {source} {variable} {{\n        default 0;\n"
-            + "".join(f"        {quoted(key)} 1;\n" for key in keys) + "    }\n")
+    return (
+        f"    map {source} {variable} {{\n        default 0;\n"
+        + "".join(f"        {quoted(key)} 1;\n" for key in keys)
+        + "    }\n"
+    )
 
 
 def header_maps() -> str:
     """A map per rule (1 when its header is taken), and $sagemaker_direct: 1 for a POST all of whose rules hold."""
     maps = [flag_map(http_variable(rule.header), _rule_variable(rule), rule.takes) for rule in HEADER_RULES]
     every = "".join(_rule_variable(rule) for rule in HEADER_RULES)
-    maps.append(f'    map "$request_method:{every}" $sagemaker_direct {{\n        default 0;\n'
-                f'        "POST:{"1" * len(HEADER_RULES)}" 1;\n    }}\n')
+    maps.append(
+        f'    map "$request_method:{every}" $sagemaker_direct {{\n        default 0;\n'
+        f'        "POST:{"1" * len(HEADER_RULES)}" 1;\n    }}\n'
+    )
     return "".join(maps)
 
 
@@ -89,13 +100,16 @@ def target_maps(default_model: str) -> str:
     """The parts of MODEL_SERVER_PATH from the custom attributes (which the rules above have already checked):
     /v1/models/<name, else the default model>[/versions/<version>]:<method, else predict>."""
     attributes = http_variable(CUSTOM_ATTRIBUTES_HEADER)
-    parts = (("model", default_model, NAME_KEY, "$attr_model"),
-             ("version", "", VERSION_KEY, "/versions/$attr_version"),
-             ("method", DEFAULT_METHOD, METHOD_KEY, "$attr_method"))
+    parts = (
+        ("model", default_model, NAME_KEY, "$attr_model"),
+        ("version", "", VERSION_KEY, "/versions/$attr_version"),
+        ("method", DEFAULT_METHOD, METHOD_KEY, "$attr_method"),
+    )
     return "".join(
         f"    map {attributes} $sagemaker_direct_{part} {{\n        default {quoted(default)};\n"
-        f'        {quoted(f"~(?:^|,){key}=(?<attr_{part}>[^,]+)")} {quoted(value)};\n    }}\n'
-        for part, default, key, value in parts)
+        f"        {quoted(f'~(?:^|,){key}=(?<attr_{part}>[^,]+)')} {quoted(value)};\n    }}\n"
+        for part, default, key, value in parts
+    )
 
 
 MODEL_SERVER_PATH = f"{MODELS}/$sagemaker_direct_model$sagemaker_direct_version:$sagemaker_direct_method"
@@ -120,8 +134,10 @@ def _object(levels: int) -> str:
     return rf"\{{(?:{inner})*+\}}"
 
 
-SINGLE_TFS_OBJECT = (rf"^{_BLANKS}\{{{_BLANKS}{_TFS_KEY}(?:{_OTHER}|{_STRING}|{_object(NESTING - 1)})*+\}}"
-                     rf"{_BLANKS}\z")
+SINGLE_TFS_OBJECT = (
+    rf"^{_BLANKS}\{{{_BLANKS}{_TFS_KEY}(?:{_OTHER}|{_STRING}|{_object(NESTING - 1)})*+\}}"
+    rf"{_BLANKS}\z"
+)
 # Bodies under LOOKED_AT bytes are kept in memory and looked at; larger ones go to the app. nginx keeps a body of
 # up to a quarter more than client_body_buffer_size in memory (and the bytes that came with the request's head).
 # PCRE stops a match after 10,000,000 steps of its JIT (its default match limit, which nginx keeps), and the pattern
@@ -143,13 +159,18 @@ _SECONDS = r"~^(?<s>[1-9][0-9]*)\.(?<ms>[0-9]{3})$"  # 12.345 -> 12345
 
 def _milliseconds(seconds: str, ms: str) -> str:
     """A map of nginx's seconds ("0.004", "12.345") to whole milliseconds ("4", "12345")."""
-    return (f'    map {seconds} {ms} {{\n        default "";\n'
-            f"        {quoted(_FRACTION)} $ms;\n        {quoted(_SECONDS)} $s$ms;\n    }}\n")
+    return (
+        f'    map {seconds} {ms} {{\n        default "";\n'
+        f"        {quoted(_FRACTION)} $ms;\n        {quoted(_SECONDS)} $s$ms;\n    }}\n"
+    )
 
 
 _LONGER = "^(?=(?<longer>[0-9](?&longer)[0-9]|[0-9]+:)$)(?<ms>[0-9]+):"
-_GREATER = ("^(?=(?<same>[0-9](?&same)[0-9]|:)$)(?<ms>(?<prefix>[0-9]*)(?:"
-            + "|".join(f"{digit}(?=[0-9]*:\\k<prefix>[0-{digit - 1}])" for digit in range(1, 10)) + ")[0-9]*):")
+_GREATER = (
+    "^(?=(?<same>[0-9](?&same)[0-9]|:)$)(?<ms>(?<prefix>[0-9]*)(?:"
+    + "|".join(f"{digit}(?=[0-9]*:\\k<prefix>[0-{digit - 1}])" for digit in range(1, 10))
+    + ")[0-9]*):"
+)
 LATER = (_LONGER, _GREATER)  # "<a>:<b>" with a > b matches one of them, capturing a as `ms`
 
 SERVER_TIMING_MAPS = (
@@ -158,9 +179,12 @@ SERVER_TIMING_MAPS = (
     + '    map "$sagemaker_header_ms:$sagemaker_request_ms" $sagemaker_total_ms {\n'
     + "        default $sagemaker_request_ms;\n"
     + "".join(f"        {quoted('~' + pattern)} $ms;\n" for pattern in LATER)
-    + "    }\n")
-SERVER_TIMING = (f"            add_header {SERVER_TIMING_HEADER} "
-                 '"model_server;dur=$sagemaker_header_ms, total;dur=$sagemaker_total_ms" always;\n')
+    + "    }\n"
+)
+SERVER_TIMING = (
+    f"            add_header {SERVER_TIMING_HEADER} "
+    '"model_server;dur=$sagemaker_header_ms, total;dur=$sagemaker_total_ms" always;\n'
+)
 
 # Every error status the model servers answer with (TensorFlow Serving's map of gRPC codes to HTTP) and those
 # nginx gives when it cannot reach them (502, 504): each sends the request, with the body nginx kept, to the app.

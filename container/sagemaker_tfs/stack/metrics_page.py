@@ -11,15 +11,16 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Callable, Iterable
 
 from ..shared import runtime_dir
+from ..shared.metrics_files import APP_FILE, BUCKETS, GUNICORN_FILE, add_histograms, folder, pid_of, read_json
 from ..shared.sockets import HOST
 from ..shared.str_enum import StrEnum
-from ..shared.metrics_files import APP_FILE, BUCKETS, GUNICORN_FILE, add_histograms, folder, pid_of, read_json
 
 log = logging.getLogger("serve")
+
 
 class ServeState(StrEnum):
     """serve's own state, in its order (the metrics page reports the current one)."""
@@ -66,8 +67,9 @@ def histogram_family(name: str, doc: str, labels: tuple[str, ...], histograms: d
 class StackCollector:
     """The page's metrics, read when it is scraped."""
 
-    def __init__(self, metrics_folder: Path, restarts: Callable[[], Iterable[tuple[str, int]]],
-                 state: Callable[[], ServeState]):
+    def __init__(
+        self, metrics_folder: Path, restarts: Callable[[], Iterable[tuple[str, int]]], state: Callable[[], ServeState]
+    ):
         self._folder, self._restarts, self._state = metrics_folder, restarts, state
 
     def collect(self):
@@ -82,24 +84,35 @@ class StackCollector:
                 add_histograms(merged, [(tuple(key), cells) for *key, cells in rows])
             if _alive(pid_of(path)):
                 in_flight += data.get("in_flight", 0)
-        yield histogram_family("sagemaker_tfs_request_duration_seconds", "Requests answered by the app and their "
-                               "duration, by route and status.", ("route", "status"), requests)
-        yield histogram_family("sagemaker_tfs_stage_duration_seconds", "Time spent in each stage of a request.",
-                               ("route", "stage"), stages)
-        yield GaugeMetricFamily("sagemaker_tfs_requests_in_flight", "Requests being handled by the app.",
-                                value=in_flight)
-        worker_restarts = sum(read_json(path).get("worker_restarts", 0)
-                              for path in self._folder.glob(GUNICORN_FILE.format(pid="*")))
-        yield CounterMetricFamily("sagemaker_tfs_worker_restarts", "gunicorn workers that exited and were replaced.",
-                                  value=worker_restarts)
-        restarts = CounterMetricFamily("sagemaker_tfs_process_restarts",
-                                       "Times serve restarted a child that died (model servers, gunicorn, nginx).",
-                                       labels=("process",))
+        yield histogram_family(
+            "sagemaker_tfs_request_duration_seconds",
+            "Requests answered by the app and their duration, by route and status.",
+            ("route", "status"),
+            requests,
+        )
+        yield histogram_family(
+            "sagemaker_tfs_stage_duration_seconds", "Time spent in each stage of a request.", ("route", "stage"), stages
+        )
+        yield GaugeMetricFamily(
+            "sagemaker_tfs_requests_in_flight", "Requests being handled by the app.", value=in_flight
+        )
+        worker_restarts = sum(
+            read_json(path).get("worker_restarts", 0) for path in self._folder.glob(GUNICORN_FILE.format(pid="*"))
+        )
+        yield CounterMetricFamily(
+            "sagemaker_tfs_worker_restarts", "gunicorn workers that exited and were replaced.", value=worker_restarts
+        )
+        restarts = CounterMetricFamily(
+            "sagemaker_tfs_process_restarts",
+            "Times serve restarted a child that died (model servers, gunicorn, nginx).",
+            labels=("process",),
+        )
         for name, count in self._restarts():
             restarts.add_metric((name,), count)
         yield restarts
-        state = GaugeMetricFamily("sagemaker_tfs_serve_state", "serve's state: 1 for the current one.",
-                                  labels=("state",))
+        state = GaugeMetricFamily(
+            "sagemaker_tfs_serve_state", "serve's state: 1 for the current one.", labels=("state",)
+        )
         current = self._state()
         for name in ServeState:
             state.add_metric((name.value,), 1.0 if name == current else 0.0)

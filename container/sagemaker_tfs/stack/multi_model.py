@@ -12,12 +12,12 @@ from pathlib import Path
 
 from ..config import ConfigError, Settings
 from ..model_client.model_servers import answers
-from .supervisor import Child, Stack
 from ..registry.management import create_app
-from ..web.unix_server import UnixAppServer
 from ..registry.owner import Instance, Owner
 from ..registry.publication import Publisher
 from ..shared import runtime_dir
+from ..web.unix_server import UnixAppServer
+from .supervisor import Child, Stack
 
 log = logging.getLogger("serve")
 
@@ -26,11 +26,15 @@ def check_model_root(settings: Settings) -> str:
     """Start-up checks of a multi-model endpoint (nothing is loaded: folders under the root are not models yet);
     the model root's real path."""
     if not Path(settings.model_dir).is_dir():
-        raise ConfigError(f"the model root {settings.model_dir} of the multi-model endpoint does not exist "
-                          "(SAGEMAKER_MODEL_DIR, default /opt/ml/models)")
+        raise ConfigError(
+            f"the model root {settings.model_dir} of the multi-model endpoint does not exist "
+            "(SAGEMAKER_MODEL_DIR, default /opt/ml/models)"
+        )
     if settings.tfs_default_model_name:
-        log.warning("SAGEMAKER_TFS_DEFAULT_MODEL_NAME=%s is ignored: a multi-model endpoint's requests name their "
-                    "model", settings.tfs_default_model_name)
+        log.warning(
+            "SAGEMAKER_TFS_DEFAULT_MODEL_NAME=%s is ignored: a multi-model endpoint's requests name their model",
+            settings.tfs_default_model_name,
+        )
     return str(Path(settings.model_dir).resolve())
 
 
@@ -41,12 +45,17 @@ class MultiModelStack(Stack):
         self._deaths: dict[int, int] = {}  # the last exit status of each restarted model server
         self.publisher = Publisher(self.runtime / runtime_dir.REGISTRY_SOCKET)
         self.owner = Owner(
-            root=str(root), code_dir=settings.multi_model_code_dir,
+            root=str(root),
+            code_dir=settings.multi_model_code_dir,
             instances=[Instance(i, grpc, rest) for i, (grpc, rest) in enumerate(settings.ports())],
-            config_file=self.runtime / runtime_dir.MODEL_CONFIG, publisher=self.publisher,
-            wait_seconds=settings.tfs_wait_time_seconds, drain_seconds=settings.gunicorn_timeout_seconds,
-            max_models=settings.multi_model_max_models, memory_percent=settings.multi_model_memory_limit_percent,
-            exit_status=self._exit_status)
+            config_file=self.runtime / runtime_dir.MODEL_CONFIG,
+            publisher=self.publisher,
+            wait_seconds=settings.tfs_wait_time_seconds,
+            drain_seconds=settings.gunicorn_timeout_seconds,
+            max_models=settings.multi_model_max_models,
+            memory_percent=settings.multi_model_memory_limit_percent,
+            exit_status=self._exit_status,
+        )
         self.management = UnixAppServer(self.runtime / runtime_dir.MODELS_SOCKET, create_app(self.owner), "models-api")
 
     @property
@@ -66,15 +75,16 @@ class MultiModelStack(Stack):
 
     def _wait_for_models(self, deadline: float) -> None:
         for child, (_, rest_port) in zip(self.model_servers, self.settings.ports()):
-            self._wait(lambda: answers(rest_port), child, deadline,
-                       "the model server to answer")
+            self._wait(lambda: answers(rest_port), child, deadline, "the model server to answer")
         log.info("%d model server(s) up; no model is loaded until POST /models", len(self.model_servers))
 
     def _ready_message(self) -> str:
         script = self.code_dir / "inference.py"
-        return (f"multi-model endpoint on port {self.settings.bind_port}, model root {self.settings.model_dir}, "
-                f"universal script "
-                f"{script if script.is_file() else 'none (models without a script get the default handler)'}")
+        return (
+            f"multi-model endpoint on port {self.settings.bind_port}, model root {self.settings.model_dir}, "
+            f"universal script "
+            f"{script if script.is_file() else 'none (models without a script get the default handler)'}"
+        )
 
     def _exit_status(self, index: int) -> int | None:
         """How model server `index` died, if it did since this was last asked."""
@@ -86,8 +96,9 @@ class MultiModelStack(Stack):
             return
         index = self.model_servers.index(child)
         self._deaths[index] = status
-        threading.Thread(target=self._bring_back, args=(index, child), name=f"restore-model-server-{index}",
-                         daemon=True).start()
+        threading.Thread(
+            target=self._bring_back, args=(index, child), name=f"restore-model-server-{index}", daemon=True
+        ).start()
 
     def _bring_back(self, index: int, child: Child) -> None:
         """Once the restarted instance answers (it loaded the ready models of the config file), bring it up to

@@ -13,11 +13,11 @@ import textwrap
 from pathlib import Path
 from string import Template
 
-from . import direct_metrics, direct_route, runtime_route
 from ..config import Settings
 from ..errors import StartupError
 from ..shared import runtime_dir
 from ..shared.headers import REQUEST_ID_HEADER
+from . import direct_metrics, direct_route, runtime_route
 
 log = logging.getLogger("serve")
 TEMPLATE = Path(__file__).with_name("nginx.conf.template")  # with its snippets, nginx-<name>.template beside it
@@ -38,8 +38,10 @@ def worker_user() -> pwd.struct_passwd | None:
             return pwd.getpwnam(name)
         except KeyError:
             pass
-    raise StartupError(f"serve runs as root, and nginx's workers must not: none of the users "
-                       f"{', '.join(WORKER_USERS)} exists (create one, or run serve as another user)")
+    raise StartupError(
+        f"serve runs as root, and nginx's workers must not: none of the users "
+        f"{', '.join(WORKER_USERS)} exists (create one, or run serve as another user)"
+    )
 
 
 def _user_directive(user: pwd.struct_passwd | None) -> str:
@@ -50,8 +52,9 @@ def _user_directive(user: pwd.struct_passwd | None) -> str:
     return f"user {user.pw_name} {grp.getgrgid(user.pw_gid).gr_name};\n"
 
 
-def render(settings: Settings, direct_model: str | None, nginx_version: tuple[int, ...],
-           user: pwd.struct_passwd | None = None) -> str:
+def render(
+    settings: Settings, direct_model: str | None, nginx_version: tuple[int, ...], user: pwd.struct_passwd | None = None
+) -> str:
     """nginx.conf for that nginx version; with `direct_model` (the default model, when no handler script applies),
     the direct route; `user`: the workers' user when serve is root (None: root's)."""
     direct = direct_model is not None
@@ -66,9 +69,11 @@ def render(settings: Settings, direct_model: str | None, nginx_version: tuple[in
         client_max_body_size=settings.nginx_client_max_body_size,
         gunicorn_socket=runtime / runtime_dir.GUNICORN_SOCKET,
         multi_model_upstream=snippet("multi-model-upstream", models_socket=runtime / runtime_dir.MODELS_SOCKET)
-        if settings.multi_model else "",
+        if settings.multi_model
+        else "",
         multi_model_locations=snippet("multi-model-locations", management_timeout=management_timeout(settings))
-        if settings.multi_model else "",
+        if settings.multi_model
+        else "",
         runtime_api_http=runtime_route.log_maps(settings) if settings.local_runtime_api else "",
         runtime_api_location=_runtime_api_location(settings, direct) if settings.local_runtime_api else "",
         direct_http=_direct_http(settings, direct_model) if direct else "",
@@ -104,8 +109,12 @@ def snippet(name: str, **values: object) -> str:
 def direct_model(settings: Settings, script: Path | None) -> str | None:
     """The model the direct route calls: the default model of a single-model endpoint whose model servers run, when
     no handler script applies and SAGEMAKER_NGINX_DIRECT_INVOCATIONS is on; else None (no direct route)."""
-    if (not settings.nginx_direct_invocations or settings.multi_model or script is not None
-            or not settings.model_server_rest_ports):
+    if (
+        not settings.nginx_direct_invocations
+        or settings.multi_model
+        or script is not None
+        or not settings.model_server_rest_ports
+    ):
         return None
     return settings.default_model
 
@@ -125,12 +134,15 @@ def _app_headers(nginx_version: tuple[int, ...]) -> str:
 # rule refuses) or the model servers' error to @app. @app never intercepts the app's answers, so it cannot loop.
 def _direct_http(settings: Settings, model: str) -> str:
     upstream = "".join(f"        server 127.0.0.1:{port};\n" for port in settings.model_server_rest_ports or ())
-    return (direct_route.header_maps() + direct_route.target_maps(model)
-            + snippet(REQUEST_ID_MAPS, client_request_id=direct_route.http_variable(REQUEST_ID_HEADER))
-            + f"    upstream model_servers {{\n{upstream}        keepalive 64;\n    }}\n"
-            + (DIRECT_METRICS_FORMAT if settings.metrics else "")
-            + (direct_route.SERVER_TIMING_MAPS if settings.server_timing else "")
-            + (runtime_route.maps(settings) if settings.local_runtime_api else ""))
+    return (
+        direct_route.header_maps()
+        + direct_route.target_maps(model)
+        + snippet(REQUEST_ID_MAPS, client_request_id=direct_route.http_variable(REQUEST_ID_HEADER))
+        + f"    upstream model_servers {{\n{upstream}        keepalive 64;\n    }}\n"
+        + (DIRECT_METRICS_FORMAT if settings.metrics else "")
+        + (direct_route.SERVER_TIMING_MAPS if settings.server_timing else "")
+        + (runtime_route.maps(settings) if settings.local_runtime_api else "")
+    )
 
 
 def _invocations(app_headers: str, direct: bool) -> str:
@@ -143,20 +155,29 @@ REQUEST_ID_MAPS = "request-id-maps"
 
 
 def _direct_locations(settings: Settings, app_headers: str) -> str:
-    metrics_log = (f"{TIMED_LOG}            access_log syslog:server=unix:"
-                   f"{Path(settings.runtime_dir) / direct_metrics.SOCKET},nohostname,tag=direct direct_metrics;\n"
-                   if settings.metrics else "")
+    metrics_log = (
+        f"{TIMED_LOG}            access_log syslog:server=unix:"
+        f"{Path(settings.runtime_dir) / direct_metrics.SOCKET},nohostname,tag=direct direct_metrics;\n"
+        if settings.metrics
+        else ""
+    )
     server_timing = direct_route.SERVER_TIMING if settings.server_timing else ""
     runtime = settings.local_runtime_api  # the locations carry InvokeEndpoint too (runtime_route.py)
-    return snippet("direct-locations", sniff_buffer=direct_route.SNIFF_BUFFER,
-                   single_tfs_object=direct_route.quoted(direct_route.SINGLE_TFS_OBJECT),
-                   model_server_path=direct_route.MODEL_SERVER_PATH, request_id_header=REQUEST_ID_HEADER,
-                   server_timing=server_timing, metrics_log=metrics_log, app_headers=app_headers,
-                   model_server_errors=" ".join(str(status) for status in direct_route.MODEL_SERVER_ERRORS),
-                   runtime_variant_header=runtime_route.VARIANT_HEADER_LINE if runtime else "",
-                   runtime_log=("" if settings.metrics else TIMED_LOG) + runtime_route.LOG_LINE if runtime else "",
-                   app_log=TIMED_LOG + runtime_route.LOG_LINE if runtime else "",
-                   app_uri=runtime_route.APP_URI if runtime else "/invocations")
+    return snippet(
+        "direct-locations",
+        sniff_buffer=direct_route.SNIFF_BUFFER,
+        single_tfs_object=direct_route.quoted(direct_route.SINGLE_TFS_OBJECT),
+        model_server_path=direct_route.MODEL_SERVER_PATH,
+        request_id_header=REQUEST_ID_HEADER,
+        server_timing=server_timing,
+        metrics_log=metrics_log,
+        app_headers=app_headers,
+        model_server_errors=" ".join(str(status) for status in direct_route.MODEL_SERVER_ERRORS),
+        runtime_variant_header=runtime_route.VARIANT_HEADER_LINE if runtime else "",
+        runtime_log=("" if settings.metrics else TIMED_LOG) + runtime_route.LOG_LINE if runtime else "",
+        app_log=TIMED_LOG + runtime_route.LOG_LINE if runtime else "",
+        app_uri=runtime_route.APP_URI if runtime else "/invocations",
+    )
 
 
 TIMED_LOG = "            access_log /dev/stdout timed;\n"  # the server's access log, where a location has its own
@@ -192,9 +213,14 @@ def write_config(settings: Settings, direct_model: str | None, nginx_version: tu
 def _open_to(user: pwd.struct_passwd, runtime: Path, temp: Path) -> bool:
     closed = [str(parent) for parent in runtime.parents if not os.stat(parent).st_mode & stat.S_IXOTH]
     if closed:
-        log.warning("nginx's workers run as root: %s cannot reach the runtime folder %s (%s may not be entered by "
-                    "others); a SAGEMAKER_RUNTIME_DIR it can reach (the default in /tmp) lets them run as %s",
-                    user.pw_name, runtime, ", ".join(closed), user.pw_name)
+        log.warning(
+            "nginx's workers run as root: %s cannot reach the runtime folder %s (%s may not be entered by "
+            "others); a SAGEMAKER_RUNTIME_DIR it can reach (the default in /tmp) lets them run as %s",
+            user.pw_name,
+            runtime,
+            ", ".join(closed),
+            user.pw_name,
+        )
         return False
     for folder in (runtime, temp):
         os.chown(folder, -1, user.pw_gid)

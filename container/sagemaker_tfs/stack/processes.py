@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from typing import Iterator, NamedTuple
+from collections.abc import Iterator
+from typing import NamedTuple
 
 
 class Process(NamedTuple):

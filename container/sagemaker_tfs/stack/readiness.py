@@ -25,7 +25,7 @@ def listening_sockets(port: int) -> list[tuple[str, str]]:
             if fields[3] != "0A" or int(port_hex, 16) != port:
                 continue
             raw = bytes.fromhex(address)  # 32-bit words in the host's (little-endian) order
-            raw = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
+            raw = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
             found.append((socket.inet_ntop(family, raw).removeprefix("::ffff:"), fields[9]))
     return found
 

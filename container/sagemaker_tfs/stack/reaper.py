@@ -21,7 +21,7 @@ import sys
 
 from .processes import processes
 
-_current: "Reaper | None" = None
+_current: Reaper | None = None
 
 
 class Reaper:

@@ -26,8 +26,19 @@ _NAME = re.compile(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 _INCLUDE = re.compile(r"(\s*(?:-r|--requirement|-c|--constraint)(?:\s+|=))(\S+)(.*)")
 
 # Packages the container itself runs on: user requirements may not change their versions.
-PINNED_PACKAGES = ("tensorflow", "tensorflow-serving-api", "numpy", "protobuf", "grpcio", "falcon", "gunicorn",
-                   "requests", "urllib3", "uvloop", "httptools")
+PINNED_PACKAGES = (
+    "tensorflow",
+    "tensorflow-serving-api",
+    "numpy",
+    "protobuf",
+    "grpcio",
+    "falcon",
+    "gunicorn",
+    "requests",
+    "urllib3",
+    "uvloop",
+    "httptools",
+)
 
 
 PACKAGES_FOLDER = "python-packages"
@@ -64,10 +75,26 @@ def pip_command(code: Path, runtime: Path) -> list[str] | None:
     if target is not None:
         runtime_dir.fresh_folder(target)
         where = ["--target", str(target)]
-    log.info("installing %s into %s (the container's own packages are pinned by %s)", requirements,
-             target or "the environment", constraints)
-    return [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", "--no-input", "--no-cache-dir",
-            *where, "-r", str(requirements_for_pip(requirements, runtime)), "-c", str(constraints)]
+    log.info(
+        "installing %s into %s (the container's own packages are pinned by %s)",
+        requirements,
+        target or "the environment",
+        constraints,
+    )
+    return [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "--disable-pip-version-check",
+        "--no-input",
+        "--no-cache-dir",
+        *where,
+        "-r",
+        str(requirements_for_pip(requirements, runtime)),
+        "-c",
+        str(constraints),
+    ]
 
 
 def worker_env(runtime: Path, env: dict[str, str]) -> dict[str, str]:

@@ -53,14 +53,16 @@ def log_maps(settings: Settings) -> str:
     `request <id>: InvokeEndpoint <endpoint>, inference id <id or None>[, target model <target>]`), and
     $sagemaker_runtime_variant, the variant for the operation's requests, empty for any other."""
     inference_id, target = http_variable(INFERENCE_ID_HEADER), http_variable(TARGET_MODEL_HEADER)
-    return (f"    map {inference_id} $sagemaker_inference_id {{\n        default {inference_id};\n"
-            '        "" None;\n    }\n'
-            f"    map {target} $sagemaker_target_logged {{\n        default \", target model {target}\";\n"
-            '        "" "";\n    }\n'
-            f"    log_format runtime_invocation 'request $sagemaker_logged_id: {OPERATION} {ENDPOINT_VARIABLE}, "
-            "inference id $sagemaker_inference_id$sagemaker_target_logged';\n"
-            '    map $request_uri $sagemaker_runtime_variant {\n        default "";\n'
-            f'        "~^/endpoints/" {quoted(settings.local_runtime_variant)};\n    }}\n')
+    return (
+        f"    map {inference_id} $sagemaker_inference_id {{\n        default {inference_id};\n"
+        '        "" None;\n    }\n'
+        f'    map {target} $sagemaker_target_logged {{\n        default ", target model {target}";\n'
+        '        "" "";\n    }\n'
+        f"    log_format runtime_invocation 'request $sagemaker_logged_id: {OPERATION} {ENDPOINT_VARIABLE}, "
+        "inference id $sagemaker_inference_id$sagemaker_target_logged';\n"
+        '    map $request_uri $sagemaker_runtime_variant {\n        default "";\n'
+        f'        "~^/endpoints/" {quoted(settings.local_runtime_variant)};\n    }}\n'
+    )
 
 
 def maps(settings: Settings) -> str:
@@ -82,8 +84,12 @@ def maps(settings: Settings) -> str:
         lines.append(flag_map(source, variable, keys))
         variables.append(variable)
     every = "".join(variables)
-    lines.append(f'    map "{every}$sagemaker_direct" $sagemaker_runtime_direct {{\n        default 0;\n'
-                 f'        "{"1" * (len(variables) + 1)}" 1;\n    }}\n')
-    lines.append('    map $request_uri $sagemaker_app_uri {\n        default /invocations;\n'
-                 '        "~^/endpoints/" $request_uri;\n    }\n')
+    lines.append(
+        f'    map "{every}$sagemaker_direct" $sagemaker_runtime_direct {{\n        default 0;\n'
+        f'        "{"1" * (len(variables) + 1)}" 1;\n    }}\n'
+    )
+    lines.append(
+        "    map $request_uri $sagemaker_app_uri {\n        default /invocations;\n"
+        '        "~^/endpoints/" $request_uri;\n    }\n'
+    )
     return "".join(lines)

@@ -19,17 +19,17 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
-from . import commands, direct_metrics, metrics_page, nginx, readiness, reaper, requirements
-from .metrics_page import ServeState
-from .processes import processes
-from ..shared import logs, model_tree, runtime_dir
 from ..config import Settings
 from ..errors import StartupError
 from ..model_client.model_servers import ModelServerError, model_status
+from ..shared import logs, model_tree, runtime_dir
 from ..shared.model_tree import ModelTree
+from . import commands, direct_metrics, metrics_page, nginx, readiness, reaper, requirements
+from .metrics_page import ServeState
+from .processes import processes
 
 log = logging.getLogger("serve")
 
@@ -47,8 +47,15 @@ class Child:
     access log: a line per request, which forwarding through this process would cost a wake-up, a read and a write
     of it per request)."""
 
-    def __init__(self, name: str, args: list[str], env: dict[str, str], pid_file: Path | None,
-                 on_exit: Callable[[], None] | None = None, own_stdout: bool = False):
+    def __init__(
+        self,
+        name: str,
+        args: list[str],
+        env: dict[str, str],
+        pid_file: Path | None,
+        on_exit: Callable[[], None] | None = None,
+        own_stdout: bool = False,
+    ):
         self.name, self.args, self.env, self.pid_file = name, args, env, pid_file
         self.own_stdout = own_stdout
         self.on_exit = on_exit  # called (from a thread) when the process ends, so that supervision sees it at once
@@ -60,14 +67,16 @@ class Child:
     def start(self) -> None:
         # what is forwarded: stdout and stderr together, or stderr alone
         stdout, stderr = (None, subprocess.PIPE) if self.own_stdout else (subprocess.PIPE, subprocess.STDOUT)
-        self.proc = subprocess.Popen(self.args, env=self.env, stdout=stdout, stderr=stderr, stdin=subprocess.DEVNULL,
-                                     start_new_session=True)
+        self.proc = subprocess.Popen(
+            self.args, env=self.env, stdout=stdout, stderr=stderr, stdin=subprocess.DEVNULL, start_new_session=True
+        )
         reaper.watch(self.proc.pid)
         if self.pid_file is not None:
             runtime_dir.write_file(self.pid_file, f"{self.proc.pid}\n")
         forwarded = self.proc.stderr if self.own_stdout else self.proc.stdout
-        self._output = threading.Thread(target=self._forward, args=(forwarded,), daemon=True,
-                                        name=f"{self.name}-output")
+        self._output = threading.Thread(
+            target=self._forward, args=(forwarded,), daemon=True, name=f"{self.name}-output"
+        )
         self._output.start()
         if self.on_exit is not None:
             threading.Thread(target=self._wait_exit, args=(self.proc,), daemon=True, name=f"{self.name}-exit").start()
@@ -168,10 +177,12 @@ class Stack:
 
     def _ready_message(self) -> str:
         """What the log's `ready: ` line says."""
-        return (", ".join(f"{m.name} v{','.join(map(str, m.versions))}" for m in self.tree.models)
-                + (" on" if self.tree.models else "the script's model on")
-                + f" port {self.settings.bind_port} (default model {self.tree.default_model or 'none'}"
-                + (f", handler script {self.tree.script})" if self.tree.script else ")"))
+        return (
+            ", ".join(f"{m.name} v{','.join(map(str, m.versions))}" for m in self.tree.models)
+            + (" on" if self.tree.models else "the script's model on")
+            + f" port {self.settings.bind_port} (default model {self.tree.default_model or 'none'}"
+            + (f", handler script {self.tree.script})" if self.tree.script else ")")
+        )
 
     def _restarted(self, child: Child, status: int) -> None:
         """Called after a dead child (exit status `status`) was started again."""
@@ -187,15 +198,17 @@ class Stack:
         if s.metrics:  # gunicorn's processes write their values to the folder, for serve's page to add up
             collector = metrics_page.StackCollector(
                 metrics_page.prepare_folder(self.runtime),
-                lambda: [(child.name, child.restarts) for child in self.children()], lambda: self.state)
+                lambda: [(child.name, child.restarts) for child in self.children()],
+                lambda: self.state,
+            )
             if direct_model is not None:  # nginx's datagrams, one per request of the direct route
                 self._direct_log = direct_metrics.DirectRouteLog(self.runtime / direct_metrics.SOCKET)
             try:
-                self._metrics_server = metrics_page.start(s.metrics_port, collector,
-                                                          *filter(None, [self._direct_log]))
+                self._metrics_server = metrics_page.start(s.metrics_port, collector, *filter(None, [self._direct_log]))
             except OSError as exc:
-                raise StartupError(f"cannot listen on SAGEMAKER_METRICS_PORT={s.metrics_port}: "
-                                   f"{exc.strerror or exc}") from None
+                raise StartupError(
+                    f"cannot listen on SAGEMAKER_METRICS_PORT={s.metrics_port}: {exc.strerror or exc}"
+                ) from None
         config_file = self.runtime / runtime_dir.MODEL_CONFIG
         self._write_model_config(config_file)
         batching_file = None
@@ -209,11 +222,17 @@ class Stack:
             runtime_dir.write_file(monitoring_file, metrics_page.MODEL_SERVER_MONITORING)
         # No SavedModel (an inference toolkit script loads the model itself): no model server. Their GPUs are those
         # serve found (s.cuda_devices).
-        servers = commands.model_server_commands(s, config_file, batching_file, monitoring_file) \
-            if self.serves_models else []
+        servers = (
+            commands.model_server_commands(s, config_file, batching_file, monitoring_file) if self.serves_models else []
+        )
         for i, (args, extra_env) in enumerate(servers):
-            child = Child(f"model server {i}", args, {**self.env, **extra_env}, self.runtime / f"tfs-{i}.pid",
-                          self.child_exited.set)
+            child = Child(
+                f"model server {i}",
+                args,
+                {**self.env, **extra_env},
+                self.runtime / f"tfs-{i}.pid",
+                self.child_exited.set,
+            )
             log.info("starting %s: %s", child.name, " ".join(args))
             child.start()
             self.model_servers.append(child)
@@ -226,24 +245,45 @@ class Stack:
         runtime_dir.remove(self.runtime / "gunicorn.pid")
         # PYTHONUNBUFFERED: a script's print() reaches the log at once, as in the original's image (its Dockerfile
         # sets it), not when a worker's 8 kB buffer fills or the worker exits
-        self.gunicorn = Child("gunicorn", commands.gunicorn_command(s),
-                              requirements.worker_env(self.runtime, {**self.env, "PYTHONUNBUFFERED": "1"}),
-                              self.runtime / "gunicorn-supervised.pid",
-                              self.child_exited.set)
-        log.info("starting gunicorn: %d worker(s) x %d thread(s), %s workers", s.gunicorn_workers,
-                 s.gunicorn_threads, s.gunicorn_worker_class)
+        self.gunicorn = Child(
+            "gunicorn",
+            commands.gunicorn_command(s),
+            requirements.worker_env(self.runtime, {**self.env, "PYTHONUNBUFFERED": "1"}),
+            self.runtime / "gunicorn-supervised.pid",
+            self.child_exited.set,
+        )
+        log.info(
+            "starting gunicorn: %d worker(s) x %d thread(s), %s workers",
+            s.gunicorn_workers,
+            s.gunicorn_threads,
+            s.gunicorn_worker_class,
+        )
         self.gunicorn.start()
-        self._wait(lambda: runtime_dir.ready_workers(self.runtime) >= s.gunicorn_workers, self.gunicorn, deadline,
-                   "every gunicorn worker to load the app")
+        self._wait(
+            lambda: runtime_dir.ready_workers(self.runtime) >= s.gunicorn_workers,
+            self.gunicorn,
+            deadline,
+            "every gunicorn worker to load the app",
+        )
 
         version = nginx.version()
         config = nginx.write_config(s, direct_model, version)
         runtime_dir.remove(self.runtime / "nginx.pid")  # nginx writes it itself, through whatever is there
-        self.nginx = Child("nginx", nginx.command(config, version), self.env,
-                           self.runtime / "nginx-supervised.pid", self.child_exited.set, own_stdout=True)
+        self.nginx = Child(
+            "nginx",
+            nginx.command(config, version),
+            self.env,
+            self.runtime / "nginx-supervised.pid",
+            self.child_exited.set,
+            own_stdout=True,
+        )
         self.nginx.start()
-        self._wait(lambda: readiness.listens(self.nginx.proc.pid, s.bind_port), self.nginx, deadline,
-                   f"nginx to listen on port {s.bind_port}")
+        self._wait(
+            lambda: readiness.listens(self.nginx.proc.pid, s.bind_port),
+            self.nginx,
+            deadline,
+            f"nginx to listen on port {s.bind_port}",
+        )
         self.state = ServeState.READY
         log.info("ready: %s", self._ready_message())
 
@@ -256,11 +296,14 @@ class Stack:
             if code is not None and child is self.gunicorn and self.settings.app_startup_error_file.is_file():
                 raise StartupError(self.settings.app_startup_error_file.read_text().strip())
             if code is not None:
-                raise StartupError(f"{child.name} exited with status {code} while waiting for {what}:\n"
-                                   + child.last_lines())
+                raise StartupError(
+                    f"{child.name} exited with status {code} while waiting for {what}:\n" + child.last_lines()
+                )
             if time.monotonic() > deadline:
-                raise StartupError(f"timed out after {self.settings.tfs_wait_time_seconds} s "
-                                   f"(SAGEMAKER_TFS_WAIT_TIME_SECONDS) waiting for {what}:\n" + child.last_lines())
+                raise StartupError(
+                    f"timed out after {self.settings.tfs_wait_time_seconds} s "
+                    f"(SAGEMAKER_TFS_WAIT_TIME_SECONDS) waiting for {what}:\n" + child.last_lines()
+                )
             self._restart_dead(besides=child)
             self.stopping.wait(STARTUP_CHECK_SECONDS)
 
@@ -276,8 +319,9 @@ class Stack:
         finally:
             pip.stop(signal.SIGTERM, 15)
         if pip.exited() != 0:
-            raise StartupError(f"pip could not install {self.code_dir}/requirements.txt "
-                               f"(exit {pip.exited()}):\n" + pip.last_lines())
+            raise StartupError(
+                f"pip could not install {self.code_dir}/requirements.txt (exit {pip.exited()}):\n" + pip.last_lines()
+            )
         log.info("installed %s/requirements.txt", self.code_dir)
 
     def _wait_for_models(self, deadline: float) -> None:
@@ -285,8 +329,12 @@ class Stack:
             return
         for child, (_, rest_port) in zip(self.model_servers, self.settings.ports()):
             for model in self.tree.models:
-                self._wait(lambda: self._model_ready(child, rest_port, model), child, deadline,
-                           f"model {model.name} to be AVAILABLE")
+                self._wait(
+                    lambda: self._model_ready(child, rest_port, model),
+                    child,
+                    deadline,
+                    f"model {model.name} to be AVAILABLE",
+                )
         log.info("every model is AVAILABLE on %d model server(s)", len(self.model_servers))
 
     @staticmethod
@@ -300,8 +348,10 @@ class Stack:
         for version in model.versions:
             found = status.version(version)
             if found is not None and found.error:
-                raise StartupError(f"{child.name} could not load model {model.name} version {version} "
-                                   f"from {model.base_path}: {found.error}")
+                raise StartupError(
+                    f"{child.name} could not load model {model.name} version {version} "
+                    f"from {model.base_path}: {found.error}"
+                )
         return status.serves(model.versions)  # every version on disk AVAILABLE, as ModelStatus.all_available
 
     # ---- supervision ----
@@ -322,13 +372,23 @@ class Stack:
             old_group = child.proc.pid
             if child is not self.nginx:
                 child.kill_group()  # a gunicorn master's workers would keep the socket
-            log.error("%s (pid %d) exited with status %d; restarting it (restart #%d). Last output:\n%s",
-                      child.name, child.proc.pid, code, child.restarts, child.last_lines())
+            log.error(
+                "%s (pid %d) exited with status %d; restarting it (restart #%d). Last output:\n%s",
+                child.name,
+                child.proc.pid,
+                code,
+                child.restarts,
+                child.last_lines(),
+            )
             child.start()
             self._restarted(child, code)
             if child is self.nginx:
-                retire = threading.Thread(target=self._retire_nginx_workers, args=(old_group, child.proc.pid),
-                                          name="nginx-retire", daemon=True)
+                retire = threading.Thread(
+                    target=self._retire_nginx_workers,
+                    args=(old_group, child.proc.pid),
+                    name="nginx-retire",
+                    daemon=True,
+                )
                 self.retiring.append(retire)
                 retire.start()
 
@@ -336,8 +396,12 @@ class Stack:
         """The workers of a dead nginx master keep serving until the new master listens, then finish their
         requests and quit; any still there after the grace period are killed."""
         grace = time.monotonic() + self.settings.gunicorn_timeout_seconds + 5
-        while not readiness.listens(new_master, self.settings.bind_port) and time.monotonic() < grace \
-                and not self.stopping.is_set() and group_alive(new_master):
+        while (
+            not readiness.listens(new_master, self.settings.bind_port)
+            and time.monotonic() < grace
+            and not self.stopping.is_set()
+            and group_alive(new_master)
+        ):
             time.sleep(0.05)
         signal_group(old_group, signal.SIGQUIT)
         while group_alive(old_group) and time.monotonic() < grace:

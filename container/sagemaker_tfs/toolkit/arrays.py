@@ -23,9 +23,9 @@ from typing import Any
 import numpy as np
 
 from .. import codecs
-from ..shared import media_types, npy
 from ..errors import HandlerError
-from ..shared.media_types import CSV, JSON, NPY, Format
+from ..shared import media_types, npy
+from ..shared.media_types import JSON, Format
 from ..shared.text_records import csv_line, csv_rows, json_lines, lines, not_one_value
 from .errors import UnsupportedFormatError
 from .plain import json_default
@@ -34,6 +34,7 @@ TYPES = media_types.names(*media_types.TOOLKIT_FORMATS)  # with the JSON lines a
 
 
 # ---- decoding ----
+
 
 def decode(body: Any, content_type: str | None) -> Any:
     """The default input_fn: the request `body` (str or bytes) of `content_type` as numpy data."""
@@ -108,11 +109,15 @@ def _float(field: str, line: int) -> float:
     try:
         return float(field)
     except ValueError:
-        raise HandlerError(400, f"CSV line {line}: {field!r} is not a number (the default input_fn reads "
-                                "numbers only; write an input_fn for other fields)") from None
+        raise HandlerError(
+            400,
+            f"CSV line {line}: {field!r} is not a number (the default input_fn reads "
+            "numbers only; write an input_fn for other fields)",
+        ) from None
 
 
 # ---- encoding ----
+
 
 def encode(prediction: Any, content_type: str) -> str | bytes:
     """The body of `prediction` as `content_type` (one type): str for the text types, bytes for NPY."""
@@ -138,8 +143,9 @@ def _csv_text(array: np.ndarray) -> str:
     """As numpy.savetxt(fmt="%s", delimiter=","): a line per row, values with str(), for 0-, 1- and 2-D (a 0-d array
     is one line, a 1-D one a value per line)."""
     if array.ndim > 2:
-        raise ValueError(f"a {array.ndim}-D prediction cannot be written as CSV: return a 1-D or 2-D array, or "
-                         "write an output_fn")
+        raise ValueError(
+            f"a {array.ndim}-D prediction cannot be written as CSV: return a 1-D or 2-D array, or write an output_fn"
+        )
     return lines(array.reshape(-1, 1) if array.ndim < 2 else array, csv_line, newline_after_last=True)
 
 

@@ -3,7 +3,8 @@ use. One object per request (the start-up functions get one without a request), 
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ..shared.headers import UNPREFIXED_KEYS
 
@@ -44,8 +45,7 @@ class Context:
     """What a toolkit function knows about the model and its request, and how it sets the answer's status and
     content type (overriding those of its return value)."""
 
-    def __init__(self, system_properties: dict[str, Any], model_name: str,
-                 environ: Mapping[str, Any] | None = None):
+    def __init__(self, system_properties: dict[str, Any], model_name: str, environ: Mapping[str, Any] | None = None):
         self.system_properties = system_properties
         self.model_name = model_name
         self.request_processor = [RequestProcessor(environ)]

@@ -42,7 +42,10 @@ class UnsupportedFormatError(HandlerError):
     toolkit's text."""
 
     def __init__(self, content_type, status: int = 415):
-        super().__init__(status, f"Content type {content_type} is not supported by this framework. Please implement "
-                                 "input_fn to deserialize the request data or an output_fn to serialize the "
-                                 "response.")
+        super().__init__(
+            status,
+            f"Content type {content_type} is not supported by this framework. Please implement "
+            "input_fn to deserialize the request data or an output_fn to serialize the "
+            "response.",
+        )
         self.content_type = content_type

@@ -8,10 +8,11 @@ anything else is refused with the toolkit's text (it only failed at the first re
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any
 
 from ..shared.cooperative import call_script
 from ..shared.handler_contract import TOOLKIT_NAMES
@@ -27,8 +28,9 @@ ARGUMENTS = {
     "transform_fn": ("model", "input_data", "content_type", "accept"),
 }
 NAMES = TOOLKIT_NAMES
-TRANSFORM_CONFLICT = ("Cannot use transform_fn implementation in conjunction with input_fn, predict_fn, and/or "
-                      "output_fn implementation")
+TRANSFORM_CONFLICT = (
+    "Cannot use transform_fn implementation in conjunction with input_fn, predict_fn, and/or output_fn implementation"
+)
 
 
 class FunctionError(ValueError):

@@ -37,8 +37,9 @@ def input_data(body: bytes, content_type: str) -> str | bytearray:
     except LookupError:
         raise HandlerError(400, f"unknown charset {charset!r} in Content-Type {content_type!r}") from None
     except UnicodeDecodeError as exc:
-        raise HandlerError(400, f"the request body is not {charset} text: invalid byte at position "
-                                f"{exc.start}") from None
+        raise HandlerError(
+            400, f"the request body is not {charset} text: invalid byte at position {exc.start}"
+        ) from None
 
 
 class ToolkitInvocations(answers.DirectResource):
@@ -52,8 +53,13 @@ class ToolkitInvocations(answers.DirectResource):
             from . import arrays  # the defaults use numpy (ImportError without it): only scripts that need them
 
             self._decode, self._encode = arrays.decode, arrays.default_output
-        self._who = "transform_fn" if functions.transform_fn else "output_fn" if functions.output_fn else \
-            "the default output_fn"
+        self._who = (
+            "transform_fn"
+            if functions.transform_fn
+            else "output_fn"
+            if functions.output_fn
+            else "the default output_fn"
+        )
 
     def answer(self, env: dict, rid: str, timings: Any) -> answers.Answer:
         content_type = env.get("CONTENT_TYPE") or media_types.JSON
@@ -79,8 +85,15 @@ class ToolkitInvocations(answers.DirectResource):
         return f.output_fn(context, prediction, accept) if f.output_fn else self._encode(prediction, accept)
 
 
-def start_invocations(functions: ToolkitFunctions, model_dir: str, model_name: str, servers: list[ModelServer],
-                      client: ModelServerClient, default_accept: str, gpu_id: int | None) -> ToolkitInvocations:
+def start_invocations(
+    functions: ToolkitFunctions,
+    model_dir: str,
+    model_name: str,
+    servers: list[ModelServer],
+    client: ModelServerClient,
+    default_accept: str,
+    gpu_id: int | None,
+) -> ToolkitInvocations:
     """A toolkit script's /invocations, after its start-up functions ran in this worker with `model_dir` (the default
     model_fn gives the model server's `model_name`, when there are model servers) and the worker's `gpu_id`
     (shared/gpus.py: its slot mod the GPUs CUDA sees; None without GPUs)."""
@@ -90,5 +103,7 @@ def start_invocations(functions: ToolkitFunctions, model_dir: str, model_name: s
     try:
         return ToolkitInvocations(loaded, default_accept)
     except ImportError as exc:
-        raise StartupFailure(f"{functions.script}: the default input_fn and output_fn need numpy, which is not "
-                             f"installed ({exc}): add numpy to code/requirements.txt, or define both") from None
+        raise StartupFailure(
+            f"{functions.script}: the default input_fn and output_fn need numpy, which is not "
+            f"installed ({exc}): add numpy to code/requirements.txt, or define both"
+        ) from None

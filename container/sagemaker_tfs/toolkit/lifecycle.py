@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from .context import Context
 from .functions import Function, ToolkitFunctions
@@ -41,14 +42,20 @@ def _run(functions: ToolkitFunctions, function: Function, context: Context, *arg
     try:
         result = function(context, *args)
     except Exception as exc:
-        raise StartupFailure(f"{functions.script}: {function.name} raised {type(exc).__name__}: "
-                             f"{_one_line(str(exc))}") from exc
+        raise StartupFailure(
+            f"{functions.script}: {function.name} raised {type(exc).__name__}: {_one_line(str(exc))}"
+        ) from exc
     log.info("%s done in %.2f s", function.name, time.monotonic() - started)
     return result
 
 
-def start(functions: ToolkitFunctions, model_dir: str, model_name: str, gpu_id: int | None,
-          served_model: Callable[[], Any] | None) -> Loaded:
+def start(
+    functions: ToolkitFunctions,
+    model_dir: str,
+    model_name: str,
+    gpu_id: int | None,
+    served_model: Callable[[], Any] | None,
+) -> Loaded:
     """The worker's model, after the script's start-up functions; `served_model` makes the default model
     (None when the directory holds no SavedModel). StartupFailure names what failed."""
     system_properties = {"model_dir": model_dir, "gpu_id": gpu_id, "batch_size": 1}
@@ -60,11 +67,15 @@ def start(functions: ToolkitFunctions, model_dir: str, model_name: str, gpu_id: 
     elif served_model is not None:
         model = served_model()
     else:
-        raise StartupFailure(f"{functions.script} has no model_fn and {model_dir} holds no SavedModel for the model "
-                             f"server: {NO_MODEL_FN}")
+        raise StartupFailure(
+            f"{functions.script} has no model_fn and {model_dir} holds no SavedModel for the model "
+            f"server: {NO_MODEL_FN}"
+        )
     if functions.model_warmup_fn:
         _run(functions, functions.model_warmup_fn, context, model_dir, model)
     if not (functions.transform_fn or functions.predict_fn or callable(getattr(model, "predict", None))):
-        raise StartupFailure(f"{functions.script} has no predict_fn and the model from model_fn "
-                             f"({type(model).__name__}) has no predict method: {NO_PREDICT_FN}")
+        raise StartupFailure(
+            f"{functions.script} has no predict_fn and the model from model_fn "
+            f"({type(model).__name__}) has no predict method: {NO_PREDICT_FN}"
+        )
     return Loaded(functions, model, system_properties, model_name)

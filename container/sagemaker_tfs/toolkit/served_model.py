@@ -37,8 +37,9 @@ class ServedModel:
         answer = self.request(request, version=version)
         return answer["outputs"] if "outputs" in answer and "predictions" not in answer else answer["predictions"]
 
-    def predict_arrays(self, inputs: Any, *, version: int | str | None = None,
-                       signature_name: str | None = None) -> dict[str, Any]:
+    def predict_arrays(
+        self, inputs: Any, *, version: int | str | None = None, signature_name: str | None = None
+    ) -> dict[str, Any]:
         """A Predict with numpy arrays, in binary over gRPC, never as JSON: `inputs` is one array for the
         signature's only input, or a dict of arrays by input name (converted to the inputs' types as REST converts
         JSON numbers). Returns the outputs by name as numpy arrays; a model server error raises HandlerError with
@@ -46,9 +47,16 @@ class ServedModel:
         from ..model_client import tensor_calls  # numpy: scripts that call this have it
 
         server = self._next_server()
-        return tensor_calls.predict(server.channel, server.rest_port, server.address, self.name, inputs,
-                                    version=None if version is None else int(version), signature_name=signature_name,
-                                    timeout=self._client.timeout)
+        return tensor_calls.predict(
+            server.channel,
+            server.rest_port,
+            server.address,
+            self.name,
+            inputs,
+            version=None if version is None else int(version),
+            signature_name=signature_name,
+            timeout=self._client.timeout,
+        )
 
     def request(self, body: Any, *, version: int | str | None = None, method: str = "predict") -> Any:
         """Any TFS REST request (`predict`, `classify`, `regress`): `body` as a dict or list (sent as JSON,

@@ -18,30 +18,57 @@ import datetime
 import shutil
 import tempfile
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from ..config import DEFAULT_MAX_PAYLOAD_IN_MB, MAX_TRANSFORM_MB
+from ..shared.storage import SourceError, Storage
 from .client import InvocationSettings
-from .containers import (ContainerError, container_environment, execution_parameters, is_endpoint, prepare_model,
-                         start_containers, stop_containers)
+from .containers import (
+    ContainerError,
+    container_environment,
+    execution_parameters,
+    is_endpoint,
+    prepare_model,
+    start_containers,
+    stop_containers,
+)
 from .dataprocessing import DataProcessing
 from .job import STRATEGY_ENV_NAMES, TransformJob
 from .outcomes import FailureKind, Status
 from .pipeline import ObjectResult, Pipeline, Plan, Stats, log
-from ..shared.storage import SourceError, Storage
 
 DEFAULT_CONCURRENCY = 1
 DEFAULT_PAYLOAD_MB = DEFAULT_MAX_PAYLOAD_IN_MB
 DEFAULT_STRATEGY = "MultiRecord"
-DESCRIPTION_ORDER = ("TransformJobName", "TransformJobStatus", "FailureReason", "ModelName", "MaxConcurrentTransforms",
-                     "ModelClientConfig", "MaxPayloadInMB", "BatchStrategy", "Environment", "TransformInput",
-                     "TransformOutput", "DataCaptureConfig", "TransformResources", "CreationTime",
-                     "TransformStartTime", "TransformEndTime", "DataProcessing", "ExperimentConfig", "Tags",
-                     "BatchDataCaptureConfig", "LocalRun")
-STRATEGY_SPELLINGS = {spelling: strategy for strategy, env_name in STRATEGY_ENV_NAMES.items()
-                      for spelling in (env_name, strategy)}  # MULTI_RECORD or MultiRecord -> MultiRecord
+DESCRIPTION_ORDER = (
+    "TransformJobName",
+    "TransformJobStatus",
+    "FailureReason",
+    "ModelName",
+    "MaxConcurrentTransforms",
+    "ModelClientConfig",
+    "MaxPayloadInMB",
+    "BatchStrategy",
+    "Environment",
+    "TransformInput",
+    "TransformOutput",
+    "DataCaptureConfig",
+    "TransformResources",
+    "CreationTime",
+    "TransformStartTime",
+    "TransformEndTime",
+    "DataProcessing",
+    "ExperimentConfig",
+    "Tags",
+    "BatchDataCaptureConfig",
+    "LocalRun",
+)
+STRATEGY_SPELLINGS = {
+    spelling: strategy for strategy, env_name in STRATEGY_ENV_NAMES.items() for spelling in (env_name, strategy)
+}  # MULTI_RECORD or MultiRecord -> MultiRecord
 
 
 class TransformJobStopped(KeyboardInterrupt):
@@ -70,13 +97,21 @@ def model_name_for(model: str) -> str:
     name = Path(model.rstrip("/")).name
     for suffix in (".tar.gz", ".tgz", ".tar"):
         if name.endswith(suffix):
-            name = name[:-len(suffix)]
+            name = name[: -len(suffix)]
     return name or "model"
 
 
-def transform(model: str, request: Mapping[str, Any] | None = None, *, s3_endpoint_url: str | None = None,
-              work_dir: str | None = None, startup_timeout: float = 600.0, inclusive_slice_end: bool = False,
-              on_progress: Callable[[Stats], None] | None = None, **params: Any) -> dict[str, Any]:
+def transform(
+    model: str,
+    request: Mapping[str, Any] | None = None,
+    *,
+    s3_endpoint_url: str | None = None,
+    work_dir: str | None = None,
+    startup_timeout: float = 600.0,
+    inclusive_slice_end: bool = False,
+    on_progress: Callable[[Stats], None] | None = None,
+    **params: Any,
+) -> dict[str, Any]:
     """Run a transform job; returns its description (TransformJobStatus: Completed or Failed).
 
     `model`: a model folder, a model.tar.gz (local or s3://), or running endpoint URL(s), comma-separated.
@@ -104,13 +139,23 @@ def resolve(job: TransformJob, answer: Mapping[str, Any] | None) -> tuple[int, i
         return None
 
     concurrency = job.max_concurrent_transforms or container_value(
-        "MaxConcurrentTransforms", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1)
-    payload = job.max_payload if job.max_payload is not None else container_value(
-        "MaxPayloadInMB", lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_TRANSFORM_MB)
+        "MaxConcurrentTransforms", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1
+    )
+    payload = (
+        job.max_payload
+        if job.max_payload is not None
+        else container_value(
+            "MaxPayloadInMB", lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_TRANSFORM_MB
+        )
+    )
     strategy = job.strategy or STRATEGY_SPELLINGS.get(
-        container_value("BatchStrategy", lambda v: v in STRATEGY_SPELLINGS) or "")
-    return (concurrency or DEFAULT_CONCURRENCY, DEFAULT_PAYLOAD_MB if payload is None else payload,
-            strategy or DEFAULT_STRATEGY)
+        container_value("BatchStrategy", lambda v: v in STRATEGY_SPELLINGS) or ""
+    )
+    return (
+        concurrency or DEFAULT_CONCURRENCY,
+        DEFAULT_PAYLOAD_MB if payload is None else payload,
+        strategy or DEFAULT_STRATEGY,
+    )
 
 
 def run(job: TransformJob, model: str, options: LocalOptions = LocalOptions()) -> dict[str, Any]:
@@ -145,10 +190,16 @@ def run(job: TransformJob, model: str, options: LocalOptions = LocalOptions()) -
         local["ExecutionParameters"] = answer
         concurrency, payload_mb, strategy = resolve(job, answer)
         description.update(MaxConcurrentTransforms=concurrency, MaxPayloadInMB=payload_mb, BatchStrategy=strategy)
-        description["ModelClientConfig"] = {"InvocationsTimeoutInSeconds": job.invocations_timeout,
-                                            "InvocationsMaxRetries": job.max_retries}
-        log.info("[sagemaker logs]: MaxConcurrentTransforms=%d, MaxPayloadInMB=%d, BatchStrategy=%s",
-                 concurrency, payload_mb, STRATEGY_ENV_NAMES[strategy])
+        description["ModelClientConfig"] = {
+            "InvocationsTimeoutInSeconds": job.invocations_timeout,
+            "InvocationsMaxRetries": job.max_retries,
+        }
+        log.info(
+            "[sagemaker logs]: MaxConcurrentTransforms=%d, MaxPayloadInMB=%d, BatchStrategy=%s",
+            concurrency,
+            payload_mb,
+            STRATEGY_ENV_NAMES[strategy],
+        )
         plan = Plan(
             split_type=job.split_type or "None",
             multi_record=strategy == "MultiRecord" and (job.split_type or "None") != "None",
@@ -156,10 +207,17 @@ def run(job: TransformJob, model: str, options: LocalOptions = LocalOptions()) -
             concurrency=concurrency,
             compression=job.compression_type,
             assemble_with=job.assemble_with,
-            dataprocessing=DataProcessing.build(job.input_filter, job.output_filter, job.join_source,
-                                                job.content_type, job.accept, options.inclusive_slice_end),
-            invocation=InvocationSettings(job.content_type, job.accept, float(job.invocations_timeout),
-                                          job.max_retries, chunked=payload_mb == 0),
+            dataprocessing=DataProcessing.build(
+                job.input_filter,
+                job.output_filter,
+                job.join_source,
+                job.content_type,
+                job.accept,
+                options.inclusive_slice_end,
+            ),
+            invocation=InvocationSettings(
+                job.content_type, job.accept, float(job.invocations_timeout), job.max_retries, chunked=payload_mb == 0
+            ),
         )
         description["TransformStartTime"] = _now()
         started = time.monotonic()
@@ -177,16 +235,23 @@ def run(job: TransformJob, model: str, options: LocalOptions = LocalOptions()) -
         description["FailureReason"] = f"{kind.value}: {exc}"
     except KeyboardInterrupt:
         description["TransformJobStatus"] = Status.STOPPED.value
-        raise TransformJobStopped(_finish(description, pipeline, started, containers, work_dir,
-                                          temporary_work_dir)) from None
+        raise TransformJobStopped(
+            _finish(description, pipeline, started, containers, work_dir, temporary_work_dir)
+        ) from None
     except BaseException:
         stop_containers(containers)
         raise
     return _finish(description, pipeline, started, containers, work_dir, temporary_work_dir)
 
 
-def _finish(description: dict[str, Any], pipeline: Pipeline | None, started: float, containers: list,
-            work_dir: Path | None, temporary_work_dir: bool) -> dict[str, Any]:
+def _finish(
+    description: dict[str, Any],
+    pipeline: Pipeline | None,
+    started: float,
+    containers: list,
+    work_dir: Path | None,
+    temporary_work_dir: bool,
+) -> dict[str, Any]:
     seconds = time.monotonic() - started  # the processing time, without stopping the containers
     results = pipeline.results if pipeline is not None else []
     description["TransformEndTime"] = _now()

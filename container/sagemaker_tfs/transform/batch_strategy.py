@@ -11,8 +11,9 @@ has no trailing newline.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Iterable, Iterator, NamedTuple
+from typing import NamedTuple
 
 MIB = 1024 * 1024
 PAYLOAD_TOO_LARGE = "Too much data for max payload size"

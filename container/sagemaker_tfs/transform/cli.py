@@ -19,13 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from .api import LocalOptions, TransformJobStopped, model_name_for, run
-from .outcomes import Status
 from .job import PARAMS, TransformJob, ValidationError
+from .outcomes import Status
 from .progress import ProgressBar, render_summary
 
 HELP = {
     "data": "input: s3://bucket/prefix, a local folder, file or path prefix, or a manifest (with --data-type "
-            "ManifestFile)",
+    "ManifestFile)",
     "output_path": "where <input name>.out files go: s3://bucket/prefix or a local folder",
     "env": "KEY=VALUE added to the container's environment (repeatable)",
     "strategy": "SingleRecord or MultiRecord (default: the container's /execution-parameters, else MultiRecord)",
@@ -53,10 +53,14 @@ class _Formatter(logging.Formatter):
 
 
 def parser(prog: str = "sagemaker-tfs transform") -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0].strip(),
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", required=True, help="model folder, model.tar.gz (local or s3://), or endpoint URL(s), "
-                                                  "comma-separated")
+    p = argparse.ArgumentParser(
+        prog=prog, description=__doc__.split("\n\n")[0].strip(), formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        "--model",
+        required=True,
+        help="model folder, model.tar.gz (local or s3://), or endpoint URL(s), comma-separated",
+    )
     p.add_argument("--request", metavar="FILE", help="a CreateTransformJob request (JSON; - for stdin)")
     job = p.add_argument_group("job parameters (SDK name / API name)")
     for param in PARAMS:
@@ -64,20 +68,36 @@ def parser(prog: str = "sagemaker-tfs transform") -> argparse.ArgumentParser:
         if param.sdk == "env":
             job.add_argument(*flags, dest="env", action="append", metavar="KEY=VALUE", help=HELP["env"])
         else:
-            job.add_argument(*flags, dest=param.sdk, metavar="N" if param.kind is int else "VALUE",
-                             help=HELP.get(param.sdk))
+            job.add_argument(
+                *flags, dest=param.sdk, metavar="N" if param.kind is int else "VALUE", help=HELP.get(param.sdk)
+            )
     local = p.add_argument_group("local options")
-    local.add_argument("--s3-endpoint-url", help="S3 endpoint (e.g. a local S3-compatible server); default: "
-                                                 "AWS_ENDPOINT_URL, else AWS")
-    local.add_argument("--work-dir", help="folder for container logs and runtime files (default: a temporary "
-                                          "folder, removed when the job completes)")
-    local.add_argument("--startup-timeout", type=float, default=600.0, metavar="SECONDS",
-                       help="how long the containers may take to answer /ping (default 600)")
-    local.add_argument("--inclusive-slice-end", action="store_true",
-                       help="read JSONPath [1:4] as indexes 1 to 4 (default: 1 to 3, as Jayway JsonPath)")
+    local.add_argument(
+        "--s3-endpoint-url", help="S3 endpoint (e.g. a local S3-compatible server); default: AWS_ENDPOINT_URL, else AWS"
+    )
+    local.add_argument(
+        "--work-dir",
+        help="folder for container logs and runtime files (default: a temporary "
+        "folder, removed when the job completes)",
+    )
+    local.add_argument(
+        "--startup-timeout",
+        type=float,
+        default=600.0,
+        metavar="SECONDS",
+        help="how long the containers may take to answer /ping (default 600)",
+    )
+    local.add_argument(
+        "--inclusive-slice-end",
+        action="store_true",
+        help="read JSONPath [1:4] as indexes 1 to 4 (default: 1 to 3, as Jayway JsonPath)",
+    )
     local.add_argument("--describe", metavar="FILE", help="write the job description (JSON) to FILE (- for stdout)")
-    local.add_argument("--print-request", action="store_true",
-                       help="print the CreateTransformJob request for this job (JSON) on stdout")
+    local.add_argument(
+        "--print-request",
+        action="store_true",
+        help="print the CreateTransformJob request for this job (JSON) on stdout",
+    )
     local.add_argument("--dry-run", action="store_true", help="validate the job and print its request; run nothing")
     return p
 
@@ -152,8 +172,9 @@ def _main(args: argparse.Namespace, progress: ProgressBar, prog: str) -> int:
             print(f"{prog}: note: SageMaker needs s3:// URIs for S3Uri and S3OutputPath", file=sys.stderr)
     if args.dry_run:
         return 0
-    options = LocalOptions(args.s3_endpoint_url, args.work_dir, args.startup_timeout, args.inclusive_slice_end,
-                           progress)
+    options = LocalOptions(
+        args.s3_endpoint_url, args.work_dir, args.startup_timeout, args.inclusive_slice_end, progress
+    )
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         description = run(job, args.model, options)

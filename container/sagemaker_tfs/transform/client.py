@@ -48,8 +48,11 @@ def failure_message(status: int, body: bytes) -> tuple[str, FailureKind, bool]:
     text = body.decode("utf-8", errors="replace")
     if 400 <= status < 500:
         return f"ClientError: {status}\n\nMessage:\n{text}", FailureKind.CLIENT, False
-    return (f"Bad HTTP status received from algorithm: {status}\n\nMessage:\n{text}", FailureKind.ALGORITHM,
-            status >= 500)
+    return (
+        f"Bad HTTP status received from algorithm: {status}\n\nMessage:\n{text}",
+        FailureKind.ALGORITHM,
+        status >= 500,
+    )
 
 
 class InvocationsClient:
@@ -84,7 +87,7 @@ class InvocationsClient:
                 message, kind, retryable = failure_message(status, data)
             if not retryable or retries >= self.settings.max_retries:
                 raise InvocationError(message, kind, retries)
-            time.sleep(min(2.0, 0.1 * 2 ** retries))
+            time.sleep(min(2.0, 0.1 * 2**retries))
             retries += 1
 
     def _post(self, body: bytes) -> tuple[int, bytes]:

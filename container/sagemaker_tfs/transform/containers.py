@@ -28,9 +28,10 @@ import tempfile
 import threading
 import time
 import urllib.parse
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from ..config import PING_TIMEOUT_SECONDS, Settings
 from ..shared.sockets import HOST
@@ -99,8 +100,9 @@ def prepare_model(model: str, workdir: Path, read_bytes) -> Path:
         return path.resolve()
     if path.is_file():
         return _unpack(path, workdir / "model", model)
-    raise ContainerError(f"Model {model} does not exist: give a model folder, a model.tar.gz or an endpoint URL",
-                         FailureKind.CLIENT)
+    raise ContainerError(
+        f"Model {model} does not exist: give a model folder, a model.tar.gz or an endpoint URL", FailureKind.CLIENT
+    )
 
 
 def _unpack(archive: Path, target: Path, name: str) -> Path:
@@ -120,12 +122,20 @@ def serve_command() -> str:
     return found
 
 
-def container_environment(job_env: Mapping[str, str], strategy: str | None, max_payload: int | None,
-                          max_concurrent: int | None) -> dict[str, str]:
+def container_environment(
+    job_env: Mapping[str, str], strategy: str | None, max_payload: int | None, max_concurrent: int | None
+) -> dict[str, str]:
     """What SageMaker adds to a transform container's environment (before the stack's own settings)."""
     batch_strategy = None if strategy is None else STRATEGY_ENV_NAMES[strategy]
-    return {**job_env, **Settings.env_of(batch=True, batch_strategy=batch_strategy, max_payload_in_mb=max_payload,
-                                         max_concurrent_transforms=max_concurrent)}
+    return {
+        **job_env,
+        **Settings.env_of(
+            batch=True,
+            batch_strategy=batch_strategy,
+            max_payload_in_mb=max_payload,
+            max_concurrent_transforms=max_concurrent,
+        ),
+    }
 
 
 def _free_ports(count: int, taken: set[int]) -> list[int]:
@@ -198,13 +208,17 @@ class Container:
                 return
             status = self.process.poll()
             if status is not None:
-                raise ContainerError(f"Model container {self.index} exited with status {status} before answering "
-                                     f"/ping (log: {self.log_path}):\n{self.log_tail()}")
+                raise ContainerError(
+                    f"Model container {self.index} exited with status {status} before answering "
+                    f"/ping (log: {self.log_path}):\n{self.log_tail()}"
+                )
             time.sleep(0.2)
         if abort.is_set():
             return
-        raise ContainerError(f"Model container {self.index} failed to respond to ping within the startup timeout "
-                             f"(log: {self.log_path}):\n{self.log_tail()}")
+        raise ContainerError(
+            f"Model container {self.index} failed to respond to ping within the startup timeout "
+            f"(log: {self.log_path}):\n{self.log_tail()}"
+        )
 
     def terminate(self) -> None:
         if self.process.poll() is None:
@@ -226,8 +240,9 @@ class Container:
         shutil.rmtree(self.runtime_dir, ignore_errors=True)
 
 
-def start_containers(model_dir: Path, count: int, env: Mapping[str, str], workdir: Path,
-                     startup_timeout: float) -> list[Container]:
+def start_containers(
+    model_dir: Path, count: int, env: Mapping[str, str], workdir: Path, startup_timeout: float
+) -> list[Container]:
     """`count` ready stacks serving model_dir; on any failure they are all stopped and ContainerError raised."""
     command = serve_command()
     workdir.mkdir(parents=True, exist_ok=True)
@@ -242,13 +257,19 @@ def start_containers(model_dir: Path, count: int, env: Mapping[str, str], workdi
         # which a work folder under a private temporary folder is not
         runtime_dir = Path(tempfile.mkdtemp(prefix=f"transform-stack-{index}-"))
         runtime_dir.chmod(0o755)
-        settings = Settings.env_of(model_dir=str(model_dir), bind_port=port, safe_port_range=(low, high),
-                                   runtime_dir=str(runtime_dir))
+        settings = Settings.env_of(
+            model_dir=str(model_dir), bind_port=port, safe_port_range=(low, high), runtime_dir=str(runtime_dir)
+        )
         try:
             with open(log_path, "wb") as log_file:
-                process = subprocess.Popen([command], env={**os.environ, **env, **settings}, stdout=log_file,
-                                           stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                           start_new_session=True)
+                process = subprocess.Popen(
+                    [command],
+                    env={**os.environ, **env, **settings},
+                    stdout=log_file,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    start_new_session=True,
+                )
         except OSError:
             shutil.rmtree(runtime_dir, ignore_errors=True)
             raise
@@ -263,8 +284,12 @@ def start_containers(model_dir: Path, count: int, env: Mapping[str, str], workdi
                 raise failed[0][1]
             starts += 1
             for container, _ in failed:
-                log.warning("model container %d lost one of its ports %s to another process before binding it; "
-                            "starting it again on other ports", container.index, container.ports)
+                log.warning(
+                    "model container %d lost one of its ports %s to another process before binding it; "
+                    "starting it again on other ports",
+                    container.index,
+                    container.ports,
+                )
                 container.wait_stopped()
                 containers[container.index] = launch(container.index)
         return containers

@@ -108,7 +108,8 @@ def split_response(body: bytes, count: int) -> list[bytes]:
     if len(lines) != count:
         raise RecordError(
             f"Number of output records ({len(lines)}) does not match the number of input records ({count})",
-            FailureKind.ALGORITHM)
+            FailureKind.ALGORITHM,
+        )
     return lines
 
 
@@ -123,8 +124,15 @@ class DataProcessing:
     output_format: Format | None
 
     @classmethod
-    def build(cls, input_filter: str | None, output_filter: str | None, join_source: str | None,
-              content_type: str | None, accept: str | None, inclusive_slice_end: bool = False) -> "DataProcessing":
+    def build(
+        cls,
+        input_filter: str | None,
+        output_filter: str | None,
+        join_source: str | None,
+        content_type: str | None,
+        accept: str | None,
+        inclusive_slice_end: bool = False,
+    ) -> DataProcessing:
         return cls(
             input_filter=compile_path(input_filter or "$", inclusive_slice_end),
             output_filter=compile_path(output_filter or "$", inclusive_slice_end),

@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import datetime
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from ..config import MAX_TRANSFORM_MB
 from ..shared import media_types
@@ -134,8 +135,9 @@ class TransformJob:
     ignored: dict[str, Any] = field(default_factory=dict)  # IGNORED_FIELDS present in the request
 
     @classmethod
-    def create(cls, request: Mapping[str, Any] | None = None, default_model_name: str = "model",
-               **params: Any) -> "TransformJob":
+    def create(
+        cls, request: Mapping[str, Any] | None = None, default_model_name: str = "model", **params: Any
+    ) -> TransformJob:
         """A job from a CreateTransformJob request and/or parameters (API or SDK names; parameters win)."""
         problems: list[str] = []
         values: dict[str, Any] = {}
@@ -157,11 +159,12 @@ class TransformJob:
         values.setdefault("job_name", job_name_from(values["model_name"]))
         for required in ("data", "output_path"):
             if not values.get(required):
-                problems.append(f"Value null at '{BY_NAME[required].member}' failed to satisfy constraint: "
-                                "Member must not be null")
+                problems.append(
+                    f"Value null at '{BY_NAME[required].member}' failed to satisfy constraint: Member must not be null"
+                )
                 values[required] = ""
             elif values[required].startswith("file://"):
-                values[required] = values[required][len("file://"):]
+                values[required] = values[required][len("file://") :]
         if problems and any(value is None for value in values.values()):  # values that did not even parse
             raise ValidationError(problems)
         job = cls(**values, ignored=ignored)
@@ -178,15 +181,25 @@ class TransformJob:
     def problems(self) -> list[str]:
         """What SageMaker would refuse in this job, one message each."""
         problems: list[str] = []
-        enums = (("data_type", DATA_TYPES), ("compression_type", COMPRESSION_TYPES), ("split_type", SPLIT_TYPES),
-                 ("strategy", BATCH_STRATEGIES), ("assemble_with", ASSEMBLE_WITH), ("join_source", JOIN_SOURCES))
+        enums = (
+            ("data_type", DATA_TYPES),
+            ("compression_type", COMPRESSION_TYPES),
+            ("split_type", SPLIT_TYPES),
+            ("strategy", BATCH_STRATEGIES),
+            ("assemble_with", ASSEMBLE_WITH),
+            ("join_source", JOIN_SOURCES),
+        )
         for name, allowed in enums:
             value = getattr(self, name)
             if value is not None and value not in allowed:
                 problems.append(_constraint(name, value, f"Member must satisfy enum value set: [{', '.join(allowed)}]"))
-        ranges = (("max_payload", 0, MAX_TRANSFORM_MB), ("max_concurrent_transforms", 0, None),
-                  ("instance_count", 1, None), ("invocations_timeout_in_seconds", 1, 3600),
-                  ("invocations_max_retries", 0, 3))
+        ranges = (
+            ("max_payload", 0, MAX_TRANSFORM_MB),
+            ("max_concurrent_transforms", 0, None),
+            ("instance_count", 1, None),
+            ("invocations_timeout_in_seconds", 1, 3600),
+            ("invocations_max_retries", 0, 3),
+        )
         for name, low, high in ranges:
             value = getattr(self, name)
             if value is None:
@@ -195,15 +208,25 @@ class TransformJob:
                 problems.append(_constraint(name, value, f"Member must have value greater than or equal to {low}"))
             elif high is not None and value > high:
                 problems.append(_constraint(name, value, f"Member must have value less than or equal to {high}"))
-        if self.max_payload and self.max_concurrent_transforms and \
-                self.max_payload * self.max_concurrent_transforms > MAX_TRANSFORM_MB:
-            problems.append(f"MaxConcurrentTransforms * MaxPayloadInMB must not exceed {MAX_TRANSFORM_MB} MB "
-                            f"({self.max_concurrent_transforms} * {self.max_payload} = "
-                            f"{self.max_concurrent_transforms * self.max_payload})")
+        if (
+            self.max_payload
+            and self.max_concurrent_transforms
+            and self.max_payload * self.max_concurrent_transforms > MAX_TRANSFORM_MB
+        ):
+            problems.append(
+                f"MaxConcurrentTransforms * MaxPayloadInMB must not exceed {MAX_TRANSFORM_MB} MB "
+                f"({self.max_concurrent_transforms} * {self.max_payload} = "
+                f"{self.max_concurrent_transforms * self.max_payload})"
+            )
         for name in ("job_name", "model_name"):
             if not NAME_PATTERN.match(getattr(self, name)):
-                problems.append(_constraint(name, getattr(self, name),
-                                            f"Member must satisfy regular expression pattern: {NAME_PATTERN.pattern}"))
+                problems.append(
+                    _constraint(
+                        name,
+                        getattr(self, name),
+                        f"Member must satisfy regular expression pattern: {NAME_PATTERN.pattern}",
+                    )
+                )
         for name in ("content_type", "accept"):
             value = getattr(self, name)
             if value is not None and len(value) > 256:
@@ -213,12 +236,19 @@ class TransformJob:
     def _environment_problems(self) -> list[str]:
         problems = []
         if len(self.env) > 16:
-            problems.append(_constraint("env", f"{len(self.env)} entries",
-                                        "Member must have length less than or equal to 16"))
+            problems.append(
+                _constraint("env", f"{len(self.env)} entries", "Member must have length less than or equal to 16")
+            )
         for key, value in self.env.items():
             if not ENV_KEY_PATTERN.match(key):
-                problems.append(_constraint("env", key, "Map keys must satisfy constraint: [Member must satisfy "
-                                                        f"regular expression pattern: {ENV_KEY_PATTERN.pattern}]"))
+                problems.append(
+                    _constraint(
+                        "env",
+                        key,
+                        "Map keys must satisfy constraint: [Member must satisfy "
+                        f"regular expression pattern: {ENV_KEY_PATTERN.pattern}]",
+                    )
+                )
             if not isinstance(value, str):
                 problems.append(_constraint("env", key, "Map values must be strings"))
             elif len(value) > 10240:
@@ -232,8 +262,9 @@ class TransformJob:
             if value is None:
                 continue
             if len(value) > FILTER_MAX_LENGTH:
-                problems.append(_constraint(name, value,
-                                            f"Member must have length less than or equal to {FILTER_MAX_LENGTH}"))
+                problems.append(
+                    _constraint(name, value, f"Member must have length less than or equal to {FILTER_MAX_LENGTH}")
+                )
                 continue
             try:
                 compile_path(value)
@@ -246,14 +277,20 @@ class TransformJob:
             media = media_types.base(self.content_type)
             same = self.content_type is not None and self.accept is not None and media == media_types.base(self.accept)
             if not same or media not in JOIN_TYPES:
-                problems.append(f"JoinSource=Input requires ContentType and Accept to be the same, one of "
-                                f"{', '.join(JOIN_TYPES)} (ContentType: {self.content_type}, Accept: {self.accept})")
+                problems.append(
+                    f"JoinSource=Input requires ContentType and Accept to be the same, one of "
+                    f"{', '.join(JOIN_TYPES)} (ContentType: {self.content_type}, Accept: {self.accept})"
+                )
         if (filters_in or join) and data_format(self.content_type) is None:
-            problems.append(f"DataProcessing supports only JSON and CSV input: ContentType {self.content_type} "
-                            f"is neither ({', '.join(JOIN_TYPES)})")
+            problems.append(
+                f"DataProcessing supports only JSON and CSV input: ContentType {self.content_type} "
+                f"is neither ({', '.join(JOIN_TYPES)})"
+            )
         if (filters_out or join) and data_format(self.accept) is None:
-            problems.append(f"OutputFilter and JoinSource support only JSON and CSV output: Accept {self.accept} "
-                            f"is neither ({', '.join(JOIN_TYPES)})")
+            problems.append(
+                f"OutputFilter and JoinSource support only JSON and CSV output: Accept {self.accept} "
+                f"is neither ({', '.join(JOIN_TYPES)})"
+            )
         if filters_in or filters_out or join:
             split = self.split_type or "None"
             if Format.CSV in (data_format(self.content_type), data_format(self.accept)) and split != "Line":
@@ -290,8 +327,9 @@ class TransformJob:
         return DEFAULT_MAX_RETRIES if self.invocations_max_retries is None else self.invocations_max_retries
 
 
-def _flatten(node: Mapping[str, Any], path: tuple[str, ...], values: dict[str, Any], ignored: dict[str, Any],
-             problems: list[str]) -> None:
+def _flatten(
+    node: Mapping[str, Any], path: tuple[str, ...], values: dict[str, Any], ignored: dict[str, Any], problems: list[str]
+) -> None:
     for key, value in node.items():
         here = path + (key,)
         param = next((p for p in PARAMS if p.path == here), None)
@@ -299,12 +337,15 @@ def _flatten(node: Mapping[str, Any], path: tuple[str, ...], values: dict[str, A
             values[param.sdk] = value
         elif not path and key in IGNORED_FIELDS:
             ignored[key] = value
-        elif isinstance(value, Mapping) and any(p.path[:len(here)] == here for p in PARAMS):
+        elif isinstance(value, Mapping) and any(p.path[: len(here)] == here for p in PARAMS):
             _flatten(value, here, values, ignored, problems)
         else:
-            known = sorted({p.path[len(path)] for p in PARAMS if p.path[:len(path)] == path and len(p.path) > len(path)})
-            problems.append(f"Unknown parameter in {'.'.join(path) or 'input'}: {key!r}, must be one of: "
-                            f"{', '.join(known)}")
+            known = sorted(
+                {p.path[len(path)] for p in PARAMS if p.path[: len(path)] == path and len(p.path) > len(path)}
+            )
+            problems.append(
+                f"Unknown parameter in {'.'.join(path) or 'input'}: {key!r}, must be one of: {', '.join(known)}"
+            )
 
 
 def _coerce(param: Param, value: Any, problems: list[str]) -> Any:
@@ -341,4 +382,4 @@ def _safe_name(name: str) -> str:
 def job_name_from(base: str) -> str:
     """A unique job name, as the SDK makes one: <base>-<yyyy-mm-dd-HH-MM-SS-mmm>."""
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d-%H-%M-%S-%f")[:-3]
-    return f"{base[:63 - len(stamp) - 1].rstrip('-')}-{stamp}"
+    return f"{base[: 63 - len(stamp) - 1].rstrip('-')}-{stamp}"

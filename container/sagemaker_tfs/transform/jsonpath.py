@@ -147,7 +147,7 @@ def compile_path(text: str, inclusive_slice_end: bool = False) -> JsonPath:
             end = text.find("]", pos)
             if end < 0:
                 raise JsonPathSyntaxError(f"Invalid JsonPath: {text}: unclosed [ at position {pos}")
-            steps.append(_bracket(text, text[pos + 1:end]))
+            steps.append(_bracket(text, text[pos + 1 : end]))
             pos = end + 1
             continue
         raise JsonPathSyntaxError(f"Invalid JsonPath: {text}: unexpected {char!r} at position {pos}")
@@ -167,7 +167,8 @@ def _bracket(text: str, inner: str) -> _Step:
             name = match.group(1) if match.group(1) is not None else match.group(2)
             if "." in name or "[" in name:
                 raise JsonPathSyntaxError(
-                    f"Invalid JsonPath: {text}: nested paths are not supported inside brackets ([{inner}])")
+                    f"Invalid JsonPath: {text}: nested paths are not supported inside brackets ([{inner}])"
+                )
             names.append(name)
         return _Step("name" if len(names) == 1 else "names", names=tuple(names))
     items: list[int | slice] = []
@@ -183,7 +184,8 @@ def _bracket(text: str, inner: str) -> _Step:
     if sum(isinstance(item, slice) for item in items) > 1:
         raise JsonPathSyntaxError(
             f"Invalid JsonPath: {text}: only single range filters of format (eg: [1:5]) are supported. "
-            f"Format [{inner}] is not supported")
+            f"Format [{inner}] is not supported"
+        )
     if len(items) == 1 and isinstance(items[0], int):
         return _Step("index", items=tuple(items))
     return _Step("indexes", items=tuple(items))

@@ -20,16 +20,16 @@ import logging
 import queue
 import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
 
+from ..shared.storage import InputObject, PendingOutput, Storage
 from .batch_strategy import PAYLOAD_TOO_LARGE, Batch, Item, TooLarge, pack
 from .client import InvocationError, InvocationsClient, InvocationSettings
 from .dataprocessing import DataProcessing, RecordError, assemble
 from .events import BatchDone, Event, ObjectRead, ObjectSplit, RecordRefused
 from .outcomes import Failure, FailureKind, Status
 from .records import FramingError, joiner, split
-from ..shared.storage import InputObject, PendingOutput, Storage
 
 log = logging.getLogger("sagemaker_tfs.transform")
 
@@ -122,14 +122,23 @@ class _Source:
 
 
 class Pipeline:
-    def __init__(self, objects: list[InputObject], outputs: list[str], endpoints: list[str], plan: Plan,
-                 storage: Storage, on_progress: Callable[[Stats], None] | None = None):
+    def __init__(
+        self,
+        objects: list[InputObject],
+        outputs: list[str],
+        endpoints: list[str],
+        plan: Plan,
+        storage: Storage,
+        on_progress: Callable[[Stats], None] | None = None,
+    ):
         self.objects = objects
         self.plan = plan
         self.storage = storage
         self.endpoints = endpoints  # one per instance
-        self.results = [ObjectResult(obj.location, out, i % len(endpoints), obj.size)
-                        for i, (obj, out) in enumerate(zip(objects, outputs))]
+        self.results = [
+            ObjectResult(obj.location, out, i % len(endpoints), obj.size)
+            for i, (obj, out) in enumerate(zip(objects, outputs))
+        ]
         self.states = [_State(result, obj.label) for result, obj in zip(self.results, objects)]
         self.stats = Stats(len(objects), bytes_total=sum(obj.size or 0 for obj in objects))
         self.on_progress = on_progress
@@ -146,8 +155,11 @@ class Pipeline:
             source = _Source(self._batches(mine))
             for n in range(self.plan.concurrency):
                 client = InvocationsClient(endpoint, self.plan.invocation)
-                threads.append(threading.Thread(target=self._work, args=(source, client), daemon=True,
-                                                name=f"transform-{instance}-{n}"))
+                threads.append(
+                    threading.Thread(
+                        target=self._work, args=(source, client), daemon=True, name=f"transform-{instance}-{n}"
+                    )
+                )
         for thread in threads:
             thread.start()
         try:
@@ -174,8 +186,9 @@ class Pipeline:
             try:
                 body, stored = self.storage.read_input(obj, plan.compression)
                 self.events.put(ObjectRead(obj_id, len(body)))
-                for batch in pack(self._items(obj_id, body, counter), plan.multi_record, plan.payload_limit,
-                                  joiner(plan.split_type)):
+                for batch in pack(
+                    self._items(obj_id, body, counter), plan.multi_record, plan.payload_limit, joiner(plan.split_type)
+                ):
                     if isinstance(batch, TooLarge):
                         too_large = Failure(PAYLOAD_TOO_LARGE, FailureKind.CLIENT)
                         self.events.put(RecordRefused(obj_id, batch.index, too_large, batch.size))
@@ -204,7 +217,7 @@ class Pipeline:
             except RecordError as exc:
                 self.events.put(RecordRefused(obj_id, index, Failure(str(exc), exc.kind), size))
 
-    def _work(self, source: "_Source", client: InvocationsClient) -> None:
+    def _work(self, source: _Source, client: InvocationsClient) -> None:
         try:
             while not self.stop.is_set():
                 item = source.next()

@@ -40,9 +40,11 @@ class ProgressBar:
         elapsed = time.monotonic() - self.started
         filled = int(fraction * WIDTH)
         failed = f" ({stats.records_failed:,} failed)" if stats.records_failed else ""
-        line = (f"[{'#' * filled}{'.' * (WIDTH - filled)}] {fraction:4.0%}  objects {stats.objects_done}/"
-                f"{stats.objects}  records {stats.records_done:,}{failed}  requests {stats.requests:,}  "
-                f"{stats.records_done / elapsed if elapsed > 0 else 0:,.0f} records/s  {elapsed:,.0f} s")
+        line = (
+            f"[{'#' * filled}{'.' * (WIDTH - filled)}] {fraction:4.0%}  objects {stats.objects_done}/"
+            f"{stats.objects}  records {stats.records_done:,}{failed}  requests {stats.requests:,}  "
+            f"{stats.records_done / elapsed if elapsed > 0 else 0:,.0f} records/s  {elapsed:,.0f} s"
+        )
         self.stream.write("\r" + line + "\x1b[K")
         self.stream.flush()
         self.drawn = True
@@ -59,8 +61,10 @@ def render_summary(description: dict[str, Any]) -> str:
     local = description.get("LocalRun", {})
     totals = local.get("Summary", {})
     status = description["TransformJobStatus"]
-    lines = [f"Transform job {description['TransformJobName']}: {status}"
-             + (f" ({description['FailureReason']})" if description.get("FailureReason") else "")]
+    lines = [
+        f"Transform job {description['TransformJobName']}: {status}"
+        + (f" ({description['FailureReason']})" if description.get("FailureReason") else "")
+    ]
     if totals:
         rate = totals.get("RecordsPerSecond")
         lines += [
@@ -77,8 +81,10 @@ def render_summary(description: dict[str, Any]) -> str:
             continue
         failed = obj["FailedRecords"]
         shown = ", ".join(str(i) for i in failed[:10]) + (", ..." if len(failed) > 10 else "")
-        lines.append(f"  {obj['Status'].lower()}: {obj['Input']}"
-                     + (f": {len(failed):,} of {obj['Records']:,} records failed (indexes {shown})" if failed else ""))
+        lines.append(
+            f"  {obj['Status'].lower()}: {obj['Input']}"
+            + (f": {len(failed):,} of {obj['Records']:,} records failed (indexes {shown})" if failed else "")
+        )
         for message in obj["Messages"][:3]:
             lines += [f"      {line}" for line in message.splitlines() if line.strip()][:6]
     if local.get("WorkDir"):

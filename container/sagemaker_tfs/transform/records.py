@@ -15,7 +15,8 @@ Choices where SageMaker's behaviour is not documented ([INF] in docs/batch-trans
 from __future__ import annotations
 
 import struct
-from typing import Iterator, NamedTuple
+from collections.abc import Iterator
+from typing import NamedTuple
 
 from .crc32c import masked_crc32c
 
@@ -76,20 +77,23 @@ def _recordio(body: bytes) -> Iterator[Record]:
                 raise FramingError(f"RecordIO record at byte {start} is truncated: no header at byte {pos}")
             magic, header = struct.unpack_from("<II", view, pos)
             if magic != RECORDIO_MAGIC:
-                raise FramingError(f"RecordIO record at byte {pos} does not start with the magic number "
-                                   f"0x{RECORDIO_MAGIC:08X} (found 0x{magic:08X})")
+                raise FramingError(
+                    f"RecordIO record at byte {pos} does not start with the magic number "
+                    f"0x{RECORDIO_MAGIC:08X} (found 0x{magic:08X})"
+                )
             flag, length = header >> 29, header & ((1 << 29) - 1)
             data_start = pos + 8
             pos = data_start + length + (-length % 4)  # data is zero-padded to a 4-byte boundary
             if data_start + length > size:
-                raise FramingError(f"RecordIO record at byte {start} is truncated: {length} bytes announced, "
-                                   f"{size - data_start} left")
+                raise FramingError(
+                    f"RecordIO record at byte {start} is truncated: {length} bytes announced, {size - data_start} left"
+                )
             if flag not in ((2, 3) if parts else (0, 1)):
                 raise FramingError(f"RecordIO record at byte {start} has continuation flag {flag} out of sequence")
-            parts.append(body[data_start:data_start + length])
+            parts.append(body[data_start : data_start + length])
             if flag in (0, 3):
                 break
-        yield Record(_MAGIC_BYTES.join(parts), body[start:min(pos, size)])
+        yield Record(_MAGIC_BYTES.join(parts), body[start : min(pos, size)])
 
 
 def _tfrecords(body: bytes) -> Iterator[Record]:
@@ -101,17 +105,17 @@ def _tfrecords(body: bytes) -> Iterator[Record]:
             raise FramingError(f"TFRecord at byte {pos} is truncated: {size - pos} bytes left for a 12-byte header")
         (length,) = struct.unpack_from("<Q", view, pos)
         (length_crc,) = struct.unpack_from("<I", view, pos + 8)
-        if masked_crc32c(view[pos:pos + 8]) != length_crc:
+        if masked_crc32c(view[pos : pos + 8]) != length_crc:
             raise FramingError(f"TFRecord at byte {pos} is corrupted: the CRC of its length does not match")
         data_start = pos + 12
         end = data_start + length + 4
         if end > size:
-            raise FramingError(f"TFRecord at byte {pos} is truncated: {length} bytes announced, "
-                               f"{max(0, size - data_start - 4)} left")
-        data = body[data_start:data_start + length]
+            raise FramingError(
+                f"TFRecord at byte {pos} is truncated: {length} bytes announced, {max(0, size - data_start - 4)} left"
+            )
+        data = body[data_start : data_start + length]
         (data_crc,) = struct.unpack_from("<I", view, data_start + length)
         if masked_crc32c(data) != data_crc:
             raise FramingError(f"TFRecord at byte {pos} is corrupted: the CRC of its data does not match")
         yield Record(data, body[pos:end])
         pos = end
-

@@ -21,8 +21,9 @@ class DirectResource:
         raise NotImplementedError
 
     def on_post(self, req: Any, resp: Any, **params: str) -> None:
-        resp.status, resp.data, resp.content_type = self.answer(req.env, req.context.request_id,
-                                                                req.context.get("timings"), **params)
+        resp.status, resp.data, resp.content_type = self.answer(
+            req.env, req.context.request_id, req.context.get("timings"), **params
+        )
 
 
 class BadReturnValue(TypeError):
@@ -48,17 +49,23 @@ def from_return_value(result: Any, accept: str, who: str) -> Answer:
         elif len(result) == 3:
             body, content_type, status = result
         else:
-            raise BadReturnValue(f"{who} returned a tuple of {len(result)} items {_preview(result)}: return "
-                                 "(body, content_type) or (body, content_type, status)")
+            raise BadReturnValue(
+                f"{who} returned a tuple of {len(result)} items {_preview(result)}: return "
+                "(body, content_type) or (body, content_type, status)"
+            )
         if content_type is None:
             content_type = JSON
         elif not isinstance(content_type, str) or not content_type or "\n" in content_type or "\r" in content_type:
-            raise BadReturnValue(f"{who} returned {_preview(result)}: the content type must be a string such as "
-                                 f"'application/json' or None, not {_preview(content_type)}")
+            raise BadReturnValue(
+                f"{who} returned {_preview(result)}: the content type must be a string such as "
+                f"'application/json' or None, not {_preview(content_type)}"
+            )
         if isinstance(status, bool) or not isinstance(status, int) or not 200 <= status <= 599:
             # 1xx are interim answers: sent as final ones, nginx would wait for the real one (60 s)
-            raise BadReturnValue(f"{who} returned {_preview(result)}: the status must be an integer from 200 "
-                                 f"to 599, not {_preview(status)}")
+            raise BadReturnValue(
+                f"{who} returned {_preview(result)}: the status must be an integer from 200 "
+                f"to 599, not {_preview(status)}"
+            )
     else:
         body, status = result, 200
         text = isinstance(body, (str, bytes, bytearray, memoryview))
@@ -79,10 +86,13 @@ def _body(body: Any, result: Any, who: str) -> bytes:
         except (TypeError, ValueError) as exc:
             raise BadReturnValue(f"{who} returned {_preview(result)}, which cannot be sent as JSON: {exc}") from None
     if result is body:
-        raise BadReturnValue(f"{who} returned {_preview(result)}, which cannot be sent: return (body, "
-                             "content_type), (body, content_type, status) or a body (str, bytes, dict or list)")
-    raise BadReturnValue(f"{who} returned {_preview(result)}: the body must be str, bytes, dict or list, not "
-                         f"{type(body).__name__}")
+        raise BadReturnValue(
+            f"{who} returned {_preview(result)}, which cannot be sent: return (body, "
+            "content_type), (body, content_type, status) or a body (str, bytes, dict or list)"
+        )
+    raise BadReturnValue(
+        f"{who} returned {_preview(result)}: the body must be str, bytes, dict or list, not {type(body).__name__}"
+    )
 
 
 def _preview(value: Any) -> str:

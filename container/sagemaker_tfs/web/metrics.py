@@ -107,8 +107,10 @@ class AppMetrics:
         for totals in threads:  # copies made by C code under the GIL: consistent per dictionary and per list
             add_histograms(requests, [(key, list(cells)) for key, cells in dict(totals.requests).items()])
             add_histograms(stages, [(key, list(cells)) for key, cells in dict(totals.stages).items()])
-        snapshot = {"in_flight": sum(t.started - t.finished for t in threads),
-                    "requests": [[*key, cells] for key, cells in requests.items()],
-                    "stages": [[*key, cells] for key, cells in stages.items()]}
+        snapshot = {
+            "in_flight": sum(t.started - t.finished for t in threads),
+            "requests": [[*key, cells] for key, cells in requests.items()],
+            "stages": [[*key, cells] for key, cells in stages.items()],
+        }
         write_json(self._path, snapshot)
         self._written = seen

@@ -23,13 +23,14 @@ import os
 import random
 import re
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import falcon
 
+from ..errors import HandlerError
 from ..shared import json_bodies, logs
 from ..shared.headers import REQUEST_ID_HEADER, SERVER_TIMING_HEADER, TARGET_MODEL_HEADER, environ_key
-from ..errors import HandlerError
 from . import answers
 from .answers import Answer
 from .metrics import AppMetrics, Timings
@@ -47,8 +48,9 @@ def log_target_model(env: dict, rid: str) -> None:
     archive a request was for."""
     target = env.get(_TARGET_MODEL_KEY)
     if target is not None:
-        logging.getLogger("sagemaker_tfs.multi_model").info("request %s: %s %s, target model %s", rid,
-                                                            env["REQUEST_METHOD"], request_path(env), target)
+        logging.getLogger("sagemaker_tfs.multi_model").info(
+            "request %s: %s %s, target model %s", rid, env["REQUEST_METHOD"], request_path(env), target
+        )
 
 
 def request_path(env: dict) -> str:
@@ -125,8 +127,9 @@ class RequestScope(RequestId):
                 self._metrics.started()
         return token, timings
 
-    def end(self, token: contextvars.Token | None, timings: Timings | None, route: str | None,
-            status: int) -> str | None:
+    def end(
+        self, token: contextvars.Token | None, timings: Timings | None, route: str | None, status: int
+    ) -> str | None:
         """The request is answered: its figures to the metrics; the Server-Timing header's value, if asked for."""
         header = None
         if timings is not None:
@@ -151,20 +154,31 @@ class RequestScope(RequestId):
             resp.set_header(SERVER_TIMING_HEADER, header)
 
 
-def install(app: falcon.App, metrics: AppMetrics | None = None, server_timing: bool = False,
-            log_context: bool = False) -> RequestScope | None:
+def install(
+    app: falcon.App, metrics: AppMetrics | None = None, server_timing: bool = False, log_context: bool = False
+) -> RequestScope | None:
     """Add the request id middleware (RequestScope when the request needs more: JSON logs, metrics, Server-Timing)
     and the error handler to `app`; returns the RequestScope, if any."""
-    scope = RequestScope(metrics, server_timing, log_context) if metrics is not None or server_timing or log_context \
+    scope = (
+        RequestScope(metrics, server_timing, log_context)
+        if metrics is not None or server_timing or log_context
         else None
+    )
     app.add_middleware(scope or RequestId())
     # for Exception and for HTTPError, for which falcon has a handler of its own (HTTPStatus keeps falcon's)
     app.add_error_handler((Exception, falcon.HTTPError), _on_error)
     return scope
 
 
-def answer_directly(env: dict, start_response: Callable, path: str, answer: Callable[..., Answer], params: dict,
-                    route: str, scope: RequestScope | None) -> list[bytes]:
+def answer_directly(
+    env: dict,
+    start_response: Callable,
+    path: str,
+    answer: Callable[..., Answer],
+    params: dict,
+    route: str,
+    scope: RequestScope | None,
+) -> list[bytes]:
     """The WSGI answer of a route whose resource answers from the environ alone (its `answer(env, request_id,
     timings, **params)`), without falcon's request and response objects: what falcon with this module's middleware
     and error handler would answer, header for header (test/app/test_app_direct_answers.py compares them)."""
@@ -199,8 +213,9 @@ def error_answer(exc: Exception, rid: str, method: str, path: str) -> tuple[Answ
         log.info("request %s: %s %s: %s", rid, method, path, exc.status)
         return answers.error(exc.status_code, _message(exc)), exc.headers
     if isinstance(exc, HandlerError):
-        log.log(logging.ERROR if exc.status >= 500 else logging.WARNING, "request %s: %d %s", rid, exc.status,
-                exc.message)
+        log.log(
+            logging.ERROR if exc.status >= 500 else logging.WARNING, "request %s: %d %s", rid, exc.status, exc.message
+        )
         return answers.error(exc.status, exc.message), None
     if isinstance(exc, falcon.HTTPError):
         # raised by a handler script: its clients may read falcon's own fields, so they are kept next to "error"
@@ -214,8 +229,9 @@ def error_answer(exc: Exception, rid: str, method: str, path: str) -> tuple[Answ
 
 
 def _on_error(req: falcon.Request, resp: falcon.Response, exc: Exception, params: dict) -> None:
-    (resp.status, resp.data, resp.content_type), headers = error_answer(exc, req.context.request_id, req.method,
-                                                                        req.path)
+    (resp.status, resp.data, resp.content_type), headers = error_answer(
+        exc, req.context.request_id, req.method, req.path
+    )
     if headers:
         resp.set_headers(headers)
 

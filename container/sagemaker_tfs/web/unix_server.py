@@ -43,8 +43,12 @@ class UnixAppServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
         os.chmod(path, 0o666)  # nginx's workers connect, as another user when serve is root (see stack/nginx.py)
         self.name = name
         self.get_app = lambda: app
-        self.base_environ = {"SERVER_NAME": "localhost", "SERVER_PORT": "80", "GATEWAY_INTERFACE": "CGI/1.1",
-                             "SCRIPT_NAME": ""}
+        self.base_environ = {
+            "SERVER_NAME": "localhost",
+            "SERVER_PORT": "80",
+            "GATEWAY_INTERFACE": "CGI/1.1",
+            "SCRIPT_NAME": "",
+        }
 
     def start(self) -> None:
         threading.Thread(target=self.serve_forever, name=self.name, daemon=True).start()

@@ -11,6 +11,7 @@ from pathlib import Path as _Path
 
 from gunicorn import util as _util
 
+
 def _logging() -> dict:
     """gunicorn's own lines through logs.py's formatters: JSON with SAGEMAKER_LOG_FORMAT=json, else gunicorn's text
     layout with control characters escaped (a request's path is client text). Its loggers do not propagate, so that
@@ -19,14 +20,19 @@ def _logging() -> dict:
     from ..shared.logs import format_from_env
 
     json_format = format_from_env() == "json"
-    loggers = {name: {"level": "INFO", "handlers": [handler], "propagate": False, "qualname": name}
-               for name, handler in (("gunicorn.error", "error_console"), ("gunicorn.access", "console"))}
+    loggers = {
+        name: {"level": "INFO", "handlers": [handler], "propagate": False, "qualname": name}
+        for name, handler in (("gunicorn.error", "error_console"), ("gunicorn.access", "console"))
+    }
     if json_format:
         generic = {"()": "sagemaker_tfs.shared.logs.JsonFormatter"}
     else:
         loggers["gunicorn.access"].update(level="WARNING", handlers=[])
-        generic = {"class": "sagemaker_tfs.shared.logs.TextFormatter", "datefmt": "[%Y-%m-%d %H:%M:%S %z]",
-                   "format": "%(asctime)s [%(process)d] [%(levelname)s] %(message)s"}  # gunicorn's
+        generic = {
+            "class": "sagemaker_tfs.shared.logs.TextFormatter",
+            "datefmt": "[%Y-%m-%d %H:%M:%S %z]",
+            "format": "%(asctime)s [%(process)d] [%(levelname)s] %(message)s",
+        }  # gunicorn's
     return {"root": {"level": "INFO", "handlers": []}, "loggers": loggers, "formatters": {"generic": generic}}
 
 
@@ -107,8 +113,9 @@ def child_exit(server, worker) -> None:
     settings = Settings.from_env()
     if settings.metrics:
         _worker_restarts += 1
-        write_json(folder(settings.runtime_dir) / GUNICORN_FILE.format(pid=server.pid),
-                   {"worker_restarts": _worker_restarts})
+        write_json(
+            folder(settings.runtime_dir) / GUNICORN_FILE.format(pid=server.pid), {"worker_restarts": _worker_restarts}
+        )
 
 
 _worker_restarts = 0

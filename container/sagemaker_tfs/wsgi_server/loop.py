@@ -40,8 +40,20 @@ PIPELINE_LIMIT = 8  # complete requests queued on one connection before its read
 class Client:
     """One client connection of the loop: its parser, and whether a request greenlet is answering it."""
 
-    __slots__ = ("worker", "fd", "sock", "connection", "busy", "ended", "refusal", "paused", "last_read",
-                 "head_bytes", "waiter", "seq")
+    __slots__ = (
+        "worker",
+        "fd",
+        "sock",
+        "connection",
+        "busy",
+        "ended",
+        "refusal",
+        "paused",
+        "last_read",
+        "head_bytes",
+        "waiter",
+        "seq",
+    )
 
     def __init__(self, worker: LoopWorker, sock: socket.socket, connection: Connection):
         self.worker = worker

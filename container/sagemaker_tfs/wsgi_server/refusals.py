@@ -12,5 +12,7 @@ def closing_error(status: int, reason: str, message: str) -> bytes:
     alone."""
     # UTF-8, not ASCII-escaped, as every error body of the stack (shared/json_bodies.py says why)
     body = json_bodies.error(f"{reason}: {message}" if message else reason)
-    return (f"HTTP/1.1 {status} {reason}\r\nConnection: close\r\nContent-Type: {JSON}\r\n"
-            f"Content-Length: {len(body)}\r\n\r\n").encode("latin-1") + body
+    return (
+        f"HTTP/1.1 {status} {reason}\r\nConnection: close\r\nContent-Type: {JSON}\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode("latin-1") + body

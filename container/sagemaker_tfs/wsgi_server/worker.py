@@ -32,10 +32,10 @@ from urllib.parse import unquote_to_bytes
 import httptools
 from gunicorn.workers import base
 
-from .refusals import closing_error
 from ..shared.headers import environ_key
 from ..shared.sockets import send, timeval
 from ..shared.wsgi_call import whole_answer
+from .refusals import closing_error
 
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 _READ_SIZE = 65536  # larger reads allocate (and fault in) a large buffer per call
@@ -128,11 +128,13 @@ class Connection:
     def on_header(self, name: bytes, value: bytes) -> None:
         self._fields += 1
         if self._fields > self._max_fields:
-            raise BadRequest(431, "Request Header Fields Too Large",
-                             "Error parsing headers: 'limit request headers fields'")
+            raise BadRequest(
+                431, "Request Header Fields Too Large", "Error parsing headers: 'limit request headers fields'"
+            )
         if len(name) + len(value) + 4 > self._max_field:  # "<name>: <value>\r\n"
-            raise BadRequest(431, "Request Header Fields Too Large",
-                             "Error parsing headers: 'limit request headers fields size'")
+            raise BadRequest(
+                431, "Request Header Fields Too Large", "Error parsing headers: 'limit request headers fields size'"
+            )
         key = _KEYS.get(name)
         if key is None:
             key = _key(name)
@@ -143,8 +145,9 @@ class Connection:
         if key not in environ:
             environ[key] = text
         elif key in _SINGLE:
-            raise BadRequest(400, "Bad Request", f"Invalid HTTP Header: '{key.removeprefix('HTTP_')}'"
-                             .replace("_", "-"))
+            raise BadRequest(
+                400, "Bad Request", f"Invalid HTTP Header: '{key.removeprefix('HTTP_')}'".replace("_", "-")
+            )
         else:
             environ[key] += "," + text
         if key == "HTTP_EXPECT":
@@ -243,8 +246,9 @@ class ConnectionsWorker(base.Worker):
         if self.cfg.keepalive > 0:  # --keep-alive: a connection silent that long ends (set in the kernel: no poll)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, timeval(self.cfg.keepalive))
         self.connections[sock.fileno()] = sock
-        threading.Thread(target=self._serve, args=(sock, address, listener.getsockname()),
-                         name="connection", daemon=True).start()
+        threading.Thread(
+            target=self._serve, args=(sock, address, listener.getsockname()), name="connection", daemon=True
+        ).start()
 
     def _drain(self) -> None:
         """Stop accepting; every connection ends after its current request: idle ones at once (a shut read side
@@ -369,9 +373,19 @@ def _base_environ(address: Any, server: Any) -> dict[str, Any]:
     else:
         server_name, server_port = "localhost", "80"
     remote = address[0] if isinstance(address, tuple) and address else "127.0.0.1"
-    return {"SCRIPT_NAME": "", "SERVER_NAME": server_name, "SERVER_PORT": server_port, "REMOTE_ADDR": remote,
-            "wsgi.version": (1, 0), "wsgi.url_scheme": "http", "wsgi.errors": sys.stderr, "wsgi.multithread": True,
-            "wsgi.multiprocess": True, "wsgi.run_once": False, "wsgi.input_terminated": True}
+    return {
+        "SCRIPT_NAME": "",
+        "SERVER_NAME": server_name,
+        "SERVER_PORT": server_port,
+        "REMOTE_ADDR": remote,
+        "wsgi.version": (1, 0),
+        "wsgi.url_scheme": "http",
+        "wsgi.errors": sys.stderr,
+        "wsgi.multithread": True,
+        "wsgi.multiprocess": True,
+        "wsgi.run_once": False,
+        "wsgi.input_terminated": True,
+    }
 
 
 _SINGLE = ("CONTENT_TYPE", "CONTENT_LENGTH", "HTTP_HOST")  # a second one is refused, as gunicorn does

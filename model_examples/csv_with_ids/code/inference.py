@@ -18,7 +18,6 @@ import io
 import json
 
 import requests
-
 from sagemaker_tfs import HandlerError
 from sagemaker_tfs.codecs import media_type
 

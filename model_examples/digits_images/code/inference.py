@@ -18,8 +18,9 @@ IMAGE_TYPES = ("application/x-image", "image/png", "image/jpeg")
 
 def input_handler(data, context):
     if media_type(context.request_content_type) not in IMAGE_TYPES:
-        raise HandlerError(415, "send one PNG or JPEG image as application/x-image, "
-                                f"not {context.request_content_type}")
+        raise HandlerError(
+            415, f"send one PNG or JPEG image as application/x-image, not {context.request_content_type}"
+        )
     image = data.read()
     if not image:
         raise HandlerError(400, "the request body is empty: send one PNG or JPEG image")

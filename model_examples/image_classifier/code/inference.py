@@ -15,7 +15,6 @@ import io
 import json
 
 import numpy as np
-
 from sagemaker_tfs import HandlerError
 from sagemaker_tfs.codecs import media_type, negotiate
 
@@ -42,7 +41,7 @@ def read_images(body, content_type):
     """The request's images as a batch [N, 32, 32, 3] of numbers; HandlerError 400/415 for anything else."""
     media = media_type(content_type)
     if media not in (NPY, JSON):
-        raise HandlerError(415, f"send images as {NPY} or {JSON} ({{\"instances\": ...}}), not {content_type}")
+        raise HandlerError(415, f'send images as {NPY} or {JSON} ({{"instances": ...}}), not {content_type}')
     if not body:
         raise HandlerError(400, "the request body is empty: send images as NPY or JSON")
     try:
@@ -55,6 +54,9 @@ def read_images(body, content_type):
     if images.ndim == len(SHAPE):
         images = images[np.newaxis]  # one image is a batch of one
     if images.shape[1:] != SHAPE or len(images) == 0 or images.dtype.kind not in "uif":
-        raise HandlerError(400, f"send one image {list(SHAPE)} or a batch [N, {', '.join(map(str, SHAPE))}] of "
-                                f"numbers, not {images.dtype} {list(images.shape)}")
+        raise HandlerError(
+            400,
+            f"send one image {list(SHAPE)} or a batch [N, {', '.join(map(str, SHAPE))}] of "
+            f"numbers, not {images.dtype} {list(images.shape)}",
+        )
     return images

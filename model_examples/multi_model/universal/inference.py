@@ -11,5 +11,8 @@ def input_handler(data, context):
 def output_handler(response, context):
     if response.status_code != 200:
         return response.content, "application/json", response.status_code
-    return {"model": context.model_name, "version": context.model_version or "latest",
-            "predictions": response.json()["predictions"]}, "application/json"
+    return {
+        "model": context.model_name,
+        "version": context.model_version or "latest",
+        "predictions": response.json()["predictions"],
+    }, "application/json"

@@ -14,7 +14,6 @@ from context.rest_uri only by the model name and version.
 import json
 
 import requests
-
 from sagemaker_tfs import HandlerError
 from sagemaker_tfs.codecs import default_input_handler
 
@@ -26,8 +25,9 @@ session = requests.Session()  # keeps the connection to the model server open be
 
 def handler(data, context):
     features = predict(context, FIRST_MODEL, default_input_handler(data, context))
-    predictions = predict(context, context.model_name or SECOND_MODEL, json.dumps({"instances": features}),
-                          context.model_version)
+    predictions = predict(
+        context, context.model_name or SECOND_MODEL, json.dumps({"instances": features}), context.model_version
+    )
     return json.dumps({"features": features, "predictions": predictions}), "application/json"
 
 

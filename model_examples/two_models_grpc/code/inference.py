@@ -12,11 +12,10 @@ import json
 import grpc
 import numpy as np
 import tensorflow as tf
-from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
-
 from sagemaker_tfs import HandlerError
 from sagemaker_tfs.codecs import default_input_handler
 from sagemaker_tfs.shared.error_codes import HTTP_STATUS
+from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
 FIRST_MODEL = "encoder"
 SECOND_MODEL = "classifier"  # unless the request names another one (tfs-model-name)
@@ -29,8 +28,9 @@ def handler(data, context):
     pixels = np.array(request["instances"], np.float32)
     features = predict(context, FIRST_MODEL, {"pixels": pixels})["features"]
     answer = predict(context, context.model_name or SECOND_MODEL, {"features": features}, context.model_version)
-    predictions = [{"classes": int(c), "probabilities": p.tolist()}
-                   for c, p in zip(answer["classes"], answer["probabilities"])]
+    predictions = [
+        {"classes": int(c), "probabilities": p.tolist()} for c, p in zip(answer["classes"], answer["probabilities"])
+    ]
     return json.dumps({"features": features.tolist(), "predictions": predictions}), "application/json"
 
 

@@ -38,10 +38,10 @@ def _fields(message: bytes):
             value, position = _varint(message, position)
         elif wire_type == 2:  # length-delimited: bytes, strings, sub-messages, packed lists
             length, position = _varint(message, position)
-            value, position = message[position:position + length], position + length
+            value, position = message[position : position + length], position + length
         elif wire_type in (1, 5):  # fixed 64 or 32 bits
             size = 8 if wire_type == 1 else 4
-            value, position = message[position:position + size], position + size
+            value, position = message[position : position + size], position + size
         else:
             raise ValueError(f"not a protobuf message: wire type {wire_type} at byte {position}")
         if position > end:
