@@ -94,10 +94,11 @@ class Server:
         self.rest_port, self.grpc_port = free_port(), free_port()
         config = workdir / "models.config"
         config.write_text(
-            "model_config_list { %s }"
-            % " ".join(
-                'config { name: "%s" base_path: "%s" model_platform: "tensorflow" }' % item
-                for item in (models or {"half_plus_three": MODEL}).items()
+            "model_config_list {{ {} }}".format(
+                " ".join(
+                    f'config {{ name: "{name}" base_path: "{path}" model_platform: "tensorflow" }}'
+                    for name, path in (models or {"half_plus_three": MODEL}).items()
+                )
             )
         )
         args = [
@@ -281,10 +282,10 @@ def main() -> int:
         plain.stop()
         if batching is not None:
             batching.stop()
-    rest8_median, grpc8_median = (statistics.median(column) for column in zip(*grpc_rounds))
+    rest8_median, grpc8_median = (statistics.median(column) for column in zip(*grpc_rounds, strict=True))
     results["REST predict, concurrency 8, alternating rounds with gRPC, median (req/s)"] = rest8_median
     results["gRPC Predict, concurrency 8, alternating rounds with REST, median (req/s)"] = grpc8_median
-    unbatched, batched = (statistics.median(column) for column in zip(*rounds))
+    unbatched, batched = (statistics.median(column) for column in zip(*rounds, strict=True))
     results["REST predict, concurrency 32, alternating rounds, median (req/s)"] = unbatched
     results["REST predict with batching, concurrency 32, alternating rounds, median (req/s)"] = batched
     width = max(map(len, results))

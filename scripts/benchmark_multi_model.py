@@ -382,7 +382,8 @@ def main() -> int:
         results["p99_while_loading_vs_idle"] = round(busy["p99_ms"] / one["p99_ms"], 2)
         print(
             f"c8 model A while model B was loaded and unloaded {len(cycles)} times: {busy['requests_per_s']} req/s,"
-            f" p50 {busy['p50_ms']} ms, p99 {busy['p99_ms']} ms vs {one['p99_ms']} ms idle: {busy['p99_ms'] / one['p99_ms']:.2f}x "
+            f" p50 {busy['p50_ms']} ms, p99 {busy['p99_ms']} ms vs {one['p99_ms']} ms idle:"
+            f" {busy['p99_ms'] / one['p99_ms']:.2f}x "
             f"(target <= 2x; errors {busy['non_2xx'] + busy['socket_errors']})",
             flush=True,
         )

@@ -248,7 +248,7 @@ def reference_config(folder: Path, port: int, backend_port: int) -> str:
         raise SystemExit(f"no `log_format timed` or its id map in {nginx.TEMPLATE}: update reference_config")
     temp = " ".join(f"{kind}_temp_path {folder}/{kind};" for kind in nginx.TEMP_FOLDERS)
     return f"""daemon off;
-{nginx._user_directive(None)}worker_processes auto;
+{nginx.user_directive(None)}worker_processes auto;
 pid {folder}/nginx.pid;
 error_log stderr error;
 events {{ worker_connections 4096; }}
@@ -298,7 +298,9 @@ def reference_proxy(root: Path, standin: Path) -> Iterator[str]:
             process = processes.Background(args, env=env, stop_timeout=10)
             started.callback(process.log_path.unlink, missing_ok=True)
             started.enter_context(process)
-            process.wait_until(lambda: ports.port_is_open(listening), timeout=30, what=f"listening on {listening}")
+            process.wait_until(
+                lambda port=listening: ports.port_is_open(port), timeout=30, what=f"listening on {listening}"
+            )
         yield f"http://127.0.0.1:{port}/invocations"
 
 
@@ -344,7 +346,7 @@ def check_answer(
     url: str,
     body: str = REQUEST_BODY,
     content_type: str = "application/json",
-    expected: list | None = [3.5, 4.0, 5.5],
+    expected: tuple | None = (3.5, 4.0, 5.5),
     headers: dict[str, str] | None = None,
 ) -> None:
     """The first request's answer is 200 with the `expected` predictions (None: any 200); else WrongAnswer."""
@@ -360,7 +362,7 @@ def check_answer(
         answer = json.loads(body)
     except ValueError:
         answer = None
-    if expected is not None and answer != {"predictions": expected}:
+    if expected is not None and answer != {"predictions": list(expected)}:
         raise WrongAnswer(f"answered {body[:300].decode(errors='replace')}")
 
 
@@ -548,7 +550,7 @@ def latency_pairs(root: Path, standin: Path, env: dict[str, str], count: int) ->
         ("no script, with a client's request id", "reference"),
         ("stack's stand-in", "reference's stand-in"),
     ):
-        added = sorted(b - a for a, b in zip(times[base], times[name]))[count // 2] / 1000
+        added = sorted(b - a for a, b in zip(times[base], times[name], strict=True))[count // 2] / 1000
         target = " (target <= 15 µs) " + ("✓" if added <= 15 else "✗") if base == "reference" else ""
         print(f"{name} over {base}, median of the paired differences: {added:.1f} µs{target}")
 

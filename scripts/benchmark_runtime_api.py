@@ -27,8 +27,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "test"))
 sys.path.insert(0, str(REPO / "scripts"))
 import serve_stack  # noqa: E402
-from benchmark_proxy import (
-    REQUEST_BODY,  # noqa: E402
+from benchmark_proxy import (  # noqa: E402
+    REQUEST_BODY,
     SCRIPTS,
     KeptAlive,
     make_standin,
@@ -70,7 +70,7 @@ def measure(stack: serve_stack.Stack, target: str, lua: Path, args: argparse.Nam
     for turn in range(args.pairs):
         for name in list(targets) if turn % 2 else list(targets)[::-1]:
             times[name].append(targets[name].exchange())
-    added = statistics.median(b - a for a, b in zip(times["/invocations"], times["InvokeEndpoint"])) / 1000
+    added = statistics.median(b - a for a, b in zip(times["/invocations"], times["InvokeEndpoint"], strict=True)) / 1000
     p50 = {name: statistics.median(t) / 1000 for name, t in times.items()}
     print(
         f"{target}: c1, {args.pairs} pairs: p50 /invocations {p50['/invocations']:.0f} µs, InvokeEndpoint "

@@ -18,7 +18,8 @@ Parts (--part, default all):
   for a batch of 32, at concurrency 1 and 8 (each client thread its own keep-alive connection, the kinds of call one
   after the other): `POST /invocations` with NPY in and out (the default handler's binary path), NPY in and JSON out
   (the same, its answer written as JSON in the app), with the image as JSON in and out (one image only: a batch of 32
-  is 100 MB of JSON), through the script, and the same model server's gRPC Predict as above, as the reference. Medians of every call of a kind; targets: NPY <= 1.5x gRPC, JSON <= 3x.
+  is 100 MB of JSON), through the script, and the same model server's gRPC Predict as above, as the reference.
+  Medians of every call of a kind; targets: NPY <= 1.5x gRPC, JSON <= 3x.
 Figures are noisy on a shared machine: compare the ratios of one run.
 """
 
@@ -256,14 +257,14 @@ def invocations_part(args, workdir: Path) -> list[tuple[str, dict[str, float]]]:
             npy_body = npy_body.getvalue()
             json_body = json.dumps({"instances": x.tolist()}).encode() if batch == 1 else b""
             kinds = {
-                "grpc": lambda: GrpcCaller(grpc_port, "model", {"x": x}),
-                "npy": lambda: InvocationsCaller(port["default"], npy_body, NPY, NPY),
-                "npy_json": lambda: InvocationsCaller(port["default"], npy_body, NPY, "application/json"),
-                "script": lambda: InvocationsCaller(port["script"], npy_body, NPY, NPY),
+                "grpc": lambda x=x: GrpcCaller(grpc_port, "model", {"x": x}),
+                "npy": lambda body=npy_body: InvocationsCaller(port["default"], body, NPY, NPY),
+                "npy_json": lambda body=npy_body: InvocationsCaller(port["default"], body, NPY, "application/json"),
+                "script": lambda body=npy_body: InvocationsCaller(port["script"], body, NPY, NPY),
             }
             if batch == 1:  # 32 images are 100 MB of JSON: one image says what JSON costs
-                kinds["json"] = lambda: InvocationsCaller(
-                    port["default"], json_body, "application/json", "application/json"
+                kinds["json"] = lambda body=json_body: InvocationsCaller(
+                    port["default"], body, "application/json", "application/json"
                 )
             check = InvocationsCaller(port["default"], npy_body, NPY, NPY)
             answer = np.load(io.BytesIO(check()))

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import http.client
+import itertools
 import json
 import os
 import re
@@ -148,7 +149,7 @@ def main() -> int:
     (model_dir / "sizes.json").write_text(json.dumps(SIZES))
     torch.manual_seed(0)
     layers = []
-    for i, (n_in, n_out) in enumerate(zip(SIZES, SIZES[1:])):
+    for i, (n_in, n_out) in enumerate(itertools.pairwise(SIZES)):
         layers.append(torch.nn.Linear(n_in, n_out))
         if i < len(SIZES) - 2:
             layers.append(torch.nn.ReLU())

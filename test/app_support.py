@@ -32,7 +32,7 @@ class ModelServer(model_server_support.ModelServer):
         super().start()
         for model in (DEFAULT_MODEL, OTHER_MODEL):
             url = f"{self.url}/v1/models/{model}"
-            self.wait_until(lambda: clients.http_status(url) == 200, timeout=180, what=f"serving {model}")
+            self.wait_until(lambda url=url: clients.http_status(url) == 200, timeout=180, what=f"serving {model}")
         return self
 
 

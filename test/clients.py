@@ -9,6 +9,10 @@ import threading
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # (serve_stack imports this module)
+    from serve_stack import Stack
 
 
 def http_status(url: str, timeout: float = 2.0) -> int | None:

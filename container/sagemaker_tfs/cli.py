@@ -4,8 +4,8 @@ Each command runs its module's entry point with the arguments that follow it, un
 `sagemaker-tfs COMMAND` (in its help and its messages). A command's module is imported only when that command
 runs: importing this one imports nothing heavy (the image's `serve` has no TensorFlow).
 `serve` and `tfs-model-server` stay commands of their own: SageMaker runs `docker run IMAGE serve`, and
-`tfs-model-server` stands in for `tensorflow_model_server`. `transform` and `package-model`, first commands of their own,
-stay one release as deprecated aliases (transform_alias, package_model_alias).
+`tfs-model-server` stands in for `tensorflow_model_server`. `transform` and `package-model`, first commands of their
+own, stay one release as deprecated aliases (transform_alias, package_model_alias).
 """
 
 from __future__ import annotations

@@ -237,8 +237,8 @@ def _loads(text: str) -> Any:
 def _value_end(line: str) -> int:
     """Where the JSON value at the start of `line` ends; -1 when no valid value starts there."""
     try:
-        return _STRUCTURE.scan_once(line, 0)[1]
-    except (StopIteration, json.JSONDecodeError):
+        return _STRUCTURE.raw_decode(line)[1]
+    except json.JSONDecodeError:
         return -1
     except RecursionError:
         raise HandlerError(400, _TOO_DEEP) from None
@@ -386,7 +386,7 @@ def predictions(answer: Any) -> list:
     if isinstance(rows, dict):  # columnar outputs: {name: [one value per instance]}
         columns = list(rows.values())
         if columns and all(isinstance(c, list) for c in columns) and len(set(map(len, columns))) == 1:
-            return [dict(zip(rows, values)) for values in zip(*columns)]
+            return [dict(zip(rows, values, strict=True)) for values in zip(*columns, strict=True)]
         return [rows]
     return rows if isinstance(rows, list) else [rows]
 

@@ -186,6 +186,7 @@ class Variable:
         elif not self.is_set(env):
             value = self.default(others) if callable(self.default) else self.default
         else:
+            assert raw is not None  # (is_set)
             try:
                 value = self.parse(raw.strip())
             except ValueError as exc:
@@ -679,7 +680,7 @@ class Settings:
         hence no model server, except on a multi-model endpoint, whose models come later). The worker and model
         server counts that were left unset take the defaults that depend on the GPUs and on whether an inference
         toolkit script's model_fn loads the model (default_worker_count, default_instance_count)."""
-        counts: dict[str, int] = {}
+        counts: dict[str, Any] = {}  # (dataclasses.replace's keyword arguments)
         if "gunicorn_workers" in self.defaulted:
             counts["gunicorn_workers"] = default_worker_count(
                 self.model_server_workers, len(cuda_devices), script_loads_model

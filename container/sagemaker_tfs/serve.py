@@ -15,6 +15,7 @@ import signal
 import sys
 import threading
 from pathlib import Path
+from types import FrameType
 
 from . import __version__
 from .config import ConfigError, Settings
@@ -87,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     log.info("sagemaker-tfs %s starting", __version__)
     stopping = threading.Event()
 
-    def on_signal(signum, _frame):
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
         log.info("received %s: draining and stopping", signal.Signals(signum).name)
         stopping.set()
 

@@ -19,7 +19,7 @@ import tensorflow as tf  # noqa: E402
 FEATURES = ("year", "month", "stage_id", "company_id", "product_modality_id", "cover_3", "province")
 PROVINCES = ["A Coruña", "Ávila", "Barcelona", "Cádiz", "León", "Madrid", "Málaga"]
 COMPANY_SURCHARGE = {1: 0.0, 2: 35.0, 3: -20.0, 4: 60.0}
-PROVINCE_SURCHARGE = dict(zip(PROVINCES, [10.0, -15.0, 45.0, 5.0, -25.0, 50.0, 20.0]))
+PROVINCE_SURCHARGE = dict(zip(PROVINCES, [10.0, -15.0, 45.0, 5.0, -25.0, 50.0, 20.0], strict=True))
 
 
 def true_price(quote: dict) -> float:
@@ -48,7 +48,7 @@ def generate(count: int) -> tuple[dict, np.ndarray]:
         "cover_3": rng.integers(0, 2, count),
         "province": rng.choice(PROVINCES, count),
     }
-    quotes = [dict(zip(columns, values)) for values in zip(*columns.values())]
+    quotes = [dict(zip(columns, values, strict=True)) for values in zip(*columns.values(), strict=True)]
     prices = np.array([true_price(q) for q in quotes]) + rng.normal(0.0, 10.0, count)
     return {name: tf.constant(values) for name, values in columns.items()}, prices
 

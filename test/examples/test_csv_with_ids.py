@@ -64,7 +64,7 @@ def test_json_sample(stack, build):
     assert response.content_type == "application/json"
     predictions = response.json()["predictions"]
     assert [id_ for id_, _ in predictions] == [100007527745, 100006042938]
-    for (_, price), quote in zip(predictions, sample):
+    for (_, price), quote in zip(predictions, sample, strict=True):
         assert price == pytest.approx(true_price(build, quote), abs=TOLERANCE)
 
 
@@ -81,7 +81,7 @@ def test_json_predictions_are_ids_and_prices_in_order(stack, build, quotes):
     assert response.status == 200
     predictions = response.json()["predictions"]
     assert [id_ for id_, _ in predictions] == [q["quotation_id"] for q in quotes]
-    for (_, price), quote in zip(predictions, quotes):
+    for (_, price), quote in zip(predictions, quotes, strict=True):
         assert price == pytest.approx(true_price(build, quote), abs=TOLERANCE)
 
 

@@ -22,7 +22,7 @@ def write_records(path, images: list[bytes], labels) -> None:
     import tensorflow as tf
 
     with tf.io.TFRecordWriter(str(path)) as writer:
-        for image, label in zip(images, labels):
+        for image, label in zip(images, labels, strict=True):
             features = {
                 "image/encoded": tf.train.Feature(bytes_list=tf.train.BytesList(value=[image])),
                 "image/class/label": tf.train.Feature(int64_list=tf.train.Int64List(value=[int(label)])),

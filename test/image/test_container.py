@@ -189,7 +189,7 @@ def model_server_mounts(tmp_path_factory) -> list[str]:
 
 def readable(folder: Path) -> Path:
     """folder and everything in it readable by any user (the --user 1000 runs)."""
-    for root, dirs, files in os.walk(folder):
+    for root, _dirs, files in os.walk(folder):
         os.chmod(root, 0o755)
         for name in files:
             os.chmod(os.path.join(root, name), 0o644)

@@ -317,7 +317,7 @@ def test_model_servers_down_both_routes_answer_as_the_app(direct, app):
         for pid in pids:
             os.kill(pid, signal.SIGKILL)
         processes.wait_for(
-            lambda: not any(ports.port_is_open(low + 2 * i + 1) for i in range(len(pids))),
+            lambda low=low, pids=pids: not any(ports.port_is_open(low + 2 * i + 1) for i in range(len(pids))),
             what="the model servers' REST ports to close",
         )
         answer = invoke(stack, TFS)

@@ -160,7 +160,8 @@ def test_cuda_visible_devices_chooses_the_gpus_and_gpu_id_indexes_them(tmp_path)
         ("echo 'No devices were found'; exit 6", "nvidia-smi -L failed (exit 6): No devices were found"),
         (
             "echo 'NVIDIA-SMI has failed because it could not communicate with the NVIDIA driver.'; exit 9",
-            "nvidia-smi -L failed (exit 9): NVIDIA-SMI has failed because it could not communicate with the NVIDIA driver.",
+            "nvidia-smi -L failed (exit 9): NVIDIA-SMI has failed because it could not communicate with the NVIDIA "
+            "driver.",
         ),
         (None, "nvidia-smi not found"),
     ],

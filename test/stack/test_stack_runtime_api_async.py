@@ -159,12 +159,14 @@ def test_a_missing_input_is_a_failure(stack, output, tmp_path):
         # botocore refuses a TTL under 60 itself (the model's `min`); over the `max` reaches the service
         (
             {"InputLocation": "s3://bucket/in.json", "RequestTTLSeconds": 21601},
-            "1 validation error detected: Value '21601' at 'requestTTLSeconds' failed to satisfy constraint: Member must "
+            "1 validation error detected: Value '21601' at 'requestTTLSeconds' failed to satisfy constraint: Member "
+            "must "
             "have value less than or equal to 21600",
         ),
         (
             {"InputLocation": "s3://bucket/in.json", "InvocationTimeoutSeconds": 3601},
-            "1 validation error detected: Value '3601' at 'invocationTimeoutSeconds' failed to satisfy constraint: Member "
+            "1 validation error detected: Value '3601' at 'invocationTimeoutSeconds' failed to satisfy constraint: "
+            "Member "
             "must have value less than or equal to 3600",
         ),
         ({}, "Provide exactly one of InputLocation (X-Amzn-SageMaker-InputLocation) and Body: the request has neither"),

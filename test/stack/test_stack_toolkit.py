@@ -94,7 +94,8 @@ def test_npy_in_and_out_never_pickled(defaults):
     [
         (
             npy_body(np.array([{"x": 1}], dtype=object), allow_pickle=True),
-            "cannot read the NPY body: it holds Python objects (a pickled payload), which are refused (allow_pickle=False); "
+            "cannot read the NPY body: it holds Python objects (a pickled payload), which are refused "
+            "(allow_pickle=False); "
             "send an array of numbers or strings",
         ),
         (b"\x80\x04\x95 a pickle", "cannot read the NPY body: it does not start with the NPY magic \\x93NUMPY"),

@@ -85,7 +85,8 @@ def test_a_script_with_neither_contract_gets_the_tfs_message(tmp_path):
             "SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT",
             "image/png",
             "SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT='image/png' is not "
-            "valid: must be one of application/json, application/jsonlines, application/jsons, application/x-jsonlines, "
+            "valid: must be one of application/json, application/jsonlines, application/jsons, "
+            "application/x-jsonlines, "
             "application/jsonl, text/csv, application/x-npy",
         ),
     ],
@@ -107,7 +108,8 @@ def test_an_invalid_variable_stops_serve_naming_it(tmp_path, variable, value, me
             "output_fn takes 1 arguments but 2 were given.",
         ),
         (
-            "def model_fn(model_dir):\n    return 1\n\ndef transform_fn(model, data, content_type, accept):\n    return data\n"
+            "def model_fn(model_dir):\n    return 1\n\ndef transform_fn(model, data, content_type, accept):\n    "
+            "return data\n"
             "\ndef input_fn(data, content_type):\n    return data\n",
             "Cannot use transform_fn implementation in conjunction with input_fn, predict_fn, and/or output_fn "
             "implementation",
@@ -124,7 +126,8 @@ def test_a_script_that_cannot_be_called_stops_serve(tmp_path, script, message):
     "script, message",
     [
         (
-            "def pre_model_fn(model_dir):\n    raise OSError('no GPU\\nat all')\n\ndef model_fn(model_dir):\n    return 1\n",
+            "def pre_model_fn(model_dir):\n    raise OSError('no GPU\\nat all')\n\ndef model_fn(model_dir):\n    "
+            "return 1\n",
             "pre_model_fn raised OSError: no GPU at all",
         ),
         (

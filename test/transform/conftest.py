@@ -1,4 +1,5 @@
-"""Fixtures shared by the transform tests: TFRecord files written by TensorFlow (the local S3 server is test/conftest.py's)."""
+"""Fixtures shared by the transform tests: TFRecord files written by TensorFlow (the local S3 server is
+test/conftest.py's)."""
 
 import json
 import os

@@ -10,7 +10,9 @@ from types import SimpleNamespace
 import pytest
 import requests
 from sagemaker_tfs import HandlerError, codecs
-from sagemaker_tfs.codecs import CSV, JSON, JSONLINES, JSONS
+from sagemaker_tfs.codecs import CSV, JSON
+from sagemaker_tfs.shared.media_types import JSON_LINES as JSONLINES
+from sagemaker_tfs.shared.media_types import JSONS
 
 
 def request(body: str | bytes, content_type: str | None = JSON) -> bytes:
@@ -354,7 +356,7 @@ def test_preferred_type(accept, media):
 
 def tfs_answer(status: int, body: str) -> requests.Response:
     response = requests.Response()
-    response.status_code, response._content = status, body.encode()
+    response.status_code, response.raw = status, io.BytesIO(body.encode())
     response.headers["Content-Type"] = "application/json"
     return response
 

@@ -245,6 +245,6 @@ def test_server_timing_total_is_the_later_of_the_two_clocks():
     pairs += [(1000, 999), (999, 1000), (10, 9), (9, 10), (1234567, 1234566), (1234566, 1234567), (0, 0)]
     subjects = [f"{header}:{request}" for header, request in pairs]
     verdicts = [_pcre2test(pattern, subjects) for pattern in direct_route.LATER]
-    for (header, request), *found in zip(pairs, *verdicts):
+    for (header, request), *found in zip(pairs, *verdicts, strict=True):
         chosen = next((int(ms) for ms in found if ms is not None), request)  # the map's default: the request's
         assert chosen == max(header, request), (header, request, found)

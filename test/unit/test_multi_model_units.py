@@ -45,7 +45,8 @@ def test_settings_of_a_multi_model_endpoint():
                 "SAGEMAKER_MULTI_MODEL_UNIVERSAL_BUCKET": "b",
                 "SAGEMAKER_MULTI_MODEL_UNIVERSAL_PREFIX": "p",
             },
-            "SAGEMAKER_MULTI_MODEL_UNIVERSAL_BUCKET and SAGEMAKER_MULTI_MODEL_UNIVERSAL_PREFIX are not supported (scripts "
+            "SAGEMAKER_MULTI_MODEL_UNIVERSAL_BUCKET and SAGEMAKER_MULTI_MODEL_UNIVERSAL_PREFIX are not supported "
+            "(scripts "
             "are not downloaded from S3): put the universal code in the folder SAGEMAKER_MULTI_MODEL_CODE_DIR names "
             "(default /opt/ml/code)",
         ),

@@ -417,7 +417,8 @@ def test_without_an_input_path_only_s3_and_inline_inputs_are_taken(output):
     assert (result.status_code, result.json["Message"]) == (
         400,
         (
-            "InputLocation '/tmp/in.json' is a local path: set SAGEMAKER_LOCAL_ASYNC_INPUT_PATH on the container to the "
+            "InputLocation '/tmp/in.json' is a local path: set SAGEMAKER_LOCAL_ASYNC_INPUT_PATH on the container to "
+            "the "
             "folder local inputs may be read from, or give an s3:// location"
         ),
     )

@@ -26,7 +26,8 @@ def test_the_table_is_the_installed_botocore_s_service_model():
         added = sorted(current.keys() - {row[0] for row in rows})
         if added:
             warnings.warn(
-                f"botocore's {operation} has members the table lacks: {added}; run scripts/generate_runtime_members.py"
+                f"botocore's {operation} has members the table lacks: {added}; run scripts/generate_runtime_members.py",
+                stacklevel=1,
             )
 
 
@@ -47,8 +48,8 @@ def test_java_patterns_mean_the_same_in_python(java, matches, refuses):
 
 
 def test_every_pattern_of_the_table_translates():
-    for operation, rows in service_model.MEMBERS.items():
-        for name, *_, limits in rows:
+    for rows in service_model.MEMBERS.values():
+        for _name, *_, limits in rows:
             if "pattern" in limits:
                 members.python_regex(limits["pattern"])  # re.error if a construct is not translated
 

@@ -255,7 +255,7 @@ def test_runtime_dir_follows_the_bind_port():
         ("SAGEMAKER_NGINX_CLIENT_MAX_BODY_SIZE", "lots", "SAGEMAKER_NGINX_CLIENT_MAX_BODY_SIZE='lots' is not valid"),
     ],
 )
-def test_invalid_values_name_the_variable(name, value, message):
+def test_invalid_value_message_starts_with_the_name(name, value, message):
     with pytest.raises(ConfigError) as err:
         Settings.from_env({name: value})
     assert str(err.value).startswith(message)

@@ -26,7 +26,7 @@ def test_free_port_ranges_lie_below_the_ephemeral_range_and_are_free():
         assert ports.LOWEST_PORT <= low and high < ephemeral_low
         socks = [socket.socket() for _ in range(5)]
         try:
-            for port, sock in zip(range(low, high + 1), socks):
+            for port, sock in zip(range(low, high + 1), socks, strict=True):
                 sock.bind(("127.0.0.1", port))
         finally:
             for sock in socks:

@@ -58,7 +58,8 @@ def test_package_model_checks_a_toolkit_folder_without_a_saved_model(tmp_path):
     [
         (
             "def handler(d, c):\n    pass\n\ndef output_fn(p, a):\n    pass\n",
-            "{path} defines both TensorFlow Serving handlers (handler) and inference toolkit functions (output_fn): keep one "
+            "{path} defines both TensorFlow Serving handlers (handler) and inference toolkit functions (output_fn): "
+            "keep one "
             "contract, or set SAGEMAKER_INFERENCE_CONTRACT to tfs or toolkit",
         ),
         (

@@ -78,6 +78,6 @@ def from_tensorflow(exc: BaseException) -> ServingError:
     code = getattr(exc, "error_code", None)
     message = getattr(exc, "message", None) or str(exc)
     try:
-        return ServingError(Code(code), message)
+        return ServingError(Code(code), message)  # type: ignore[arg-type]  # (None is not a Code: ValueError)
     except ValueError:
         return ServingError(Code.UNKNOWN, message)

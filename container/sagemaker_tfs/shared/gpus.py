@@ -20,6 +20,7 @@ import subprocess
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 log = logging.getLogger("serve")
 
@@ -113,8 +114,8 @@ def _named(entry: str, listed: Sequence[Gpu], count: int) -> tuple[str, str] | N
             parent = lowered[4:].split("/")[0]
             found = [gpu.uuid for gpu in listed if gpu.mig and gpu.uuid.lower().startswith(parent)]
             return ("mig", lowered) if len(found) == 1 else None
-        matches = [uuid for gpu in listed for uuid in gpu.mig if uuid.lower().startswith(lowered)]
-        return ("mig", matches[0]) if len(matches) == 1 else None
+        uuids = [uuid for gpu in listed for uuid in gpu.mig if uuid.lower().startswith(lowered)]
+        return ("mig", uuids[0]) if len(uuids) == 1 else None
     index = _INDEX.match(entry)
     if index is None or int(index.group()) >= count:
         return None
@@ -187,7 +188,7 @@ def _listing(timeout: float) -> tuple[str | None, str]:
         how = f"nvidia-smi could not run: {outcome['error']}"
         log.warning("%s: counting no GPU", how)
         return None, how
-    code, out = outcome["result"]  # type: ignore[misc]
+    code, out = cast("tuple[int, str]", outcome["result"])
     if code != 0:
         first = next((line.strip() for line in out.splitlines() if line.strip()), "no output")
         how = f"nvidia-smi -L failed (exit {code}): {first}"

@@ -15,7 +15,7 @@ import logging
 import os
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 TEXT, JSON = "text", "json"
 FORMATS = (TEXT, JSON)
@@ -73,7 +73,7 @@ class TextFormatter(logging.Formatter):
     """A text line per record: the formatted message with its control characters escaped (escape_controls), the
     traceback after it as it is (multi-line on purpose; it holds no client text the message does not)."""
 
-    def formatMessage(self, record: logging.LogRecord) -> str:
+    def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 - logging.Formatter's name
         return escape_controls(super().formatMessage(record))
 
 
@@ -111,7 +111,7 @@ _NATIVE_INFO = re.compile(rb"I\d{4} \d\d:\d\d:\d+\.\d+ +\d+ [^ \]]+:\d+\] ")  # 
 _ABSL_NOTICE = b"WARNING: All log messages before absl::InitializeLog() is called are written to STDERR"
 
 
-def tensorflow_noise_filter():
+def tensorflow_noise_filter() -> Callable[[bytes], bool] | None:
     """A predicate on output lines (bytes) that is true for TensorFlow's native INFO lines, or None when
     TF_CPP_MIN_LOG_LEVEL=0 asks for them."""
     if os.environ.get("TF_CPP_MIN_LOG_LEVEL", "0") == "0":

@@ -5,7 +5,8 @@ Two layouts are served, also side by side:
                                                 (`tar -czvf model.tar.gz 1538687370 code` makes it)
   <model_dir>/<name>/<version>/saved_model.pb   one model per <name>
 A version folder's name is a number in ASCII digits (leading zeros allowed, as in TensorFlow Serving; the rule is
-version_folders.py, shared with the model server and package-model). Hidden folders and `code/` are not models. Every version found is served; a request without a version gets the highest.
+version_folders.py, shared with the model server and package-model). Hidden folders and `code/` are not models.
+Every version found is served; a request without a version gets the highest.
 Anything that would make the model server fail later, or silently serve something else than meant (a
 SavedModel outside a numbered version folder, inference.py outside code/), is refused here with one message
 that says what to fix.

@@ -22,7 +22,9 @@ def numpy(status: int) -> Any:
     try:
         import numpy
     except ImportError:
-        raise HandlerError(status, f"{NPY} needs numpy, which is not installed: add numpy to code/requirements.txt")
+        raise HandlerError(
+            status, f"{NPY} needs numpy, which is not installed: add numpy to code/requirements.txt"
+        ) from None
     return numpy
 
 

@@ -4,12 +4,13 @@
 from __future__ import annotations
 
 import enum
+import sys
 
-if hasattr(enum, "StrEnum"):
+if sys.version_info >= (3, 11):
     StrEnum = enum.StrEnum
-else:  # Python 3.10
+else:
 
-    class StrEnum(str, enum.Enum):  # type: ignore[no-redef]
+    class StrEnum(str, enum.Enum):
         def __str__(self) -> str:
             return str.__str__(self)
 

@@ -13,6 +13,7 @@ tensorflow-serving-api's own classes.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -82,7 +83,7 @@ def tensor_parts(array: np.ndarray) -> list:
         values = [v if isinstance(v, bytes) else str(v).encode() for v in array.reshape(-1).tolist()]
         return head + [part for value in values for part in _string(_STRING_VAL, value)]
     little = array.dtype.newbyteorder("<")
-    content = memoryview(np.ascontiguousarray(array, dtype=little).reshape(-1).view(np.uint8))
+    content = np.ascontiguousarray(array, dtype=little).reshape(-1).view(np.uint8).data
     return head + _message(_CONTENT, [content])
 
 
@@ -120,13 +121,14 @@ def _read_varint(data: memoryview, pos: int) -> tuple[int, int]:
             raise WireError("varint too long")
 
 
-def _fields(data: memoryview) -> Iterator[tuple[int, int, int | memoryview]]:
+def _fields(data: memoryview) -> Iterator[tuple[int, int, Any]]:
     """(field number, wire type, value) of each field: an int, or the bytes of a length-delimited field or of a
-    fixed-width value."""
+    fixed-width value (a memoryview), as the wire type says."""
     pos, end = 0, len(data)
     while pos < end:
         key, pos = _read_varint(data, pos)
         field, wire = key >> 3, key & 7
+        value: Any
         if wire == _VARINT:
             value, pos = _read_varint(data, pos)
         elif wire in (_LEN, _FIXED32, _FIXED64):
@@ -186,7 +188,8 @@ def tensor_array(data: memoryview) -> np.ndarray:
     """A serialized TensorProto as a numpy array. As TensorFlow reads one: `tensor_content` when present, else the
     typed field, a shorter one padded with its last value (zeros when empty). WireError for a type numpy has no
     equal of (bfloat16, the quantized types, resources, variants)."""
-    dtype_number, dims, content, strings, typed = 0, [], None, [], {}
+    dtype_number, dims, content, strings = 0, [], None, []
+    typed: dict[int, list[Any]] = {}
     for field, wire, value in _fields(data):
         if field == _DTYPE and wire == _VARINT:
             dtype_number = value
@@ -218,8 +221,8 @@ def tensor_array(data: memoryview) -> np.ndarray:
             raise WireError(f"tensor_content holds {len(content)} bytes, not {count} x {dtype.itemsize}")
         return np.frombuffer(content, dtype.newbyteorder("<")).astype(dtype).reshape(dims)  # a writable copy
     else:
-        field = next(iter(typed), None)
-        values = _as(_typed_values(field, typed[field]), field, dtype) if field else np.zeros(0, dtype)
+        first = next(iter(typed), None)
+        values = _as(_typed_values(first, typed[first]), first, dtype) if first else np.zeros(0, dtype)
     if values.size != count:
         if values.size > count:
             raise WireError(f"a tensor of {count} values holds {values.size}")

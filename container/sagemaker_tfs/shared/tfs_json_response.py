@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -111,10 +112,10 @@ def _float32_items(
             + "".join(layout(level)[0] for level in inner)
         )
     after.append(closes + boundary + opens)  # an item ends, the next one opens
-    ended = np.zeros(shape, np.uint8)
+    ends = np.zeros(shape, np.uint8)  # [item]: how many dimensions end after it
     for depth in range(1, rank - first_level + 1):
-        ended[(Ellipsis,) + (-1,) * depth] += 1
-    pieces = float32_json(array, [s.encode("ascii") for s in after], ended.reshape(-1))
+        ends[(Ellipsis,) + (-1,) * depth] += 1
+    pieces = float32_json(array, [s.encode("ascii") for s in after], ends.reshape(-1))
     pieces[-1] = pieces[-1][: len(pieces[-1]) - len(opens)]  # without the opening after the last item
     return b"".join([before, opens.encode("ascii"), *pieces, after_all])
 
@@ -140,11 +141,12 @@ def _rows(alias: str, array: np.ndarray, row_depth: int) -> list[str]:
     """The one-line text of each row (dim 0) of a tensor whose rows are written at row_depth."""
     whole = getattr(array, "whole", None)
     if whole is not None:  # a task's rows of a batched tensor (batching.BatchRows): cut from the whole's rows
+        batch: Any = array  # (that class is the model server's)
         key = ("rows", alias, row_depth)
-        rows = array.memo.get(key)
+        rows = batch.memo.get(key)
         if rows is None:
-            rows = array.memo[key] = _rows(alias, whole, row_depth)
-        return rows[array.start : array.stop]
+            rows = batch.memo[key] = _rows(alias, whole, row_depth)
+        return rows[batch.start : batch.stop]
     fast = _float32_group(array, 1, _single_line) if array.size >= VECTOR_MIN else None
     if fast is not None:
         return fast
@@ -183,7 +185,9 @@ def predict_body(outputs: Mapping[str, np.ndarray], row_format: bool) -> bytes:
             columns = [_rows(alias, outputs[alias], 3) for alias in aliases]
             keys = ["            " + string(alias) + ": " for alias in aliases]
             objects = [
-                "        {\n" + ",\n".join(key + column[i] for key, column in zip(keys, columns)) + "\n        }"
+                "        {\n"
+                + ",\n".join(key + column[i] for key, column in zip(keys, columns, strict=True))
+                + "\n        }"
                 for i in range(len(columns[0]))
             ]
             text = (
@@ -207,10 +211,15 @@ def classify_body(labels: Sequence[Sequence[bytes]] | None, scores: np.ndarray |
     """`results`: per example, a [label, score] pair per class ("" without labels, 0.0 without scores)."""
     rows = []
     for i in range(count):
-        classes = len(labels[i]) if labels is not None else scores.shape[1]
+        if labels is not None:
+            classes = len(labels[i])
+        else:
+            assert scores is not None  # (one of the two is given)
+            classes = scores.shape[1]
         label_texts = (
             [string(v.decode("utf-8", "replace")) for v in labels[i]] if labels is not None else ['""'] * classes
         )
         score_texts = float_texts(scores[i]) if scores is not None else ["0.0"] * classes
-        rows.append("[" + ", ".join(f"[{label}, {score}]" for label, score in zip(label_texts, score_texts)) + "]")
+        pairs = zip(label_texts, score_texts, strict=True)
+        rows.append("[" + ", ".join(f"[{label}, {score}]" for label, score in pairs) + "]")
     return ('{\n    "results": [' + ", ".join(rows) + "\n    ]\n}").encode("utf-8")

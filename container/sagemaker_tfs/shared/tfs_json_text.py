@@ -47,7 +47,8 @@ def float_texts(values: np.ndarray) -> list[str]:
         texts[i] = precise % numbers[i]
     for i in np.flatnonzero(~finite).tolist():
         texts[i] = _NON_FINITE[texts[i]]
-    return [t if ("." in t or "e" in t or not finite_t) else t + ".0" for t, finite_t in zip(texts, finite.tolist())]
+    pairs = zip(texts, finite.tolist(), strict=True)
+    return [t if ("." in t or "e" in t or not finite_t) else t + ".0" for t, finite_t in pairs]
 
 
 # Up to this many values, a loop in Python is faster than the vectorised path's fixed cost of numpy calls.
@@ -299,6 +300,7 @@ def rapidjson_double(value: float) -> str:
     sign = "-" if value < 0 else ""
     # shortest round-trip digits: value = digits * 10^exponent
     _, digit_tuple, exponent = decimal.Decimal(repr(abs(value))).normalize().as_tuple()
+    assert isinstance(exponent, int)  # (a finite value)
     digits = "".join(map(str, digit_tuple))
     kk = len(digits) + exponent  # rapidjson's Prettify: 10^(kk-1) <= value < 10^kk
     length = len(digits)

@@ -95,11 +95,13 @@ def _csv(text: str) -> np.ndarray:
     for line, fields in csv_rows(text):
         lines.append(line)
         rows.append(fields)
+    values: list[list[int]] | list[list[float]]
+    dtype: type[np.number]
     try:
         values = [[int(field) for field in row] for row in rows]
         dtype = np.int64
     except ValueError:
-        values = [[_float(field, number) for field in row] for row, number in zip(rows, lines)]
+        values = [[_float(field, number) for field in row] for row, number in zip(rows, lines, strict=True)]
         dtype = np.float64
     array = np.array(values, dtype=dtype)
     return array.reshape(-1) if array.shape[0] == 1 or array.shape[1] == 1 else array

@@ -20,7 +20,7 @@ class BaseInferenceToolkitError(HandlerError):
     """An error answer chosen by a script: `status_code` with `{"error": message}` (`phrase` is kept for
     scripts that read it; the reason phrase of the answer is the standard one)."""
 
-    def __init__(self, status_code, message, phrase):
+    def __init__(self, status_code: object, message: str, phrase: str) -> None:
         Exception.__init__(self, status_code, message, phrase)  # args as the toolkit's
         self.status_code = status_code
         self.message = message
@@ -32,7 +32,7 @@ class BaseInferenceToolkitError(HandlerError):
 
 
 class GenericInferenceToolkitError(BaseInferenceToolkitError):
-    def __init__(self, status_code, message=None, phrase=None):
+    def __init__(self, status_code: object, message: str | None = None, phrase: str | None = None) -> None:
         message = message or "Invalid Request"
         super().__init__(status_code, message, phrase or message)
 
@@ -41,7 +41,7 @@ class UnsupportedFormatError(HandlerError):
     """A content type (415) or Accept value (406) the default decoder or encoder cannot handle, with the
     toolkit's text."""
 
-    def __init__(self, content_type, status: int = 415):
+    def __init__(self, content_type: str | None, status: int = 415) -> None:
         super().__init__(
             status,
             f"Content type {content_type} is not supported by this framework. Please implement "

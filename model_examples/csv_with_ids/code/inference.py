@@ -43,8 +43,9 @@ def handler(data, context):
     prices = response.json()["predictions"]
     if kind == "text/csv":
         # No newline after the last line: Batch Transform's AssembleWith=Line adds one after each answer.
-        return "\n".join(f"{id_},{price}" for id_, price in zip(ids, prices)), "text/csv"
-    return json.dumps({"predictions": [[id_, price] for id_, price in zip(ids, prices)]}), "application/json"
+        return "\n".join(f"{id_},{price}" for id_, price in zip(ids, prices, strict=True)), "text/csv"
+    predictions = [[id_, price] for id_, price in zip(ids, prices, strict=True)]
+    return json.dumps({"predictions": predictions}), "application/json"
 
 
 def csv_quotes(body: bytes) -> list[tuple[str, dict]]:
@@ -57,7 +58,7 @@ def csv_quotes(body: bytes) -> list[tuple[str, dict]]:
         where = f"CSV line {reader.line_num}"
         if len(fields) != len(COLUMNS):
             raise HandlerError(400, f"{where} has {len(fields)} fields; expected {len(COLUMNS)}: {';'.join(COLUMNS)}")
-        quotes.append((where, dict(zip(COLUMNS, fields))))
+        quotes.append((where, dict(zip(COLUMNS, fields, strict=True))))
     return quotes
 
 

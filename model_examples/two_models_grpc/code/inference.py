@@ -29,7 +29,8 @@ def handler(data, context):
     features = predict(context, FIRST_MODEL, {"pixels": pixels})["features"]
     answer = predict(context, context.model_name or SECOND_MODEL, {"features": features}, context.model_version)
     predictions = [
-        {"classes": int(c), "probabilities": p.tolist()} for c, p in zip(answer["classes"], answer["probabilities"])
+        {"classes": int(c), "probabilities": p.tolist()}
+        for c, p in zip(answer["classes"], answer["probabilities"], strict=True)
     ]
     return json.dumps({"features": features.tolist(), "predictions": predictions}), "application/json"
 
