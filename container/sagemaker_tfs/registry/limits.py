@@ -7,6 +7,7 @@ far below the host's memory, and the OOM killer acts on the cgroup's.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 PROC = Path("/proc")
@@ -66,7 +67,7 @@ def memory_in_use_percent(proc: Path = PROC, cgroup_root: Path = CGROUP_ROOT) ->
     return int(100 * max(_meminfo_fraction(proc), _cgroup_fraction(proc, cgroup_root)))
 
 
-def refusal(loaded: int, max_models: int, limit_percent: int, in_use_percent) -> str | None:
+def refusal(loaded: int, max_models: int, limit_percent: int, in_use_percent: Callable[[], int]) -> str | None:
     """The 507 text for a load when `loaded` models are loaded (or loading), else None. `in_use_percent` is
     called only when the model count allows the load."""
     if max_models > 0 and loaded >= max_models:

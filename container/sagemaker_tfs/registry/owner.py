@@ -3,9 +3,10 @@
 Loads and unloads of one name take turns in arrival order; different names proceed in parallel. A load runs
 the checks of docs/multi-model.md §3 in order, then has every gunicorn worker import the model's script
 (publication.py), then replaces the model list of every model server instance with TFS's
-HandleReloadConfigRequest, then publishes the model as ready: its 200 goes out once every worker routes it. A failure at any step removes every trace
-(worker modules, model server entry). The model server config file always lists the ready models, so that a
-restarted instance starts with them; `instance_restarted` then brings it up to date.
+HandleReloadConfigRequest, then publishes the model as ready: its 200 goes out once every worker routes it. A
+failure at any step removes every trace (worker modules, model server entry). The model server config file always
+lists the ready models, so that a restarted instance starts with them; `instance_restarted` then brings it up to
+date.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +36,7 @@ from ..shared import runtime_dir
 from ..shared.model_names import name_problem
 from ..shared.reload_generation import GENERATION_METADATA
 from . import limits
-from .publication import PUBLISHED, ModelState, Publisher
+from .publication import PUBLISHED, ModelState, PublishedModel, Publisher
 from .source import LoadError, ModelSource, check_url_form, inspect
 
 log = logging.getLogger("sagemaker_tfs.multi_model")
@@ -58,6 +59,12 @@ class Instance:
     index: int
     grpc_port: int
     rest_port: int
+
+
+# Aliases at module level: in Owner's body, `list` is Owner.list
+ReloadFailures = list[tuple[Instance, grpc.RpcError]]  # by instance
+PublishedModels = list[PublishedModel]
+VersionStatus = list[Any]  # model_version_status as the model server wrote it
 
 
 def not_loaded(name: str) -> LoadError:
@@ -232,7 +239,7 @@ class Owner:
     def _timed_out(self, name: str) -> LoadError:
         return LoadError(408, f"Failed to load model {name}: timed out after {self.wait_seconds} seconds")
 
-    def _load_failure(self, name: str, failures: list[tuple[Instance, grpc.RpcError]]) -> LoadError:
+    def _load_failure(self, name: str, failures: ReloadFailures) -> LoadError:
         instance, error = failures[0]
         code = error.code()
         if code == grpc.StatusCode.DEADLINE_EXCEEDED:
@@ -299,9 +306,7 @@ class Owner:
         with self._lock:
             runtime_dir.write_file(self.config_file, text_format.MessageToString(self._config((ModelState.READY,))))
 
-    def _reload_everywhere(
-        self, deadline: float, only: list[Instance] | None = None
-    ) -> list[tuple[Instance, grpc.RpcError]]:
+    def _reload_everywhere(self, deadline: float, only: Sequence[Instance] | None = None) -> ReloadFailures:
         """Send every instance the models being loaded or ready; the failures, by instance (none: every
         instance has loaded them)."""
         with self._lock:
@@ -320,7 +325,7 @@ class Owner:
         done, _ = concurrent.futures.wait(futures, return_when=concurrent.futures.FIRST_EXCEPTION)
         return [(futures[f], f.exception()) for f in done if f.exception() is not None]
 
-    def _version_status(self, name: str) -> list[Any]:
+    def _version_status(self, name: str) -> VersionStatus:
         try:
             return model_status(self.instances[0].rest_port, name, timeout=5).entries
         except ModelServerError as exc:
@@ -349,17 +354,17 @@ class Owner:
 
     # ---------------------------------------------------------------------------------------- helpers
 
-    def _snapshot(self) -> list[dict[str, Any]]:
+    def _snapshot(self) -> PublishedModels:
         """What the workers get: the models being loaded (to import their code) and the ready ones (to route)."""
         with self._lock:
             return [
-                {
-                    "name": e.name,
-                    "load_id": e.load_id,
-                    "state": e.state,
-                    "url": str(e.source.real),
-                    "script": str(e.source.script) if e.source.script else None,
-                }
+                PublishedModel(
+                    name=e.name,
+                    load_id=e.load_id,
+                    state=e.state,
+                    url=str(e.source.real),
+                    script=str(e.source.script) if e.source.script else None,
+                )
                 for e in self._entries.values()
                 if e.state in PUBLISHED
             ]

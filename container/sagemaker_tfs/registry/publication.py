@@ -23,7 +23,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, TypedDict
 
 from ..shared import runtime_dir
 from ..shared.str_enum import StrEnum
@@ -45,6 +45,21 @@ class ModelState(StrEnum):
 PUBLISHED = (ModelState.LOADING, ModelState.READY)
 
 
+class PublishedModel(TypedDict):
+    """One model of a snapshot, as the owner sends it (a worker reads it back as a plain Message)."""
+
+    name: str
+    load_id: int
+    state: ModelState  # sent as its value
+    url: str
+    script: str | None
+
+
+class Snapshot(TypedDict):
+    generation: int
+    models: list[PublishedModel]
+
+
 class _Worker:
     """The owner's side of one worker's connection."""
 
@@ -54,7 +69,7 @@ class _Worker:
         self.acks: dict[int, dict[str, str]] = {}
         self.closed = False
 
-    def send(self, message: Message) -> None:
+    def send(self, message: Snapshot) -> None:
         try:
             self.sock.sendall(json.dumps(message).encode() + b"\n")
         except OSError:
@@ -69,16 +84,16 @@ class Publisher:
         self._workers: list[_Worker] = []
         self._changed = threading.Condition()
         self._generation = 0
-        self._current: Message = {"generation": 0, "models": []}
+        self._current: Snapshot = {"generation": 0, "models": []}
         self._awaited: set[int] = set()  # generations a publish() is waiting for
         self._server: socket.socket | None = None
 
     def start(self) -> None:
         runtime_dir.remove(self.path)
-        self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._server.bind(str(self.path))
-        self._server.listen(64)
-        threading.Thread(target=self._accept, name="registry-publisher", daemon=True).start()
+        self._server = server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        server.bind(str(self.path))
+        server.listen(64)
+        threading.Thread(target=self._accept, args=(server,), name="registry-publisher", daemon=True).start()
 
     def close(self) -> None:
         if self._server is not None:
@@ -87,10 +102,10 @@ class Publisher:
             for worker in self._workers:
                 worker.sock.close()
 
-    def _accept(self) -> None:
+    def _accept(self, server: socket.socket) -> None:
         while True:
             try:
-                sock, _ = self._server.accept()
+                sock, _ = server.accept()
             except OSError:
                 return
             threading.Thread(target=self._serve, args=(_Worker(sock),), name="registry-worker", daemon=True).start()
@@ -119,7 +134,7 @@ class Publisher:
                 self._changed.notify_all()
             worker.sock.close()
 
-    def publish(self, models: list[Message], deadline: float | None) -> dict[str, str]:
+    def publish(self, models: list[PublishedModel], deadline: float | None) -> dict[str, str]:
         """Send the snapshot to every worker; wait until each acknowledged it (or left). Returns the workers'
         errors by model name; TimeoutError when the deadline passes first."""
         with self._changed:
@@ -186,7 +201,7 @@ class Subscriber:
         self._follow_one(sock, reader)
         threading.Thread(target=self._follow, args=(sock, reader), name="registry-subscriber", daemon=True).start()
 
-    def _follow_one(self, sock: socket.socket, reader) -> None:
+    def _follow_one(self, sock: socket.socket, reader: BinaryIO) -> None:
         line = reader.readline()
         if not line:
             raise ConnectionResetError("the model registry closed the connection")
@@ -194,11 +209,12 @@ class Subscriber:
         errors = self._apply(message)
         sock.sendall(json.dumps({"generation": message["generation"], "errors": errors}).encode() + b"\n")
 
-    def _follow(self, sock: socket.socket, reader) -> None:
+    def _follow(self, sock: socket.socket, reader: BinaryIO) -> None:
         try:
             while True:
                 self._follow_one(sock, reader)
-        except Exception as exc:  # without the registry this worker would route stale models: let gunicorn replace it
+        except Exception as exc:  # noqa: BLE001 - whatever broke the registry: stop the worker
+            # without the registry this worker would route stale models: let gunicorn replace it
             if self._closed:
                 sock.close()
                 return

@@ -10,6 +10,7 @@ import io
 import sys
 import threading
 from dataclasses import dataclass
+from typing import Any
 
 from ..config import PING_TIMEOUT_SECONDS
 from ..shared import cooperative
@@ -91,12 +92,12 @@ class InProcess(Container):
             "CONTENT_LENGTH": str(len(body)),
             **{environ_key(name): value for name, value in headers.items()},
         }
-        answer: concurrent.futures.Future = concurrent.futures.Future()
+        answer: concurrent.futures.Future[Answer] = concurrent.futures.Future()
 
         def run() -> None:
             try:
                 answer.set_result(self._answer(environ))
-            except BaseException as exc:  # a bug of the app: the caller's to raise
+            except BaseException as exc:  # noqa: BLE001 - a bug of the app: the caller's to raise
                 answer.set_exception(exc)
 
         hub = cooperative.hub()
@@ -109,7 +110,7 @@ class InProcess(Container):
         except concurrent.futures.TimeoutError:  # TimeoutError itself from Python 3.11 on
             raise TimeoutError(f"no answer in {timeout} s") from None
 
-    def _answer(self, environ: dict) -> Answer:
+    def _answer(self, environ: dict[str, Any]) -> Answer:
         status, headers, body = whole_answer(self.app, environ)
         names = {name.lower(): value for name, value in headers}
         return Answer(int(status[:3]), names.get("content-type"), names.get(CUSTOM_ATTRIBUTES_HEADER.lower()), body)
@@ -133,7 +134,7 @@ _ENVIRON = {
 }
 
 
-def passed_on(environ: dict) -> dict[str, str]:
+def passed_on(environ: dict[str, Any]) -> dict[str, str]:
     """The request headers (from its WSGI environ) that SageMaker passes on; one sent empty, as not sent."""
     return {name: environ[key] for name, key in _PASSED_ON_KEYS if environ.get(key)}
 

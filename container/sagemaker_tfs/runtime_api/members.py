@@ -14,14 +14,17 @@ pattern; the operation checks what it takes.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 from .errors import validation
 from .service_model import MEMBERS
 
 LOCAL_EXTENSIONS = {("InvokeEndpointAsync", "InputLocation")}  # file:// URIs and local paths too (asynchronous.py)
 _JAVA_CLASSES = {r"\p{ASCII}": r"\x00-\x7f", r"\p{Print}": r"\x20-\x7e"}
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -33,7 +36,7 @@ class Member:
     min: int | None
     max: int | None
     pattern: str | None  # the model's text, quoted in messages
-    regex: re.Pattern | None
+    regex: re.Pattern[str] | None
     sensitive: bool
 
     @property
@@ -42,7 +45,7 @@ class Member:
         return self.name[0].lower() + self.name[1:]
 
 
-def python_regex(java: str) -> re.Pattern:
+def python_regex(java: str) -> re.Pattern[str]:
     """A service model pattern (Java's syntax) as a Python regex with the same meaning for the constructs the model
     uses: \\p{ASCII} and \\p{Print} (inside a class or alone) and \\z."""
     return re.compile(pcre_pattern(java).replace(r"\z", r"\Z"))
@@ -56,21 +59,29 @@ def pcre_pattern(java: str) -> str:
     return java
 
 
+def _constraint(limits: Mapping[str, object], key: str, kind: type[T]) -> T | None:
+    """One constraint of the generated table (its values are typed `object` there), checked to be a `kind`."""
+    value = limits.get(key)
+    if value is not None and not isinstance(value, kind):
+        raise TypeError(f"service_model.py: {key} {value!r} is not of type {kind.__name__}")
+    return value
+
+
 def _members(operation: str) -> tuple[Member, ...]:
-    members = []
+    members: list[Member] = []
     for name, kind, location, location_name, _required, limits in MEMBERS[operation]:
-        pattern = None if (operation, name) in LOCAL_EXTENSIONS else limits.get("pattern")
+        pattern = None if (operation, name) in LOCAL_EXTENSIONS else _constraint(limits, "pattern", str)
         members.append(
             Member(
                 name,
                 kind,
                 location,
                 location_name,
-                limits.get("min"),
-                limits.get("max"),
+                _constraint(limits, "min", int),
+                _constraint(limits, "max", int),
                 pattern,
                 python_regex(pattern) if pattern is not None else None,
-                limits.get("sensitive", False),
+                _constraint(limits, "sensitive", bool) or False,
             )
         )
     return tuple(members)
@@ -96,7 +107,7 @@ def _violations(member: Member, value: str) -> list[str]:
         if member.max is not None and number > member.max:
             return [f"Member must have value less than or equal to {member.max}"]
         return []
-    broken = []
+    broken: list[str] = []
     if member.min is not None and len(value) < member.min:
         broken.append(f"Member must have length greater than or equal to {member.min}")
     if member.max is not None and len(value) > member.max:
@@ -109,7 +120,7 @@ def _violations(member: Member, value: str) -> list[str]:
 def check(operation: str, endpoint: str, header: Callable[[str], str | None]) -> None:
     """RuntimeApiError (ValidationError) naming every uri and header member of the request that breaks the
     service model's constraints; `header(name)` is the request's header (None when absent)."""
-    errors = []
+    errors: list[str] = []
     for member in OPERATIONS[operation]:
         if member.location == "body":
             continue

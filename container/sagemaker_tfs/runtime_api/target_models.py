@@ -18,6 +18,7 @@ import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol
 
 from ..config import Settings
 from ..registry.owner import Owner
@@ -40,6 +41,13 @@ class LoadFailed(Exception):
 
 class NotLoadedHere(Exception):
     """The target is not loaded as far as this process knows: `serve`, which loads targets, is to take the request."""
+
+
+class Targets(Protocol):
+    """What InvokeEndpoint asks of a multi-model endpoint's targets: LoadedTargets in an app worker, TargetModels
+    in `serve`."""
+
+    def model_for(self, target: str) -> str: ...
 
 
 def registry_name(target: str) -> str:
@@ -68,7 +76,7 @@ class TargetModels:
         self.owner = owner
         self.root = Path(owner.root)
         self.timeout = settings.local_runtime_timeout_seconds
-        self._loads: dict[str, concurrent.futures.Future] = {}  # name -> the load in progress
+        self._loads: dict[str, concurrent.futures.Future[str]] = {}  # name -> the load in progress
         self._lock = threading.Lock()  # guards _loads: taken only when a target is not loaded yet
 
     def model_for(self, target: str) -> str:
@@ -88,7 +96,7 @@ class TargetModels:
             raise model_not_ready(f"Model '{target}' is still loading; retry the request") from None
         return name
 
-    def _load(self, name: str, target: str, done: concurrent.futures.Future) -> None:
+    def _load(self, name: str, target: str, done: concurrent.futures.Future[str]) -> None:
         try:
             url = self._url(target)
             log.info("TargetModel %s: loading %s as model %s", target, url, name)

@@ -13,11 +13,16 @@ import logging
 import os
 import socket
 import threading
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..shared import runtime_dir
-from ..shared.metrics_files import observe
+from ..shared.metrics_files import Cells, observe
 from .metrics_page import histogram_family
+
+if TYPE_CHECKING:
+    from prometheus_client.core import Metric
 
 log = logging.getLogger("serve")
 
@@ -33,7 +38,7 @@ class DirectRouteLog:
         self._socket = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self._socket.bind(str(path))
         os.chmod(path, 0o666)  # nginx's workers send, as another user when serve is root (see stack/nginx.py)
-        self._requests: dict[tuple[str, str], list] = {}  # (route, status) -> histogram cells
+        self._requests: dict[tuple[str, str], Cells] = {}  # (route, status) -> histogram cells
         threading.Thread(target=self._receive, name="direct-route-log", daemon=True).start()
 
     def _receive(self) -> None:
@@ -52,7 +57,7 @@ class DirectRouteLog:
         except ValueError:
             log.debug("direct route log: unexpected line %r", line)
 
-    def collect(self):
+    def collect(self) -> Iterator[Metric]:
         yield histogram_family(
             "sagemaker_tfs_direct_request_duration_seconds",
             "Requests nginx answered straight "

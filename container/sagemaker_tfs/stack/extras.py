@@ -22,11 +22,13 @@ def missing(extra: str) -> list[str]:
         requirements = importlib.metadata.requires(DISTRIBUTION) or []
     except importlib.metadata.PackageNotFoundError:
         return []
-    names = []
+    names: list[str] = []
     for requirement in requirements:
         marker = _EXTRA.search(requirement)
         if marker and marker.group(1) == extra:
-            names.append(_NAME.match(requirement).group())
+            name = _NAME.match(requirement)
+            assert name is not None  # (a requirement starts with a distribution name: PEP 508)
+            names.append(name.group())
     return [name for name in names if not _installed(name)]
 
 

@@ -3,21 +3,28 @@
 It adds up the files gunicorn's processes write to the metrics folder of the runtime folder (their format is
 shared/metrics_files.py): each worker's totals (web/metrics.py: requests by route and status with their duration,
 stages, requests in flight; a worker gone keeps counting, its in-flight requests do not), and each gunicorn
-master's count of worker restarts (wsgi_server/gunicorn_settings.py). It adds what `serve` knows at scrape time: its children's restarts and its state.
-The text is prometheus_client's.
+master's count of worker restarts (wsgi_server/gunicorn_settings.py). It adds what `serve` knows at scrape time:
+its children's restarts and its state. The text is prometheus_client's.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..shared import runtime_dir
-from ..shared.metrics_files import APP_FILE, BUCKETS, GUNICORN_FILE, add_histograms, folder, pid_of, read_json
+from ..shared.metrics_files import APP_FILE, BUCKETS, GUNICORN_FILE, Cells, add_histograms, folder, pid_of, read_json
 from ..shared.sockets import HOST
 from ..shared.str_enum import StrEnum
+
+if TYPE_CHECKING:  # prometheus_client is imported when the page starts: serve without metrics never loads it
+    from wsgiref.simple_server import WSGIServer
+
+    from prometheus_client.core import HistogramMetricFamily, Metric
+    from prometheus_client.registry import Collector
 
 log = logging.getLogger("serve")
 
@@ -49,15 +56,18 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def histogram_family(name: str, doc: str, labels: tuple[str, ...], histograms: dict[tuple, list]):
+def histogram_family(
+    name: str, doc: str, labels: tuple[str, ...], histograms: Mapping[tuple[str, ...], Cells]
+) -> HistogramMetricFamily:
     """A Prometheus histogram family of the metrics files' histograms (shared/metrics_files.py), by label values."""
     from prometheus_client.core import HistogramMetricFamily
 
     family = HistogramMetricFamily(name, doc, labels=labels)
     bounds = [str(b) for b in BUCKETS] + ["+Inf"]
     for key, cells in sorted(histograms.items()):
-        cumulative, running = [], 0
-        for bound, count in zip(bounds, cells[:-1]):
+        cumulative: list[tuple[str, float]] = []
+        running = 0
+        for bound, count in zip(bounds, cells[:-1], strict=True):
             running += count
             cumulative.append((bound, running))
         family.add_metric(list(key), cumulative, cells[-1])
@@ -72,11 +82,11 @@ class StackCollector:
     ):
         self._folder, self._restarts, self._state = metrics_folder, restarts, state
 
-    def collect(self):
+    def collect(self) -> Iterator[Metric]:
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-        requests: dict[tuple, list] = {}
-        stages: dict[tuple, list] = {}
+        requests: dict[tuple[str, ...], Cells] = {}
+        stages: dict[tuple[str, ...], Cells] = {}
         in_flight = 0
         for path in self._folder.glob(APP_FILE.format(pid="*")):
             data = read_json(path)
@@ -119,7 +129,7 @@ class StackCollector:
         yield state
 
 
-def start(port: int, collector: StackCollector, *more_collectors):
+def start(port: int, collector: StackCollector, *more_collectors: Collector) -> WSGIServer:
     """Serve the page from a thread of `serve`; returns the server (shutdown() stops it). Raises OSError if the
     port is taken."""
     from prometheus_client import CollectorRegistry, start_http_server

@@ -5,6 +5,7 @@ app as a single-model endpoint's, with the multi-model routes (app/multi_model.p
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -74,8 +75,8 @@ class MultiModelStack(Stack):
         self.owner.write_config_file()  # the ready models (none yet)
 
     def _wait_for_models(self, deadline: float) -> None:
-        for child, (_, rest_port) in zip(self.model_servers, self.settings.ports()):
-            self._wait(lambda: answers(rest_port), child, deadline, "the model server to answer")
+        for child, (_, rest_port) in zip(self.model_servers, self.settings.ports(), strict=True):
+            self._wait(functools.partial(answers, rest_port), child, deadline, "the model server to answer")
         log.info("%d model server(s) up; no model is loaded until POST /models", len(self.model_servers))
 
     def _ready_message(self) -> str:

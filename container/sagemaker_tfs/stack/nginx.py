@@ -44,7 +44,7 @@ def worker_user() -> pwd.struct_passwd | None:
     )
 
 
-def _user_directive(user: pwd.struct_passwd | None) -> str:
+def user_directive(user: pwd.struct_passwd | None) -> str:
     if os.geteuid() != 0:
         return ""
     if user is None:  # nginx started by root would run its workers as nobody: say who they run as
@@ -61,7 +61,7 @@ def render(
     app_headers = _app_headers(nginx_version)
     runtime = Path(settings.runtime_dir)
     return Template(TEMPLATE.read_text()).substitute(
-        user_directive=_user_directive(user),
+        user_directive=user_directive(user),
         runtime_dir=settings.runtime_dir,
         log_level=settings.nginx_loglevel,
         bind_port=settings.bind_port,
@@ -76,7 +76,7 @@ def render(
         else "",
         runtime_api_http=runtime_route.log_maps(settings) if settings.local_runtime_api else "",
         runtime_api_location=_runtime_api_location(settings, direct) if settings.local_runtime_api else "",
-        direct_http=_direct_http(settings, direct_model) if direct else "",
+        direct_http=_direct_http(settings, direct_model) if direct_model is not None else "",
         invocations=_invocations(app_headers, direct),
         direct_entry=DIRECT_ENTRY if direct else "",
         direct_locations=_direct_locations(settings, app_headers) if direct else "",
@@ -225,8 +225,8 @@ def _open_to(user: pwd.struct_passwd, runtime: Path, temp: Path) -> bool:
     for folder in (runtime, temp):
         os.chown(folder, -1, user.pw_gid)
         os.chmod(folder, 0o710)
-    for folder in TEMP_FOLDERS:
-        os.chown(temp / folder, user.pw_uid, user.pw_gid)
+    for name in TEMP_FOLDERS:
+        os.chown(temp / name, user.pw_uid, user.pw_gid)
     return True
 
 

@@ -29,7 +29,10 @@ class Reaper:
 
     def __init__(self) -> None:
         self.proc = subprocess.Popen([sys.executable, "-m", __name__], stdin=subprocess.PIPE, start_new_session=True)
-        self._fd = self.proc.stdin.fileno()
+        stdin = self.proc.stdin
+        assert stdin is not None  # (stdin=PIPE)
+        self._stdin = stdin
+        self._fd = stdin.fileno()
 
     def watch(self, pid: int) -> None:
         """Kill pid's session if serve dies (a line is one write: atomic, whichever thread writes it)."""
@@ -42,7 +45,7 @@ class Reaper:
         """serve stopped its children: the reaper ends without killing anything."""
         try:
             os.write(self._fd, b"done\n")
-            self.proc.stdin.close()
+            self._stdin.close()
         except OSError:
             pass
         try:

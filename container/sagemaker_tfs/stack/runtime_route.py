@@ -39,6 +39,7 @@ def _taken(member: members.Member, variant: str) -> list[str]:
     if member.name in REFUSED:
         return [""]
     if member.name == "TargetVariant":
+        assert member.regex is not None and member.max is not None  # (the service model bounds TargetVariant)
         return ["", variant] if member.regex.fullmatch(variant) and len(variant) <= member.max else [""]
     return ["", "~" + _value_pattern(member)]
 

@@ -11,6 +11,7 @@ finish their requests and quit (SIGQUIT), so that a crashed master costs no requ
 from __future__ import annotations
 
 import collections
+import functools
 import logging
 import math
 import os
@@ -21,6 +22,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import IO, TYPE_CHECKING
 
 from ..config import Settings
 from ..errors import StartupError
@@ -30,6 +32,9 @@ from ..shared.model_tree import ModelTree
 from . import commands, direct_metrics, metrics_page, nginx, readiness, reaper, requirements
 from .metrics_page import ServeState
 from .processes import processes
+
+if TYPE_CHECKING:
+    from wsgiref.simple_server import WSGIServer
 
 log = logging.getLogger("serve")
 
@@ -59,7 +64,7 @@ class Child:
         self.name, self.args, self.env, self.pid_file = name, args, env, pid_file
         self.own_stdout = own_stdout
         self.on_exit = on_exit  # called (from a thread) when the process ends, so that supervision sees it at once
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
         self.tail: collections.deque[str] = collections.deque(maxlen=40)
         self.restarts = 0
         self._output: threading.Thread | None = None
@@ -67,25 +72,35 @@ class Child:
     def start(self) -> None:
         # what is forwarded: stdout and stderr together, or stderr alone
         stdout, stderr = (None, subprocess.PIPE) if self.own_stdout else (subprocess.PIPE, subprocess.STDOUT)
-        self.proc = subprocess.Popen(
+        self.proc = proc = subprocess.Popen(
             self.args, env=self.env, stdout=stdout, stderr=stderr, stdin=subprocess.DEVNULL, start_new_session=True
         )
-        reaper.watch(self.proc.pid)
+        reaper.watch(proc.pid)
         if self.pid_file is not None:
-            runtime_dir.write_file(self.pid_file, f"{self.proc.pid}\n")
-        forwarded = self.proc.stderr if self.own_stdout else self.proc.stdout
+            runtime_dir.write_file(self.pid_file, f"{proc.pid}\n")
+        forwarded = proc.stderr if self.own_stdout else proc.stdout
+        assert forwarded is not None  # (a PIPE)
         self._output = threading.Thread(
             target=self._forward, args=(forwarded,), daemon=True, name=f"{self.name}-output"
         )
         self._output.start()
         if self.on_exit is not None:
-            threading.Thread(target=self._wait_exit, args=(self.proc,), daemon=True, name=f"{self.name}-exit").start()
+            threading.Thread(
+                target=self._wait_exit, args=(proc, self.on_exit), daemon=True, name=f"{self.name}-exit"
+            ).start()
 
-    def _wait_exit(self, proc: subprocess.Popen) -> None:
+    @staticmethod
+    def _wait_exit(proc: subprocess.Popen[bytes], on_exit: Callable[[], None]) -> None:
         proc.wait()
-        self.on_exit()
+        on_exit()
 
-    def _forward(self, stream) -> None:
+    @property
+    def pid(self) -> int:
+        """The pid of the process last started."""
+        assert self.proc is not None  # (called once start() was)
+        return self.proc.pid
+
+    def _forward(self, stream: IO[bytes]) -> None:
         out = sys.stderr.buffer
         noise = logs.tensorflow_noise_filter()
         for line in iter(stream.readline, b""):
@@ -157,31 +172,38 @@ class Stack:
         self.retiring: list[threading.Thread] = []  # dead nginx masters' workers finishing their requests
         self.env = settings.to_env(os.environ)  # the children's settings: what serve resolved, read back as is
         self.state = ServeState.STARTING  # then READY, then STOPPING (the metrics page reports it)
-        self._metrics_server = None
+        self._metrics_server: WSGIServer | None = None
         self._direct_log: direct_metrics.DirectRouteLog | None = None
 
     # ---- what a multi-model stack (stack/multi_model.py) does differently ----
 
     @property
+    def _models(self) -> ModelTree:
+        """The tree of a single-model stack."""
+        assert self.tree is not None  # (a MultiModelStack has none: it overrides every method that reads it)
+        return self.tree
+
+    @property
     def code_dir(self) -> Path:
         """The folder whose requirements.txt is installed at start-up."""
-        return self.tree.model_dir / "code"
+        return self._models.model_dir / "code"
 
     @property
     def serves_models(self) -> bool:
         """Whether model servers run (not for an inference toolkit script without SavedModels)."""
-        return bool(self.tree.models)
+        return bool(self._models.models)
 
     def _write_model_config(self, config_file: Path) -> None:
-        runtime_dir.write_file(config_file, model_tree.model_config_text(self.tree))
+        runtime_dir.write_file(config_file, model_tree.model_config_text(self._models))
 
     def _ready_message(self) -> str:
         """What the log's `ready: ` line says."""
+        tree = self._models
         return (
-            ", ".join(f"{m.name} v{','.join(map(str, m.versions))}" for m in self.tree.models)
-            + (" on" if self.tree.models else "the script's model on")
-            + f" port {self.settings.bind_port} (default model {self.tree.default_model or 'none'}"
-            + (f", handler script {self.tree.script})" if self.tree.script else ")")
+            ", ".join(f"{m.name} v{','.join(map(str, m.versions))}" for m in tree.models)
+            + (" on" if tree.models else "the script's model on")
+            + f" port {self.settings.bind_port} (default model {tree.default_model or 'none'}"
+            + (f", handler script {tree.script})" if tree.script else ")")
         )
 
     def _restarted(self, child: Child, status: int) -> None:
@@ -269,7 +291,7 @@ class Stack:
         version = nginx.version()
         config = nginx.write_config(s, direct_model, version)
         runtime_dir.remove(self.runtime / "nginx.pid")  # nginx writes it itself, through whatever is there
-        self.nginx = Child(
+        self.nginx = front = Child(
             "nginx",
             nginx.command(config, version),
             self.env,
@@ -277,10 +299,10 @@ class Stack:
             self.child_exited.set,
             own_stdout=True,
         )
-        self.nginx.start()
+        front.start()
         self._wait(
-            lambda: readiness.listens(self.nginx.proc.pid, s.bind_port),
-            self.nginx,
+            lambda: readiness.listens(front.pid, s.bind_port),
+            front,
             deadline,
             f"nginx to listen on port {s.bind_port}",
         )
@@ -327,10 +349,10 @@ class Stack:
     def _wait_for_models(self, deadline: float) -> None:
         if not self.model_servers:
             return
-        for child, (_, rest_port) in zip(self.model_servers, self.settings.ports()):
-            for model in self.tree.models:
+        for child, (_, rest_port) in zip(self.model_servers, self.settings.ports(), strict=True):
+            for model in self._models.models:
                 self._wait(
-                    lambda: self._model_ready(child, rest_port, model),
+                    functools.partial(self._model_ready, child, rest_port, model),
                     child,
                     deadline,
                     f"model {model.name} to be AVAILABLE",
@@ -369,13 +391,13 @@ class Stack:
             if child is besides or code is None or self.stopping.is_set():
                 continue
             child.restarts += 1
-            old_group = child.proc.pid
+            old_group = child.pid
             if child is not self.nginx:
                 child.kill_group()  # a gunicorn master's workers would keep the socket
             log.error(
                 "%s (pid %d) exited with status %d; restarting it (restart #%d). Last output:\n%s",
                 child.name,
-                child.proc.pid,
+                old_group,
                 code,
                 child.restarts,
                 child.last_lines(),
@@ -385,7 +407,7 @@ class Stack:
             if child is self.nginx:
                 retire = threading.Thread(
                     target=self._retire_nginx_workers,
-                    args=(old_group, child.proc.pid),
+                    args=(old_group, child.pid),
                     name="nginx-retire",
                     daemon=True,
                 )

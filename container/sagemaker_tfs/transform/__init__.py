@@ -6,9 +6,10 @@
     description["TransformJobStatus"]  # "Completed" or "Failed"
 
 Modules, in the order data flows: job (parameters, validation, CreateTransformJob request), shared/storage.py
-(inputs and outputs, local or s3://), records (SplitType), batch_strategy (BatchStrategy, MaxPayloadInMB), dataprocessing (filters,
-joins, assembly), jsonpath, client (POST /invocations), containers (the stacks of our container), pipeline (the
-threads), api (transform(), the job description), progress and cli (the `sagemaker-tfs transform` command).
+(inputs and outputs, local or s3://), records (SplitType), batch_strategy (BatchStrategy, MaxPayloadInMB),
+dataprocessing (filters, joins, assembly), jsonpath, client (POST /invocations), containers (the stacks of our
+container), pipeline (the threads), api (transform(), the job description), progress and cli (the
+`sagemaker-tfs transform` command).
 """
 
 from .api import LocalOptions, TransformJobStopped, run, transform

@@ -27,6 +27,7 @@ from ..config import DEFAULT_MAX_PAYLOAD_IN_MB, MAX_TRANSFORM_MB
 from ..shared.storage import SourceError, Storage
 from .client import InvocationSettings
 from .containers import (
+    Container,
     ContainerError,
     container_environment,
     execution_parameters,
@@ -167,7 +168,7 @@ def run(job: TransformJob, model: str, options: LocalOptions = LocalOptions()) -
     temporary_work_dir = options.work_dir is None
     work_dir: Path | None = None  # only jobs that start containers have one
     storage = Storage(options.s3_endpoint_url)
-    containers = []
+    containers: list[Container] = []
     pipeline: Pipeline | None = None
     started = time.monotonic()
     try:
@@ -225,7 +226,9 @@ def run(job: TransformJob, model: str, options: LocalOptions = LocalOptions()) -
         failed = [result for result in pipeline.run() if result.status is not Status.COMPLETED]
         if failed:
             description["TransformJobStatus"] = Status.FAILED.value
-            description["FailureReason"] = f"{failed[0].failure_kind.value}: See job logs for more information"
+            first_kind = failed[0].failure_kind
+            assert first_kind is not None  # (an object fails only through Pipeline._fail, which sets it)
+            description["FailureReason"] = f"{first_kind.value}: See job logs for more information"
         else:
             description["TransformJobStatus"] = Status.COMPLETED.value
     except (SourceError, ContainerError) as exc:
@@ -248,7 +251,7 @@ def _finish(
     description: dict[str, Any],
     pipeline: Pipeline | None,
     started: float,
-    containers: list,
+    containers: list[Container],
     work_dir: Path | None,
     temporary_work_dir: bool,
 ) -> dict[str, Any]:

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import NamedTuple
 
 MIB = 1024 * 1024
 PAYLOAD_TOO_LARGE = "Too much data for max payload size"
 
 
-class Item(NamedTuple):
+# Dataclasses rather than NamedTuples: a field named `index` would shadow tuple.index
+@dataclass(frozen=True, slots=True)
+class Item:
     index: int  # position of the record in its object
     body: bytes  # what is sent for it
     original: bytes | None  # the record as read, kept when DataProcessing joins or splits the response
@@ -34,7 +35,8 @@ class Batch:
     size: int  # bytes of the object its records stand for
 
 
-class TooLarge(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class TooLarge:
     index: int
     size: int
 

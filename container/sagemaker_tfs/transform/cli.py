@@ -16,6 +16,7 @@ import logging
 import signal
 import sys
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from .api import LocalOptions, TransformJobStopped, model_name_for, run
@@ -47,7 +48,7 @@ class _LogHandler(logging.StreamHandler):
 
 
 class _Formatter(logging.Formatter):
-    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:  # noqa: N802
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:  # noqa: N802 - logging's name
         moment = datetime.datetime.fromtimestamp(record.created, datetime.timezone.utc)
         return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{int(record.msecs):03d}"
 
@@ -137,7 +138,7 @@ def _write_json(value: Any, target: str) -> None:
         Path(target).write_text(text)
 
 
-def _raise_interrupt(signum: int, frame: Any) -> None:
+def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 

@@ -28,7 +28,7 @@ import tempfile
 import threading
 import time
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -62,6 +62,8 @@ def is_endpoint(model: str) -> bool:
 def http_get(url: str, timeout: float) -> tuple[int, bytes] | None:
     """(status, body) of GET url, or None when nothing answers in time."""
     parts = urllib.parse.urlsplit(url)
+    if not parts.hostname:  # (http.client would fail on None, or go to localhost with a port)
+        return None
     connection_class = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
     connection = connection_class(parts.hostname, parts.port, timeout=timeout)
     try:
@@ -86,7 +88,7 @@ def execution_parameters(url: str) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-def prepare_model(model: str, workdir: Path, read_bytes) -> Path:
+def prepare_model(model: str, workdir: Path, read_bytes: Callable[[str], bytes]) -> Path:
     """An unpacked model folder for `model` (a folder, or a tar.gz read with `read_bytes` when on S3)."""
     if model.startswith("s3://"):
         archive = workdir / "model.tar.gz"

@@ -30,6 +30,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,7 +58,8 @@ class RecordError(ValueError):
 def data_format(mime: str | None) -> Format | None:
     """The format of one record (Format.JSON or Format.CSV) for a Content-Type/Accept value, or None when records
     of that type cannot be parsed (parameters such as charset ignored)."""
-    return _RECORD_FORMATS.get(media_types.format_of(mime))
+    fmt = media_types.format_of(mime)
+    return None if fmt is None else _RECORD_FORMATS.get(fmt)
 
 
 def parse(data: bytes, fmt: Format, what: str) -> Any:
@@ -153,20 +155,26 @@ class DataProcessing:
         """What is sent for one record: the record itself, or its InputFilter selection."""
         if self.input_filter.is_root:
             return record
-        value = parse(record, self.input_format, "input record")
-        return serialise(self._apply(self.input_filter, value), self.input_format)
+        fmt = self.input_format
+        assert fmt is not None  # (job.py refuses an InputFilter for a type without a record format)
+        value = parse(record, fmt, "input record")
+        return serialise(self._apply(self.input_filter, value), fmt)
 
-    def outputs(self, records: list[bytes], body: bytes) -> list[bytes]:
-        """The output of each record of one request, from the response body."""
+    def outputs(self, records: Sequence[bytes | None], body: bytes) -> list[bytes]:
+        """The output of each record of one request, from the response body; `records` are the originals."""
         results = split_response(body, len(records))
         if not self.parses_output:
             return results
-        fmt = self.output_format
+        fmt, input_fmt = self.output_format, self.input_format
+        assert fmt is not None  # (job.py refuses an OutputFilter or a join for an Accept without a record format)
         outputs = []
-        for record, result in zip(records, results):
+        for record, result in zip(records, results, strict=True):
             value = parse(result, fmt, "output from the algorithm")
             if self.join_input:
-                value = join(parse(record, self.input_format, "input record"), value, fmt)
+                # (the pipeline keeps every original while DataProcessing is active; job.py refuses a join for a
+                # ContentType without a record format)
+                assert record is not None and input_fmt is not None
+                value = join(parse(record, input_fmt, "input record"), value, fmt)
             outputs.append(serialise(self._apply(self.output_filter, value), fmt))
         return outputs
 

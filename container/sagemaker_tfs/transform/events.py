@@ -36,8 +36,7 @@ class BatchDone:
     obj_id: int
     seq: int  # the batch's position within its object
     batch: Batch
-    output: bytes | None
-    failure: Failure | None
+    outcome: bytes | Failure  # the output bytes, or why it failed
     retries: int
 
 

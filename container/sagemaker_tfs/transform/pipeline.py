@@ -137,19 +137,19 @@ class Pipeline:
         self.endpoints = endpoints  # one per instance
         self.results = [
             ObjectResult(obj.location, out, i % len(endpoints), obj.size)
-            for i, (obj, out) in enumerate(zip(objects, outputs))
+            for i, (obj, out) in enumerate(zip(objects, outputs, strict=True))
         ]
-        self.states = [_State(result, obj.label) for result, obj in zip(self.results, objects)]
+        self.states = [_State(result, obj.label) for result, obj in zip(self.results, objects, strict=True)]
         self.stats = Stats(len(objects), bytes_total=sum(obj.size or 0 for obj in objects))
         self.on_progress = on_progress
-        self.events: queue.SimpleQueue = queue.SimpleQueue()
+        self.events: queue.SimpleQueue[Event] = queue.SimpleQueue()
         self.stop = threading.Event()
 
     # ----- threads -----
 
     def run(self) -> list[ObjectResult]:
         """Process every object; on KeyboardInterrupt, stop, leave no output for unfinished objects, re-raise."""
-        threads = []
+        threads: list[threading.Thread] = []
         for instance, endpoint in enumerate(self.endpoints):
             mine = [i for i in range(len(self.objects)) if self.results[i].instance == instance]
             source = _Source(self._batches(mine))
@@ -182,7 +182,7 @@ class Pipeline:
             obj = self.objects[obj_id]
             seq = stored = 0  # batches given out, bytes read
             counter = [0]  # records split
-            failure = None
+            failure: Failure | None = None
             try:
                 body, stored = self.storage.read_input(obj, plan.compression)
                 self.events.put(ObjectRead(obj_id, len(body)))
@@ -232,17 +232,17 @@ class Pipeline:
         try:
             body, retries = client.invoke(batch.body)
         except InvocationError as exc:
-            return BatchDone(obj_id, seq, batch, None, Failure(exc.message, exc.kind), exc.retries)
+            return BatchDone(obj_id, seq, batch, Failure(exc.message, exc.kind), exc.retries)
         except Exception as exc:  # a bug must not leave the collector waiting for this batch
             log.exception("unexpected error while sending a request")
-            return BatchDone(obj_id, seq, batch, None, Failure(f"Internal error: {exc}", FailureKind.ALGORITHM), 0)
+            return BatchDone(obj_id, seq, batch, Failure(f"Internal error: {exc}", FailureKind.ALGORITHM), 0)
         try:
             processing = self.plan.dataprocessing
             outputs = processing.outputs(batch.originals, body) if processing.active else [body]
             output = assemble(outputs, self.plan.assemble_with)
         except RecordError as exc:
-            return BatchDone(obj_id, seq, batch, None, Failure(str(exc), exc.kind), retries)
-        return BatchDone(obj_id, seq, batch, output, None, retries)
+            return BatchDone(obj_id, seq, batch, Failure(str(exc), exc.kind), retries)
+        return BatchDone(obj_id, seq, batch, output, retries)
 
     # ----- the collector -----
 
@@ -274,10 +274,10 @@ class Pipeline:
             self.stats.requests += retries + 1
             self.stats.records_done += len(batch.indexes)
             self.stats.bytes_done += batch.size
-            if event.failure is not None:
-                self._fail(state, batch.indexes, event.failure)
+            if isinstance(event.outcome, Failure):
+                self._fail(state, batch.indexes, event.outcome)
             elif result.failure_kind is None:
-                state.pending[event.seq] = event.output
+                state.pending[event.seq] = event.outcome
                 self._flush(state)
         elif isinstance(event, ObjectRead):
             self.stats.bytes_total += event.size - (result.size or 0)

@@ -71,7 +71,7 @@ def _recordio(body: bytes) -> Iterator[Record]:
     pos = 0
     while pos < size:
         start = pos
-        parts = []
+        parts: list[bytes] = []
         while True:
             if pos + 8 > size:
                 raise FramingError(f"RecordIO record at byte {start} is truncated: no header at byte {pos}")
