@@ -2,21 +2,31 @@
 (against canned loopback servers), and connections that reach themselves (against a real free port). The client's
 behaviour is tested as each app worker class calls it (the `run` fixture): from a plain thread (blocking, its
 connections kept per thread), and from a request greenlet of the loop worker (waiting through the loop, its
-connections shared by the loop's requests)."""
+connections shared by the loop's requests). The answers handed to scripts are compared with what requests itself
+gives for the same request to the same server (a canned one, and the real model server), read in every way."""
 
 from __future__ import annotations
 
+import datetime
 import io
+import pickle
 import random
 import socket
 import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 import requests
+from app_support import DEFAULT_MODEL
 from ports import free_port
 from processes import wait_for
-from sagemaker_tfs.model_client.http_client import request_body
+from requests.cookies import RequestsCookieJar
+from requests.structures import CaseInsensitiveDict
+from sagemaker_tfs.model_client import tensor_calls
+from sagemaker_tfs.model_client.http_client import ModelServerResponse, request_body
 from sagemaker_tfs.model_client.model_servers import (
     ModelServer,
     ModelServerClient,
@@ -63,7 +73,7 @@ def run(request):
         def task():
             try:
                 outcome.append((True, call()))
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 (raised again in the caller, below)
                 outcome.append((False, exc))
 
         hub.spawn(task)
@@ -322,3 +332,220 @@ def test_context_session_errors_are_requests_errors_and_model_server_errors():
         silent.close()
     with pytest.raises(ValueError, match="use requests for other addresses"):
         session.get("https://127.0.0.1:1/")
+
+
+# ---- the answers handed to scripts: requests.Response objects, as requests itself gives them ----
+
+
+def seen(response: requests.Response) -> dict[str, Any]:
+    """What a script sees of an answer, read in this order."""
+    return {
+        "status_code": response.status_code,
+        "reason": response.reason,
+        "ok": response.ok,
+        "bool": bool(response),
+        "url": response.url,
+        "headers": list(response.headers.items()),  # the spellings and the order
+        "content": response.content,
+        "encoding": response.encoding,
+        "apparent_encoding": response.apparent_encoding,
+        "text": response.text,
+        "cookies": response.cookies.get_dict(),
+        "history": response.history,
+        "links": response.links,
+        "is_redirect": response.is_redirect,
+        "repr": repr(response),
+    }
+
+
+def twice(answer: bytes) -> FakeHttpServer:
+    """A server giving this answer to two requests: the client's and requests'."""
+    return FakeHttpServer([(answer, False), (answer, False)])
+
+
+def canned(status: str, headers: list[tuple[str, str]], body: bytes) -> bytes:
+    lines = "".join(f"{name}: {value}\r\n" for name, value in headers)
+    return f"HTTP/1.1 {status}\r\n{lines}Content-Length: {len(body)}\r\n\r\n".encode("latin-1") + body
+
+
+BODY = b'{"predictions":\n [3.5, 4.0]}'
+REPEATED = [("Content-Type", "application/json"), ("X-Thing", "1"), ("x-thing", "2")]
+
+
+def test_an_answer_is_a_requests_response_equal_to_what_requests_gets(run):
+    server = twice(canned("200 OK", REPEATED, BODY))
+    url = f"http://127.0.0.1:{server.port}/v1/models/m:predict"
+    try:
+        ours = run(lambda: ModelServerSession(timeout=5).post(url, data=b"{}"))
+        theirs = requests.post(url, data=b"{}", timeout=5)
+    finally:
+        server.close()
+    assert type(ours) is ModelServerResponse and isinstance(ours, requests.Response)
+    assert (
+        seen(ours)
+        == seen(theirs)
+        == {
+            "status_code": 200,
+            "reason": "OK",
+            "ok": True,
+            "bool": True,
+            "url": url,
+            # a repeated header's values joined under its first spelling
+            "headers": [("Content-Type", "application/json"), ("X-Thing", "1, 2"), ("Content-Length", str(len(BODY)))],
+            "content": BODY,
+            "encoding": "utf-8",
+            "apparent_encoding": "ascii",
+            "text": BODY.decode(),
+            "cookies": {},
+            "history": [],
+            "links": {},
+            "is_redirect": False,
+            "repr": "<Response [200]>",
+        }
+    )
+    assert ours.json() == theirs.json() == {"predictions": [3.5, 4.0]}
+    assert type(ours.headers) is type(theirs.headers) is CaseInsensitiveDict
+    assert ours.headers["X-THING"] == ours.headers.get("x-thing") == "1, 2" and "content-length" in ours.headers
+    assert dict(ours.headers) == dict(theirs.headers)
+    assert type(ours.cookies) is type(theirs.cookies) is RequestsCookieJar and len(ours.cookies) == 0
+    assert type(ours.elapsed) is type(theirs.elapsed) is datetime.timedelta and ours.elapsed >= datetime.timedelta(0)
+    assert ours.raise_for_status() is None and theirs.raise_for_status() is None
+    assert ours.next is theirs.next is None  # (an unpickled Response has no `next`: requests' own)
+    assert type(pickle.loads(pickle.dumps(ours))) is ModelServerResponse
+
+
+def _closed(response: requests.Response) -> bytes:
+    response.close()
+    return response.content
+
+
+def _in_with(response: requests.Response) -> str:
+    with response as same:
+        return same.text
+
+
+def _headers_replaced(response: requests.Response) -> dict[str, str]:
+    response.headers = CaseInsensitiveDict({"A": "b"})
+    return dict(response.headers)
+
+
+def _headers_changed(response: requests.Response) -> dict[str, str]:
+    response.headers["X-Thing"] = "3"
+    response.headers["New"] = "1"
+    return dict(response.headers)
+
+
+def _pickled(response: requests.Response) -> tuple[Any, ...]:
+    again = pickle.loads(pickle.dumps(response))
+    return seen(again), again.json(), type(again.elapsed), list(again.iter_content(7))
+
+
+READERS: dict[str, Callable[[requests.Response], Any]] = {
+    "iter_content, then content": lambda r: (list(r.iter_content(4)), r.content),
+    "iter_content(None), then json": lambda r: (list(r.iter_content(None)), r.json()),
+    "iter_content decoded": lambda r: list(r.iter_content(3, decode_unicode=True)),
+    "iter_lines, then text": lambda r: (list(r.iter_lines()), r.text),
+    "iterated, then json": lambda r: (list(r), r.json()),
+    "content, then raw": lambda r: (r.content, r.raw.read()),
+    "closed first": _closed,
+    "in a with statement": _in_with,
+    "headers replaced": _headers_replaced,
+    "headers changed": _headers_changed,
+    "pickled unread": _pickled,
+    "pickled once read": lambda r: (seen(r), _pickled(r)),
+}
+
+
+@pytest.mark.parametrize("reader", READERS.values(), ids=READERS.keys())
+def test_an_answer_read_in_any_way_gives_what_requests_gives(reader):
+    server = twice(canned("200 OK", REPEATED, BODY))
+    url = f"http://127.0.0.1:{server.port}/v1/models/m:predict"
+    try:
+        ours = ModelServerSession(timeout=5).post(url, data=b"{}")
+        theirs = requests.post(url, data=b"{}", timeout=5)
+    finally:
+        server.close()
+    assert reader(ours) == reader(theirs)
+
+
+@pytest.mark.parametrize(
+    "content_type, encoding, text",
+    [
+        ("application/json", "utf-8", "é ü"),
+        ("text/plain", "ISO-8859-1", "Ã© Ã¼"),
+        ("text/csv; charset=utf-16", "utf-16", "é ü".encode().decode("utf-16", errors="replace")),
+        ("application/octet-stream", None, "é ü"),  # decoded by guessing, as requests does
+        (None, None, "é ü"),
+    ],
+)
+def test_the_encoding_and_the_text_are_requests(content_type, encoding, text):
+    headers = [] if content_type is None else [("Content-Type", content_type)]
+    server = twice(canned("200 OK", headers, "é ü".encode()))
+    url = f"http://127.0.0.1:{server.port}/"
+    try:
+        ours = ModelServerSession(timeout=5).get(url)
+        theirs = requests.get(url, timeout=5)
+    finally:
+        server.close()
+    assert (ours.encoding, ours.text) == (theirs.encoding, theirs.text) == (encoding, text)
+    assert seen(ours) == seen(theirs)
+
+
+def test_an_error_answer_of_the_model_server_raises_as_requests_raises_it(model_server):
+    url = f"{model_server.url}/v1/models/no_such_model"
+    ours = ModelServerSession(timeout=30).get(url)
+    theirs = requests.get(url, timeout=30)
+    assert seen(ours) == seen(theirs)
+    assert (ours.status_code, ours.reason, ours.ok, ours.json()) == (
+        404,
+        "Not Found",
+        False,
+        {"error": "Could not find any versions of model no_such_model"},
+    )
+    with pytest.raises(requests.HTTPError) as raised:
+        ours.raise_for_status()
+    assert str(raised.value) == f"404 Client Error: Not Found for url: {url}" and raised.value.response is ours
+    with pytest.raises(requests.HTTPError, match=f"^{str(raised.value)}$"):
+        theirs.raise_for_status()
+
+
+PREDICTIONS = b'{\n    "predictions": [3.5, 4.0\n    ]\n}'  # half_plus_three's answer to [1.0, 2.0]
+
+
+def test_the_model_servers_answer_is_what_requests_gets(model_server, run):
+    path = f"/v1/models/{DEFAULT_MODEL}:predict"
+    ours = run(lambda: ModelServerSession(timeout=30).post(model_server.url + path, json={"instances": [1.0, 2.0]}))
+    theirs = requests.post(model_server.url + path, json={"instances": [1.0, 2.0]}, timeout=30)
+    client = run(
+        lambda: ModelServerClient(30).request(
+            ModelServer(model_server.rest_port, 1), "POST", path, b'{"instances": [1.0, 2.0]}'
+        )
+    )
+    assert seen(ours) == seen(theirs) == seen(client)
+    assert (ours.status_code, ours.headers, ours.content, ours.json()) == (
+        200,
+        {"Content-Type": "application/json", "Content-Length": str(len(PREDICTIONS))},
+        PREDICTIONS,
+        {"predictions": [3.5, 4.0]},
+    )
+    assert pickle.loads(pickle.dumps(ours)).content == PREDICTIONS
+
+
+@pytest.mark.parametrize("reader", READERS.values(), ids=READERS.keys())
+def test_a_binary_calls_answer_reads_as_the_rest_calls_answer(model_server, reader):
+    """The binary path's answer (a TensorResponse, its JSON written when first read) against requests' answer of
+    the REST call it stands for: the same, but for the headers (its Content-Length is not known before)."""
+    path = f"/v1/models/{DEFAULT_MODEL}:predict"
+    server = ModelServer(model_server.rest_port, model_server.grpc_port)
+    inputs = np.array([1.0, 2.0], np.float32)
+    ours = tensor_calls.answer(server, ModelServerClient(30), path, inputs, 30)
+    theirs = requests.post(model_server.url + path, data=tensor_calls.rest_body(inputs), timeout=30)
+    assert type(ours) is tensor_calls.TensorResponse and isinstance(ours, requests.Response)
+    assert list(ours.outputs) == ["y"] and ours.outputs["y"].tolist() == [3.5, 4.0]
+    assert dict(ours.headers) == {"Content-Type": "application/json"} and ours.elapsed == datetime.timedelta(0)
+    if reader in (_headers_changed, _headers_replaced):
+        ours.headers, theirs.headers = CaseInsensitiveDict(), CaseInsensitiveDict()
+    else:
+        theirs.headers = CaseInsensitiveDict({"Content-Type": "application/json"})
+    assert reader(ours) == reader(theirs)
+    assert ours.content == PREDICTIONS and type(pickle.loads(pickle.dumps(ours))) is tensor_calls.TensorResponse

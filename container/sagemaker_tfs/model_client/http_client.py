@@ -2,8 +2,8 @@
 invisible next to the app: each thread keeps one keep-alive connection (TCP_NODELAY) per port, so there is no
 pool to lock and no connection set-up per request. One sendall per request and a buffered read of the answer
 (Content-Length, chunked, or until close) cost a third of http.client's CPU, most of which goes to parsing
-headers with the email package. Answers are real `requests.Response` objects, built directly (the requests
-Session machinery costs more than the call), since handler scripts get them.
+headers with the email package. Answers are real `requests.Response` objects, since handler scripts get them,
+made through requests' public API without its Session machinery (which costs more than the call).
 
 Errors: TimeoutError when the server does not answer in time, ProtocolError when its answer is not HTTP/1.x,
 any other OSError when it cannot be reached (refused, reset, or a connection to itself, see Connection.open).
@@ -13,18 +13,17 @@ from __future__ import annotations
 
 import datetime
 import errno
+import functools
 import re
 import socket
 import struct
 import threading
 import time
-from collections import OrderedDict
-from http.cookiejar import DefaultCookiePolicy
+from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import urlencode
 
 import requests
-from requests.cookies import RequestsCookieJar
 from requests.structures import CaseInsensitiveDict
 from requests.utils import get_encoding_from_headers
 
@@ -86,10 +85,10 @@ class Connection:
         self.base_uri = f"http://{HOST}:{port}"
         self._host = f"Host: {HOST}:{port}\r\n".encode()
 
-    def open(self, timeout: float) -> None:
-        """Connect, or raise OSError. When nothing listens on a port of the kernel's ephemeral range, a
-        connect() can be given that very port as its own: TCP's simultaneous open then connects the socket
-        to itself, and the socket holds the port, so that a model server restarting there cannot bind it.
+    def open(self, timeout: float) -> socket.socket:
+        """Connect and return the socket, or raise OSError. When nothing listens on a port of the kernel's
+        ephemeral range, a connect() can be given that very port as its own: TCP's simultaneous open then connects
+        the socket to itself, and the socket holds the port, so that a model server restarting there cannot bind it.
         Such a socket is reset (closed without TIME_WAIT) and reported as ECONNREFUSED, which it stands for."""
         sock = socket.create_connection((HOST, self.port), timeout)
         if sock.getsockname() == sock.getpeername():
@@ -99,14 +98,15 @@ class Connection:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.settimeout(None)
         self.sock, self._buffer, self._timeout = sock, b"", None
+        return sock
 
-    def _closed_by_server(self) -> bool:
+    def _closed_by_server(self, sock: socket.socket) -> bool:
         """Whether the idle kept connection has ended: a non-blocking peek reads its end of stream (or a reset,
         or bytes nobody asked for) without waiting."""
         if self._buffer:
             return True
         try:
-            self.sock.recv(1, _PEEK)
+            sock.recv(1, _PEEK)
         except BlockingIOError:
             return False  # nothing to read: open
         except OSError:
@@ -118,10 +118,10 @@ class Connection:
             self.sock.close()
             self.sock, self._buffer = None, b""
 
-    def _set_timeout(self, timeout: float) -> None:
+    def _set_timeout(self, sock: socket.socket, timeout: float) -> None:
         value = timeval(timeout)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, value)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, value)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, value)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, value)
         self._timeout = timeout
 
     def exchange(
@@ -130,12 +130,14 @@ class Connection:
         """Send one request, read its answer (as _read_answer gives it). A kept connection the server
         has closed meanwhile is replaced before sending; once sent, a request is never sent again (a POST may not
         be idempotent: a handler's call would run twice)."""
-        if self.sock is not None and self._closed_by_server():
+        sock = self.sock
+        if sock is not None and self._closed_by_server(sock):
             self.close()
-        if self.sock is None:
-            self.open(timeout)
+            sock = None
+        if sock is None:
+            sock = self.open(timeout)
         if timeout != self._timeout:
-            self._set_timeout(timeout)
+            self._set_timeout(sock, timeout)
         head = [f"{method} {path} HTTP/1.1\r\n".encode(), self._host]
         if body or method == "POST":
             head.append(b"Content-Length: %d\r\n" % len(body))
@@ -144,33 +146,33 @@ class Connection:
         head.append(b"\r\n")
         request = b"".join(head)
         try:
-            self._send(request, body)
-            return self._read_answer(method)
+            self._send(sock, request, body)
+            return self._read_answer(sock, method)
         except BlockingIOError:  # SO_RCVTIMEO or SO_SNDTIMEO expired
             raise TimeoutError("timed out") from None
 
-    def _send(self, head: bytes, body: Any) -> None:
-        send(self.sock, head, body)
+    def _send(self, sock: socket.socket, head: bytes, body: Any) -> None:
+        send(sock, head, body)
 
-    def _recv(self) -> bytes:
-        return self.sock.recv(65536)
+    def _recv(self, sock: socket.socket) -> bytes:
+        return sock.recv(65536)
 
-    def _receive(self) -> bytes:
-        data = self._recv()
+    def _receive(self, sock: socket.socket) -> bytes:
+        data = self._recv(sock)
         if not data:
             raise ConnectionResetError("the model server closed the connection")
         return data
 
-    def _read_answer(self, method: str) -> tuple[int, str, bytes, str | None, bytes]:
+    def _read_answer(self, sock: socket.socket, method: str) -> tuple[int, str, bytes, str | None, bytes]:
         """(status, reason, header lines, content type, content) of the answer: the header lines as received
         (each after its CRLF), read for the framing only (Content-Length, Transfer-Encoding, Connection) and the
         type; the rest is parsed only if a handler reads the headers (ModelServerResponse)."""
-        data = self._buffer or self._receive()
+        data = self._buffer or self._receive(sock)
         while True:  # interim answers (1xx, e.g. 100 Continue) are skipped: the final one follows
             while (end := data.find(b"\r\n\r\n")) < 0:
                 if len(data) > 65536:
                     raise ProtocolError("the answer's headers are incomplete or too many")
-                data += self._receive()
+                data += self._receive(sock)
             line_end = data.find(b"\r\n")
             status_line = data[:line_end].decode("latin-1")
             head = data[line_end:end]
@@ -187,7 +189,7 @@ class Connection:
             if not 100 <= status < 200:
                 break
             if not data:
-                data = self._receive()
+                data = self._receive(sock)
         length = None
         chunked = False
         keep_alive = version == "HTTP/1.1"
@@ -209,17 +211,17 @@ class Connection:
         if method == "HEAD" or status in (204, 304):
             content = b""
         elif chunked:
-            content, data = self._read_chunks(data)
+            content, data = self._read_chunks(sock, data)
         elif length is not None:
             while len(data) < length:
                 try:
-                    data += self._receive()
+                    data += self._receive(sock)
                 except ConnectionResetError:
                     raise ProtocolError(f"the answer ended after {len(data)} of {length} bytes") from None
             content, data = data[:length], data[length:]
         else:
             parts = [data]
-            while chunk := self._recv():
+            while chunk := self._recv(sock):
                 parts.append(chunk)
             content, data, keep_alive = b"".join(parts), b"", False
         self._buffer = data
@@ -227,14 +229,14 @@ class Connection:
             self.close()
         return status, reason, head, content_type, content
 
-    def _read_chunks(self, data: bytes) -> tuple[bytes, bytes]:
+    def _read_chunks(self, sock: socket.socket, data: bytes) -> tuple[bytes, bytes]:
         """(content, what follows) of a chunked body starting in `data`."""
-        chunks = []
+        chunks: list[bytes] = []
         while True:
             while (end := data.find(b"\r\n")) < 0:
                 if len(data) > 65536:
                     raise ProtocolError(f"invalid chunk size {data[:100]!r}")
-                data += self._receive_in_body()
+                data += self._receive_in_body(sock)
             try:
                 size = int(data[:end].split(b";", 1)[0], 16)
             except ValueError:
@@ -243,21 +245,21 @@ class Connection:
             if size == 0:
                 while not data.startswith(b"\r\n"):  # trailers, then the empty line
                     while (end := data.find(b"\r\n")) < 0:
-                        data += self._receive_in_body()
+                        data += self._receive_in_body(sock)
                     if end == 0:  # the empty line arrived in a later read
                         break
                     data = data[end + 2 :]
                 return b"".join(chunks), data[2:]
             while len(data) < size + 2:
-                data += self._receive_in_body()
+                data += self._receive_in_body(sock)
             if data[size : size + 2] != b"\r\n":
                 raise ProtocolError("a chunk of the answer is incomplete")
             chunks.append(data[:size])
             data = data[size + 2 :]
 
-    def _receive_in_body(self) -> bytes:
+    def _receive_in_body(self, sock: socket.socket) -> bytes:
         try:
-            return self._receive()
+            return self._receive(sock)
         except ConnectionResetError:
             raise ProtocolError("a chunk of the answer is incomplete") from None
 
@@ -267,18 +269,20 @@ class LoopConnection(Connection):
     non-blocking and registered with the loop for good, so that waiting for the answer hands the thread to other
     requests, and a server closing it while it is idle is seen by the loop (no peek before each request)."""
 
+    _watch: cooperative.Watch  # its socket's registration, made by open(): used only while the socket is open
+
     def __init__(self, port: int, hub: cooperative.Hub):
         super().__init__(port)
         self._hub = hub
-        self._watch: cooperative.Watch | None = None
         self._sent = False  # a request was just sent
 
-    def open(self, timeout: float) -> None:
-        super().open(timeout)
-        self.sock.setblocking(False)
-        self._watch = self._hub.watch(self.sock, self.close)
+    def open(self, timeout: float) -> socket.socket:
+        sock = super().open(timeout)
+        sock.setblocking(False)
+        self._watch = self._hub.watch(sock, self.close)
+        return sock
 
-    def _closed_by_server(self) -> bool:
+    def _closed_by_server(self, sock: socket.socket) -> bool:
         return bool(self._buffer)  # bytes nobody asked for; an end of stream closed it already (Watch.on_idle)
 
     def close(self) -> None:
@@ -286,27 +290,27 @@ class LoopConnection(Connection):
             self._hub.unregister(self.sock)
         super().close()
 
-    def _set_timeout(self, timeout: float) -> None:
+    def _set_timeout(self, sock: socket.socket, timeout: float) -> None:
         self._timeout = timeout
 
-    def _wait(self, events: int) -> None:
-        if not self._hub.wait(self.sock, self._watch, events, self._timeout):
+    def _wait(self, sock: socket.socket, events: int) -> None:
+        if not self._hub.wait(sock, self._watch, events, self._timeout):
             raise TimeoutError("timed out")
 
-    def _send(self, head: bytes, body: Any) -> None:
-        if not self._hub.send_all(self.sock, self._watch, head, body, self._timeout):
+    def _send(self, sock: socket.socket, head: bytes, body: Any) -> None:
+        if not self._hub.send_all(sock, self._watch, head, body, self._timeout):
             raise TimeoutError("timed out")
         self._sent = True
 
-    def _recv(self) -> bytes:
+    def _recv(self, sock: socket.socket) -> bytes:
         if self._sent:  # the answer cannot be there yet: wait for it rather than try a read that fails
             self._sent = False
-            self._wait(cooperative.READ)
+            self._wait(sock, cooperative.READ)
         while True:
             try:
-                return self.sock.recv(65536)
+                return sock.recv(65536)
             except BlockingIOError:
-                self._wait(cooperative.READ)
+                self._wait(sock, cooperative.READ)
 
 
 class HttpClient:
@@ -349,7 +353,7 @@ class HttpClient:
         finally:
             if hub is not None:
                 idle.append(connection)  # closed, it opens again when next used
-        return ModelServerResponse.of(
+        return ModelServerResponse(
             status, reason, head, content_type, content, connection.base_uri + path, time.perf_counter() - started
         )
 
@@ -361,68 +365,93 @@ class HttpClient:
 
 
 class ModelServerResponse(requests.Response):
-    """A model server's answer as the requests.Response that handler scripts get, built without Response.__init__
-    (its empty header dict and cookie jar would cost more than the rest of the call), and without what most handlers
-    never read: its `headers`, `cookies`, `elapsed` and `encoding` are made when first read, as __init__ and
-    requests' adapter would have made them (test/app/test_http_client_requests_internals.py guards the requests
-    internals used here). Until then the header lines wait as received, in slots (not in vars(), which then holds
-    what Response.__init__ sets)."""
+    """A model server's answer as the requests.Response that handler scripts get, as requests gives an answer it
+    read whole (not streamed), made through requests' public API: `Response.__init__`, then the public attributes
+    its adapter sets. requests' own `content` reads the body from `raw` (a `Content`) when it is first read, by
+    any reader; the headers are parsed from the header lines when first read (most handlers never read them)."""
 
-    __slots__ = ("_head", "_type", "_seconds")
+    _head: bytes | None = None  # the header lines not parsed yet, each after its CRLF
+    _unread = False  # the content not read yet from `raw`
 
-    @classmethod
-    def of(
-        cls,
+    def __init__(
+        self,
         status: int,
         reason: str,
         head: bytes,
         content_type: str | None,
-        content: bytes | bool,
+        content: bytes | Callable[[], bytes],
         url: str,
         seconds: float,
-    ) -> ModelServerResponse:
+    ) -> None:
         """`head`: the header lines, each after its CRLF; `content_type`: the Content-Type's value, None without
-        one; `content` False: not read yet (requests' own marker)."""
-        response = requests.Response.__new__(cls)
-        response._head, response._type, response._seconds = head, content_type, seconds
-        response.__dict__.update(
-            _content=content,
-            _content_consumed=True,
-            _next=None,
-            status_code=status,
-            raw=None,
-            url=url,
-            history=[],
-            reason=reason,
-            request=None,
-        )
-        return response
+        one; `content`: the body, or what writes it when first read."""
+        super().__init__()
+        self.status_code, self.reason, self.url = status, reason, url
+        self.raw = Content(content)
+        self.encoding = _encoding(content_type)
+        self.elapsed = datetime.timedelta(seconds=seconds)
+        self._head, self._unread = head, True
 
-    def __getattr__(self, name: str) -> Any:  # only for what is not set yet
-        if name == "headers":
-            # CaseInsensitiveDict made as its __init__ would (an empty OrderedDict), without its generic update();
-            # a repeated header's values joined and its first spelling kept, as urllib3's headers are
-            value = object.__new__(CaseInsensitiveDict)
-            value._store = store = OrderedDict()
-            for line in self._head.decode("latin-1").split("\r\n")[1:]:
-                key, _, text = line.partition(":")
-                key, text = key.strip(), text.strip()
-                lowered = key.lower()
-                store[lowered] = (
-                    (store[lowered][0], store[lowered][1] + ", " + text) if lowered in store else (key, text)
-                )
-        elif name == "encoding":  # requests' rule, short-cut for the model server's own type
-            value = "utf-8" if self._type == "application/json" else get_encoding_from_headers(self.headers)
-        elif name == "cookies":
-            # a jar with a new default policy, no cookies and its lock, as CookieJar.__init__ makes it
-            value = object.__new__(RequestsCookieJar)
-            value._policy, value._cookies, value._cookies_lock = DefaultCookiePolicy(), {}, threading.RLock()
-        elif name == "elapsed":
-            value = datetime.timedelta(seconds=self._seconds)
-        else:
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        self.__dict__[name] = value
-        return value
+    @property  # requests' attribute, read and written through a property
+    def headers(self) -> CaseInsensitiveDict[str]:
+        if self._head is not None:
+            self._headers, self._head = _header_table(self._head), None
+        return self._headers
+
+    @headers.setter
+    def headers(self, value: CaseInsensitiveDict[str]) -> None:  # Response.__init__'s, pickle's, or a script's
+        self._headers, self._head = value, None
+
+    @property
+    def content(self) -> bytes:
+        self._unread = False  # requests' content reads `raw` through iter_content, which must not read it first
+        return super().content
+
+    def iter_content(self, chunk_size: int | None = 1, decode_unicode: bool = False) -> Iterator[Any]:
+        """As requests iterates an answer it read whole: over the content, read first if it is not yet."""
+        if self._unread:
+            self.content  # noqa: B018 (the property reads `raw`)
+        return super().iter_content(chunk_size, decode_unicode)
+
+
+class Content:
+    """The content of an answer as its `raw`, read by `Response.content` (a file-like object without `.stream`).
+    The whole content to the first read, whatever size is asked (requests joins what it reads: one part is not
+    copied), nothing after; a function giving it is called then."""
+
+    __slots__ = ("_body",)
+
+    def __init__(self, body: bytes | Callable[[], bytes]) -> None:
+        self._body = body
+
+    def read(self, size: int | None = -1) -> bytes:
+        body, self._body = self._body, b""
+        return body if isinstance(body, bytes) else body()
+
+    def close(self) -> None:
+        """Nothing to release: the connection was given back when the answer was read."""
+
+
+def _header_table(head: bytes) -> CaseInsensitiveDict[str]:
+    """The header lines (each after its CRLF) as requests' headers: a repeated header's values joined with ", "
+    under its first spelling, as urllib3 joins them."""
+    joined: dict[str, tuple[str, str]] = {}
+    for line in head.decode("latin-1").split("\r\n")[1:]:
+        name, _, value = line.partition(":")
+        name, value = name.strip(), value.strip()
+        key = name.lower()
+        if key in joined:
+            name, value = joined[key][0], joined[key][1] + ", " + value
+        joined[key] = (name, value)
+    return CaseInsensitiveDict(joined.values())
+
+
+@functools.lru_cache(maxsize=64)  # the model servers answer few types (application/json)
+def _encoding(content_type: str | None) -> str | None:
+    """The encoding requests' adapter sets for an answer of this Content-Type."""
+    if content_type is None:
+        return None
+    return get_encoding_from_headers(CaseInsensitiveDict({"content-type": content_type}))
 
 
 # The header lines the client reads itself (each after its CRLF): the framing, and the type for the encoding.

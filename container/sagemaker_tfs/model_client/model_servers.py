@@ -58,11 +58,10 @@ def round_robin(servers: list[ModelServer]) -> Callable[[], ModelServer]:
 
 
 def model_servers(settings: Settings) -> list[ModelServer]:
-    """The model server instances `serve` started (TFS_REST_PORTS and TFS_GRPC_PORTS, same order)."""
-    return [
-        ModelServer(rest, grpc)
-        for rest, grpc in zip(settings.model_server_rest_ports, settings.model_server_grpc_ports)
-    ]
+    """The model server instances `serve` started (TFS_REST_PORTS and TFS_GRPC_PORTS, same order and length as
+    Settings checks; none without them)."""
+    rest_ports, grpc_ports = settings.model_server_rest_ports or (), settings.model_server_grpc_ports or ()
+    return [ModelServer(rest, grpc) for rest, grpc in zip(rest_ports, grpc_ports, strict=True)]
 
 
 class ModelServerError(HandlerError):
@@ -205,7 +204,8 @@ class ModelStatus:
 
     http_status: int  # 200, or 404 when it does not know the model
     versions: tuple[VersionStatus, ...]
-    entries: list  # model_version_status as the model server wrote it (the registry's describe passes it on)
+    # model_version_status as the model server wrote it (the registry's describe passes it on)
+    entries: list[dict[str, Any]]
     error: str | None  # the answer's "error" when it is not a 200
 
     @property
@@ -243,8 +243,8 @@ def model_status(port: int, model: str, timeout: float = PING_TIMEOUT_SECONDS) -
     versions = []
     for entry in entries:
         try:
-            version = int(entry.get("version"))
-        except (TypeError, ValueError):
+            version = int(entry["version"])
+        except (KeyError, TypeError, ValueError):
             continue
         status = entry.get("status")
         versions.append(

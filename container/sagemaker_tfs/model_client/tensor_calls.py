@@ -15,6 +15,7 @@ with this module: the app imports it on the first array only (the image has no n
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Mapping
@@ -112,9 +113,10 @@ def conform(inputs: Arrays, signature: Mapping[str, int | None]) -> dict[str, np
         return None
     feeds = {}
     for alias, array in inputs.items():
-        feeds[alias] = _conformed(np.asarray(array), signature[alias])
-        if feeds[alias] is None:
+        feed = _conformed(np.asarray(array), signature[alias])
+        if feed is None:
             return None
+        feeds[alias] = feed
     return feeds
 
 
@@ -198,22 +200,20 @@ def predict(
 
 class TensorResponse(ModelServerResponse):
     """A binary call's answer as the REST call's answer: a requests.Response whose JSON `content` (TFS's text,
-    byte for byte) is written only when read; `outputs` holds the arrays."""
+    byte for byte) is written only when first read, its headers the Content-Type only (the length is not known
+    before); `outputs` holds the arrays."""
 
     outputs: dict[str, np.ndarray]
     row_format: bool
 
-    @classmethod
-    def of(cls, outputs: dict[str, np.ndarray], row_format: bool, url: str) -> TensorResponse:
-        response = super().of(200, "OK", b"\r\nContent-Type: " + JSON.encode(), JSON, False, url, 0.0)
-        response.outputs, response.row_format = outputs, row_format
-        return response
+    def __init__(self, outputs: dict[str, np.ndarray], row_format: bool, url: str) -> None:
+        # the content written by a partial, not a method of self: no reference cycle through `raw`
+        body = functools.partial(tfs_json_response.predict_body, outputs, row_format)
+        super().__init__(200, "OK", _JSON_HEAD, JSON, body, url, 0.0)
+        self.outputs, self.row_format = outputs, row_format
 
-    @property
-    def content(self) -> bytes:
-        if self._content is False:
-            self._content = tfs_json_response.predict_body(self.outputs, self.row_format)
-        return self._content
+
+_JSON_HEAD = b"\r\nContent-Type: " + JSON.encode()  # TensorResponse's header lines
 
 
 def _writable(outputs: Arrays, row_format: bool) -> bool:
@@ -260,7 +260,7 @@ def answer(server: Any, client: Any, path: str, inputs: Any, timeout: float) -> 
                 outputs = _call(server.channel, server.address, name, feeds, version, None, timeout)
                 row_format = not isinstance(inputs, Mapping)
                 if _writable(outputs, row_format):
-                    return TensorResponse.of(outputs, row_format, server.base_uri + path)
+                    return TensorResponse(outputs, row_format, server.base_uri + path)
         except ModelServerTimeout:
             raise  # asking again would wait as long
         except (HandlerError, WireError):  # TensorCallError, ModelServerUnreachable, a missing model or signature
