@@ -8,6 +8,7 @@ import io
 import logging
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import falcon.testing
 from app_support import Answer, Calls, ModelServer, app_env
@@ -66,9 +67,9 @@ class InProcessApp(Calls):
 
 
 @contextlib.contextmanager
-def multi_model_app(model_server: ModelServer, folder: Path) -> Iterator[tuple[App, Publisher]]:
-    """create_app of a multi-model endpoint in `folder`, following a registry publisher that the test drives:
-    (app, publisher), both closed on exit."""
+def multi_model_app(model_server: ModelServer, folder: Path, **settings: Any) -> Iterator[tuple[App, Publisher]]:
+    """create_app of a multi-model endpoint in `folder` (with more `settings`, Settings' fields), following a
+    registry publisher that the test drives: (app, publisher), both closed on exit."""
     runtime = folder / "runtime"
     runtime.mkdir(mode=0o700)
     publisher = Publisher(runtime / "registry.sock")
@@ -82,6 +83,7 @@ def multi_model_app(model_server: ModelServer, folder: Path) -> Iterator[tuple[A
                 runtime_dir=str(runtime),
                 model_server_rest_ports=(model_server.rest_port,),
                 model_server_grpc_ports=(model_server.grpc_port,),
+                **settings,
             )
         )
         try:

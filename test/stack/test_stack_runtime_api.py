@@ -8,7 +8,6 @@ import shutil
 import signal
 
 import clients
-import falcon
 import falcon.testing
 import processes
 import pytest
@@ -16,9 +15,7 @@ import serve_stack
 from sagemaker_tfs.config import Settings
 from sagemaker_tfs.runtime_api import members, realtime
 from sagemaker_tfs.runtime_api.container import Answer
-from sagemaker_tfs.runtime_api.errors import RuntimeApiError
-from sagemaker_tfs.runtime_api.errors import answer as error_answer
-from sagemaker_tfs.web.middleware import RequestId
+from sagemaker_tfs.web.app import WebApp
 from stack_support import invoke, model_dir
 
 ON = {"SAGEMAKER_LOCAL_RUNTIME_API": "true"}
@@ -243,9 +240,8 @@ def member_cases() -> list[tuple[str, str, str]]:
 def operation_s_own_answer(header: str, value: str) -> tuple[int, bytes]:
     """The status and error body InvokeEndpoint gives for one header value, computed in this process (its checks
     run before it calls the container, which here answers 200 to anything; a 200 says they passed)."""
-    app = falcon.App(middleware=[RequestId()])
-    app.add_error_handler(RuntimeApiError, error_answer)
-    app.add_route(realtime.ROUTE, realtime.InvokeEndpoint(Settings.from_env({}), Always200(), None))
+    app = WebApp()
+    app.add_route(realtime.ROUTE, POST=realtime.InvokeEndpoint(Settings.from_env({}), Always200(), None).answer)
     result = falcon.testing.TestClient(app).simulate_post(
         "/endpoints/e/invocations", body=BODY, headers={"Content-Type": "application/json", header: value}
     )
@@ -338,13 +334,13 @@ def test_a_timed_out_call_holds_up_no_other_call_of_its_worker(scripted):
     timed_out_then_answered(scripted)
 
 
-def test_under_the_thread_per_connection_worker_a_timed_out_call_holds_up_no_other(tmp_path):
-    """The same with the `connections` worker class, where the call runs in a thread of its own."""
+def test_under_a_threaded_worker_a_timed_out_call_holds_up_no_other(tmp_path):
+    """The same with gunicorn's `gthread` worker class (one thread), where the call runs in a thread of its own."""
     env = {
         **ON,
         "SAGEMAKER_LOCAL_RUNTIME_TIMEOUT_SECONDS": "1",
         "SAGEMAKER_GUNICORN_WORKERS": "1",
-        "SAGEMAKER_GUNICORN_WORKER_CLASS": "connections",
+        "SAGEMAKER_GUNICORN_WORKER_CLASS": "gthread",
     }
     with serve_stack.Stack(model_dir(tmp_path, SLOW_SCRIPT), env=env) as stack:
         timed_out_then_answered(stack)

@@ -10,16 +10,13 @@ import threading
 import time
 from pathlib import Path
 
-import falcon
 import falcon.testing
 import processes
 import pytest
 from sagemaker_tfs.config import Settings
 from sagemaker_tfs.runtime_api.asynchronous import AsyncInvocations, Invocation
 from sagemaker_tfs.runtime_api.container import Answer
-from sagemaker_tfs.runtime_api.errors import RuntimeApiError, answer
-from sagemaker_tfs.shared.media_types import JSON
-from sagemaker_tfs.web.middleware import RequestId
+from sagemaker_tfs.web.app import WebApp
 
 PATH = "/endpoints/local/async-invocations"
 
@@ -61,9 +58,8 @@ def make(
         }
     )
     invocations = AsyncInvocations(settings, container, None)
-    app = falcon.App(media_type=JSON, middleware=[RequestId()])  # as runtime_api/server.py builds it
-    app.add_error_handler(RuntimeApiError, answer)
-    app.add_route("/endpoints/{endpoint}/async-invocations", invocations)
+    app = WebApp()  # as runtime_api/server.py builds it
+    app.add_route("/endpoints/{endpoint}/async-invocations", POST=invocations.answer)
     invocations.start()
     return invocations, falcon.testing.TestClient(app)
 

@@ -3,13 +3,11 @@ stack, through boto3, is test/stack/test_stack_runtime_api.py)."""
 
 from __future__ import annotations
 
-import falcon
 import falcon.testing
 from sagemaker_tfs.config import Settings
 from sagemaker_tfs.runtime_api.container import Answer
-from sagemaker_tfs.runtime_api.errors import RuntimeApiError, answer
 from sagemaker_tfs.runtime_api.realtime import InvokeEndpoint
-from sagemaker_tfs.web.middleware import RequestId
+from sagemaker_tfs.web.app import WebApp
 
 
 class FakeContainer:
@@ -26,9 +24,10 @@ class FakeContainer:
 
 
 def client(container: FakeContainer) -> falcon.testing.TestClient:
-    app = falcon.App(middleware=[RequestId()])
-    app.add_error_handler(RuntimeApiError, answer)
-    app.add_route("/endpoints/{endpoint}/invocations", InvokeEndpoint(Settings.from_env({}), container, None))
+    app = WebApp()
+    app.add_route(
+        "/endpoints/{endpoint}/invocations", POST=InvokeEndpoint(Settings.from_env({}), container, None).answer
+    )
     return falcon.testing.TestClient(app)
 
 

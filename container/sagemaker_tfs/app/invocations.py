@@ -16,7 +16,7 @@ from ..shared.handler_contract import Contract
 from ..shared.tfs_api import model_path
 from ..web import answers
 from ..web.answers import Answer
-from ..web.bodies import body_stream
+from ..web.bodies import Body, body_stream
 from ..web.metrics import Timings
 from .context import CUSTOM_ATTRIBUTES_KEY, DEFAULT_ACCEPT, DEFAULT_CONTENT_TYPE, Context, tfs_attributes
 from .script import Handlers
@@ -24,7 +24,7 @@ from .script import Handlers
 log = logging.getLogger("sagemaker_tfs.app")
 
 
-class Invocations(answers.DirectResource):
+class Invocations:
     """The /invocations resource: one per worker, shared by its threads (no locks: the model server
     instance is picked by model_servers.round_robin)."""
 
@@ -36,7 +36,6 @@ class Invocations(answers.DirectResource):
         default_model: str,
         timeout: float,
     ):
-        self._handlers = handlers
         self._client = client
         self._default_model = default_model
         self._default_path = model_path(default_model)
@@ -46,15 +45,19 @@ class Invocations(answers.DirectResource):
         self._run = _call if handlers.contract is Contract.DEFAULT else call_script
         self._next_server = round_robin(servers)
         if handlers.handler is not None:
+            self._handler = handlers.handler
             self._invoke = self._call_handler
-        else:
+        elif handlers.input_handler is not None and handlers.output_handler is not None:
+            self._input_handler, self._output_handler = handlers.input_handler, handlers.output_handler
             self._invoke = self._call_pair
             default = handlers.contract is Contract.DEFAULT
             self._input_name = "default_input_handler" if default else "input_handler"
             self._output_name = "default_output_handler" if default else "output_handler"
+        else:  # script.contract() gives one or the other
+            raise ValueError(f"{handlers.script}: neither handler nor input_handler and output_handler")
 
     def answer(self, env: dict, rid: str, timings: Timings | None) -> Answer:
-        """The answer of the handler chain; errors go to the app's error handler (web/middleware.py)."""
+        """The answer of the handler chain (POST); what it raises is answered by web/app.error_answer."""
         context, server, path = self._context(env)
         return self._invoke(body_stream(env), context, server, path, rid, timings)
 
@@ -86,21 +89,20 @@ class Invocations(answers.DirectResource):
         return name, version, method, model_path(name or self._default_model, version, method)
 
     def _call_handler(
-        self, data: Any, context: Context, server: ModelServer, path: str, rid: str, timings: Timings | None
+        self, data: Body, context: Context, server: ModelServer, path: str, rid: str, timings: Timings | None
     ) -> Answer:
         started = time.perf_counter()
-        result = self._run(self._handlers.handler, data, context)
+        result = self._run(self._handler, data, context)
         if timings is not None:
             timings.add("handler", started)
         return answers.from_return_value(result, context.accept_header, "handler")
 
     def _call_pair(
-        self, data: Any, context: Context, server: ModelServer, path: str, rid: str, timings: Timings | None
+        self, data: Body, context: Context, server: ModelServer, path: str, rid: str, timings: Timings | None
     ) -> Answer:
         """input_handler, the model server, output_handler; each stage timed when timings are asked for."""
-        handlers = self._handlers
         since = time.perf_counter()
-        request = self._run(handlers.input_handler, data, context)
+        request = self._run(self._input_handler, data, context)
         if timings is not None:
             since = timings.add(self._input_name, since)
         if _is_arrays(request):  # numpy arrays go in binary (over gRPC) where that gives the REST call's answer
@@ -112,7 +114,7 @@ class Invocations(answers.DirectResource):
         if timings is not None:
             since = timings.add("model_server", since)
         try:
-            result = self._run(handlers.output_handler, response, context)
+            result = self._run(self._output_handler, response, context)
             if timings is not None:
                 timings.add(self._output_name, since)
         except (HandlerError, falcon.HTTPError):

@@ -17,20 +17,20 @@ import logging
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from ..errors import HandlerError
 from ..model_client.model_servers import ModelServer, ModelServerClient, ModelServerError
 from ..registry.publication import Message, ModelState
-from ..shared.handler_contract import Contract
 from ..shared.model_names import digest
 from ..shared.tfs_api import model_path
-from ..toolkit.invocations import start_invocations
+from ..toolkit.invocations import ToolkitInvocations, start_invocations
 from ..toolkit.lifecycle import StartupFailure
 from ..web import answers
-from ..web.middleware import log_target_model
+from ..web.bodies import Body
+from ..web.metrics import Timings
+from ..web.request import log_target_model
 from . import script
-from .context import tfs_attributes
+from .context import Context, tfs_attributes
 from .invocations import Invocations
 
 log = logging.getLogger("sagemaker_tfs.multi_model")
@@ -47,9 +47,11 @@ class ModelInvocations(Invocations):
             _, version, method = tfs_attributes(attributes)
         return self._default_model, version, method, model_path(self._default_model, version, method)
 
-    def _call_pair(self, *args: Any) -> answers.Answer:
+    def _call_pair(
+        self, data: Body, context: Context, server: ModelServer, path: str, rid: str, timings: Timings | None
+    ) -> answers.Answer:
         try:
-            status, body, content_type = super()._call_pair(*args)
+            status, body, content_type = super()._call_pair(data, context, server, path, rid, timings)
         except ModelServerError as exc:
             if exc.status == 502:  # the instance is down: serve is restarting it
                 raise HandlerError(503, "model server restarting") from None
@@ -64,7 +66,7 @@ class RoutedModel:
 
     __slots__ = ("name", "load_id", "invocations", "active", "retired", "drained")
 
-    def __init__(self, name: str, load_id: int, invocations: Any):
+    def __init__(self, name: str, load_id: int, invocations: Invocations | ToolkitInvocations):
         self.name, self.load_id, self.invocations = name, load_id, invocations
         self.active: set[object] = set()
         self.retired = False
@@ -84,7 +86,7 @@ class ModelCode:
     load_id: int
     handlers: script.Handlers
     modules: list[str]  # the script's private modules, forgotten when the model leaves
-    toolkit: Any  # a toolkit script's /invocations, after its start-up functions; None for the TFS contracts
+    toolkit: ToolkitInvocations | None  # a toolkit script's /invocations, after its start-up functions
 
 
 class WorkerModels:
@@ -150,15 +152,16 @@ class WorkerModels:
         self._code = {}
 
     def _import(self, name: str, model: Message) -> ModelCode:
+        modules: list[str] = []
         if model["script"] is None:
-            handlers, modules = self._universal, []
+            handlers = self._universal
         else:
             handlers, modules = script.load_private(
                 Path(model["script"]), f"sagemaker_tfs_model_{digest(name)}_{model['load_id']}"
             )
             log.info("model %s: handler script %s (%s)", name, model["script"], handlers.contract.name.lower())
         toolkit = None
-        if handlers.contract is Contract.TOOLKIT:
+        if handlers.toolkit is not None:  # Contract.TOOLKIT
             try:  # the start-up functions, with model_dir = the model's url (docs/toolkit-contract.md §11)
                 toolkit = start_invocations(
                     handlers.toolkit,
@@ -175,11 +178,11 @@ class WorkerModels:
         return ModelCode(model["load_id"], handlers, modules, toolkit)
 
 
-class Invoke(answers.DirectResource):
+class Invoke:
     def __init__(self, models: WorkerModels):
         self._models = models
 
-    def answer(self, env: dict, rid: str, timings: Any, name: str) -> answers.Answer:
+    def answer(self, env: dict, rid: str, timings: Timings | None, name: str) -> answers.Answer:
         log_target_model(env, rid)
         route = self._models.routes.get(name)
         if route is None:
@@ -197,7 +200,7 @@ class Invoke(answers.DirectResource):
                 route.drained.set()
 
 
-class NoModelInvocations(answers.DirectResource):
-    def answer(self, env: dict, rid: str, timings: Any) -> answers.Answer:
+class NoModelInvocations:
+    def answer(self, env: dict, rid: str, timings: Timings | None) -> answers.Answer:
         log_target_model(env, rid)
         raise HandlerError(400, NO_MODEL_NAME)

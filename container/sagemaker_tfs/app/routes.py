@@ -1,4 +1,4 @@
-"""The Falcon app gunicorn runs: `gunicorn 'sagemaker_tfs.app.routes:create_app()'` (one app per worker), for a
+"""The app gunicorn runs: `gunicorn 'sagemaker_tfs.app.routes:create_app()'` (one app per worker), for a
 single-model endpoint and for a multi-model one (SAGEMAKER_MULTI_MODEL=true) alike.
 
 Routes:
@@ -19,7 +19,7 @@ Routes:
   anything else                404 {"error": "Not Found"} (405 for another method on a known path).
 The management routes of a multi-model endpoint (/models, /models/{name}) are served by `serve` itself
 (registry/management.py); nginx sends them there. Every answer carries X-Amzn-RequestId (the client's, else a new
-UUID) and every error is logged with it (web/middleware.py, which maps every error to its JSON answer).
+UUID) and every error is logged with it (web/app.py, which builds every answer and maps every error to its own).
 
 Read once at start-up: Settings.from_env(), as `serve` handed them over with Settings.to_env(), including the
 model server instances on 127.0.0.1 and the default model `serve` chose (the handler script is
@@ -36,9 +36,6 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-import falcon
-from falcon.routing import CompiledRouter
-
 from ..config import MAX_TRANSFORM_MB, PING_TIMEOUT_SECONDS, Settings
 from ..model_client.model_servers import (
     ANY_MODEL,
@@ -51,11 +48,13 @@ from ..model_client.model_servers import (
 from ..registry.publication import Subscriber
 from ..runtime_api import realtime
 from ..shared import gpus, json_bodies, logs, runtime_dir
-from ..shared.handler_contract import Contract
 from ..shared.metrics_files import folder as metrics_folder
-from ..toolkit.invocations import start_invocations
+from ..toolkit.invocations import ToolkitInvocations, start_invocations
 from ..toolkit.lifecycle import StartupFailure
-from ..web import answers, middleware
+from ..web import answers
+from ..web.answers import Answer
+from ..web.app import WebApp
+from ..web.metrics import AppMetrics, Timings
 from . import script
 from .invocations import Invocations
 from .multi_model import Invoke, NoModelInvocations, WorkerModels
@@ -70,15 +69,13 @@ class Ping:
     def __init__(self, servers: list[ModelServer], model: str | None):
         self._servers, self._model = servers, model
 
-    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+    def answer(self, env: dict, rid: str, timings: Timings | None) -> Answer:
         problems = [problem for problem in map(self._problem, self._servers) if problem]
         if problems:
             message = "not ready: " + "; ".join(problems)
-            log.warning("request %s: /ping 503 %s", req.context.request_id, message)
-            resp.status, resp.data, resp.content_type = answers.error(503, message)
-        else:
-            resp.status = 200
-            resp.data = b""
+            log.warning("request %s: /ping 503 %s", rid, message)
+            return answers.error(503, message)
+        return 200, b"", answers.JSON
 
     def _problem(self, server: ModelServer) -> str | None:
         """Why this instance cannot serve, or None."""
@@ -102,36 +99,18 @@ class ExecutionParameters:
     def __init__(self, parameters: dict[str, Any]):
         self._body = json_bodies.encode(parameters)
 
-    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        resp.data = self._body
-        resp.content_type = answers.JSON
+    def answer(self, env: dict, rid: str, timings: Timings | None) -> Answer:
+        return 200, self._body, answers.JSON
 
 
-class App(falcon.App):
+class App(WebApp):
     """The app, and what it holds in its process: close() releases it, for a process that builds apps
-    in-process one after another (tests) rather than being a gunicorn worker that serves one.
+    in-process one after another (tests) rather than being a gunicorn worker that serves one."""
 
-    A POST to a resource that answers from the WSGI environ alone (its `answer` method: the invocation routes) is
-    answered without falcon's request and response objects (web/middleware.answer_directly): they cost a quarter of
-    a scripted request's CPU. Falcon's router finds it, as for every request."""
-
-    def __init__(self, client: ModelServerClient, settings: Settings, metrics=None):
-        self._routes = CompiledRouter()
-        super().__init__(media_type=answers.JSON, router=self._routes)
-        self._scope = middleware.install(self, metrics, settings.server_timing, settings.log_format == logs.JSON)
+    def __init__(self, client: ModelServerClient, settings: Settings, metrics: AppMetrics | None = None):
+        super().__init__(metrics, settings.server_timing, settings.log_format == logs.JSON)
         self._client = client
         self.releases: list[Callable[[], None]] = []  # what close() undoes, besides the connections
-
-    def __call__(self, env: dict, start_response: Callable) -> Any:
-        if env["REQUEST_METHOD"] == "POST":
-            path = middleware.request_path(env)
-            found = self._routes.find(path)
-            if found is not None:
-                resource, _, params, route = found
-                answer = getattr(resource, "answer", None)
-                if answer is not None:
-                    return middleware.answer_directly(env, start_response, path, answer, params, route, self._scope)
-        return super().__call__(env, start_response)
 
     def close(self) -> None:
         """Close this thread's connections to the model servers and unload the handler script(s)."""
@@ -149,11 +128,7 @@ def create_app(env: Mapping[str, str] | None = None) -> App:
     servers = model_servers(settings)
     timeout = float(settings.gunicorn_timeout_seconds)
     client = ModelServerClient(timeout)
-    metrics = None
-    if settings.metrics:
-        from ..web.metrics import AppMetrics
-
-        metrics = AppMetrics(metrics_folder(settings.runtime_dir))
+    metrics = AppMetrics(metrics_folder(settings.runtime_dir)) if settings.metrics else None
     app = App(client, settings, metrics)
     try:
         if settings.multi_model:
@@ -164,7 +139,7 @@ def create_app(env: Mapping[str, str] | None = None) -> App:
         settings.app_startup_error_file.write_text(f"{exc}\n")
         raise
     execution_parameters = settings.execution_parameters()
-    app.add_route("/execution-parameters", ExecutionParameters(execution_parameters))
+    app.add_route("/execution-parameters", GET=ExecutionParameters(execution_parameters).answer)
 
     if env is None:  # the process is ours (a gunicorn worker), not a host that embeds the app (tests)
         # Requests decode and encode large JSON bodies (a 6 MB Batch Transform payload is ~10^6 objects): with
@@ -195,8 +170,8 @@ def _single_model_routes(
 ) -> str:
     app.releases.append(lambda: script.unload(Path(settings.model_dir) / "code"))
     handlers = script.load(settings.model_dir, settings.program, settings.inference_contract)
-    if handlers.contract is Contract.TOOLKIT:
-        invocations: Any = start_invocations(
+    if handlers.toolkit is not None:  # Contract.TOOLKIT
+        invocations: Invocations | ToolkitInvocations = start_invocations(
             handlers.toolkit,
             settings.model_dir,
             settings.default_model or "model",
@@ -206,9 +181,11 @@ def _single_model_routes(
             gpus.gpu_id(len(settings.cuda_devices)),
         )
     else:
+        # serve finds a SavedModel for every contract but the toolkit's (model_tree.find_models)
+        assert settings.default_model is not None
         invocations = Invocations(handlers, servers, client, settings.default_model, timeout)
-    app.add_route("/ping", Ping(servers, settings.default_model))
-    app.add_route("/invocations", invocations)
+    app.add_route("/ping", GET=Ping(servers, settings.default_model).answer)
+    app.add_route("/invocations", POST=invocations.answer)
     if settings.local_runtime_api:  # its InvokeEndpoint (runtime_api/)
         realtime.serve_in(app, settings)
     return f"default model {settings.default_model or 'none'}"
@@ -231,9 +208,9 @@ def _multi_model_routes(
     subscriber = Subscriber(Path(settings.runtime_dir) / runtime_dir.REGISTRY_SOCKET, models.apply)
     app.releases.append(subscriber.close)
     subscriber.start(timeout=30)
-    app.add_route("/ping", Ping(servers, None))
-    app.add_route("/invocations", NoModelInvocations())
-    app.add_route("/models/{name}/invoke", Invoke(models))
+    app.add_route("/ping", GET=Ping(servers, None).answer)
+    app.add_route("/invocations", POST=NoModelInvocations().answer)
+    app.add_route("/models/{name}/invoke", POST=Invoke(models).answer)
     if settings.local_runtime_api:  # its InvokeEndpoint, for the targets this worker routes (runtime_api/)
         realtime.serve_in(app, settings, lambda name: name in models.routes)
     return f"{len(models.routes)} model(s) routed, universal code: {universal.contract.name.lower()}"

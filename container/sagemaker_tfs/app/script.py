@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from types import ModuleType
 
 from .. import codecs
 from ..shared.handler_contract import (
@@ -43,7 +43,7 @@ class Handlers:
     handler: Callable | None = None
     input_handler: Callable | None = None
     output_handler: Callable | None = None
-    toolkit: Any = None  # toolkit.functions.ToolkitFunctions, for Contract.TOOLKIT
+    toolkit: functions.ToolkitFunctions | None = None  # for Contract.TOOLKIT
 
 
 DEFAULT = Handlers(
@@ -110,7 +110,7 @@ def _top_names(folders: list[str]) -> set[str]:
     return names
 
 
-def _is_in(module, folders: list[str]) -> bool:
+def _is_in(module: object, folders: list[str]) -> bool:
     origin = getattr(module, "__file__", None) or ""
     return any(origin.startswith(folder + "/") for folder in folders)
 
@@ -121,8 +121,10 @@ def forget(module_names: list[str]) -> None:
         sys.modules.pop(name, None)
 
 
-def _import(path: Path, module_name: str = "inference"):
+def _import(path: Path, module_name: str = "inference") -> ModuleType:
     spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:  # a path without a .py suffix
+        raise ScriptError(f"{path} cannot be imported as a Python module")
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
     try:
@@ -135,7 +137,7 @@ def _import(path: Path, module_name: str = "inference"):
     return module
 
 
-def contract(module, path: Path, choice: str = "auto") -> Handlers:
+def contract(module: ModuleType, path: Path, choice: str = "auto") -> Handlers:
     """The contract a script module implements (presence of names, as the original), or ScriptError."""
     present = [name for name in HANDLER_NAMES + TOOLKIT_NAMES if hasattr(module, name)]
     try:
@@ -174,7 +176,7 @@ def contract(module, path: Path, choice: str = "auto") -> Handlers:
 
 
 def _signature(handlers: Handlers) -> str:
-    if handlers.contract is Contract.TOOLKIT:
+    if handlers.toolkit is not None:  # Contract.TOOLKIT
         return "inference toolkit functions " + ", ".join(handlers.toolkit.defined)
     if handlers.contract is Contract.HANDLER:
         return "handler(data, context) answers each request"

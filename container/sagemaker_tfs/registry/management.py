@@ -18,8 +18,11 @@ import falcon
 
 from ..errors import HandlerError
 from ..shared import json_bodies
-from ..web import answers, middleware
-from ..web.middleware import log_target_model
+from ..shared.media_types import JSON
+from ..web.answers import Answer
+from ..web.app import WebApp
+from ..web.metrics import Timings
+from ..web.request import log_target_model
 from .owner import Owner
 
 log = logging.getLogger("sagemaker_tfs.multi_model")
@@ -27,22 +30,22 @@ log = logging.getLogger("sagemaker_tfs.multi_model")
 MAX_BODY = 65536  # a load request is {"model_name": ..., "url": ...}; nginx passes bodies of any size here
 
 
-def _json(resp: falcon.Response, body: dict[str, Any]) -> None:
-    resp.data = json_bodies.encode(body)
-    resp.content_type = answers.JSON
+def _json(body: dict[str, Any]) -> Answer:
+    return 200, json_bodies.encode(body), JSON
 
 
 class Models:
     def __init__(self, owner: Owner):
         self._owner = owner
 
-    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        log_target_model(req.env, req.context.request_id)
-        _json(resp, self._owner.list(req.get_param("limit"), req.get_param("next_page_token")))
+    def listing(self, env: dict, rid: str, timings: Timings | None) -> Answer:
+        log_target_model(env, rid)
+        req = falcon.Request(env)  # Falcon's parser of the query string
+        return _json(self._owner.list(req.get_param("limit"), req.get_param("next_page_token")))
 
-    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        log_target_model(req.env, req.context.request_id)
-        data = req.bounded_stream.read(MAX_BODY + 1)
+    def load(self, env: dict, rid: str, timings: Timings | None) -> Answer:
+        log_target_model(env, rid)
+        data = falcon.Request(env).bounded_stream.read(MAX_BODY + 1)
         if len(data) > MAX_BODY:
             raise HandlerError(
                 413, f"The request body is larger than {MAX_BODY} bytes, the most a /models request may send"
@@ -51,25 +54,26 @@ class Models:
             body = json.loads(data)
         except ValueError:
             body = None  # check 1 answers it
-        _json(resp, self._owner.load(body))
+        return _json(self._owner.load(body))
 
 
 class Model:
     def __init__(self, owner: Owner):
         self._owner = owner
 
-    def on_get(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
-        log_target_model(req.env, req.context.request_id)
-        _json(resp, self._owner.describe(name))
+    def describe(self, env: dict, rid: str, timings: Timings | None, name: str) -> Answer:
+        log_target_model(env, rid)
+        return _json(self._owner.describe(name))
 
-    def on_delete(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
-        log_target_model(req.env, req.context.request_id)
-        _json(resp, self._owner.unload(name))
+    def unload(self, env: dict, rid: str, timings: Timings | None, name: str) -> Answer:
+        log_target_model(env, rid)
+        return _json(self._owner.unload(name))
 
 
-def create_app(owner: Owner) -> falcon.App:
-    app = falcon.App(media_type=answers.JSON)
-    middleware.install(app)  # request ids; LoadError is a HandlerError: its status and {"error": text}
-    app.add_route("/models", Models(owner))
-    app.add_route("/models/{name}", Model(owner))
+def create_app(owner: Owner) -> WebApp:
+    """The routes' app (request ids in every answer; LoadError is a HandlerError: its status and {"error": text})."""
+    app = WebApp()
+    models, model = Models(owner), Model(owner)
+    app.add_route("/models", GET=models.listing, POST=models.load)
+    app.add_route("/models/{name}", GET=model.describe, DELETE=model.unload)
     return app

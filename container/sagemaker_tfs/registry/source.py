@@ -23,7 +23,7 @@ log = logging.getLogger("sagemaker_tfs.multi_model")
 
 class LoadError(HandlerError):
     """A management request refused with an HTTP status and the spec's text (answered by the app's error
-    handler for HandlerError, web/middleware.py)."""
+    mapping, web/app.error_answer)."""
 
 
 @dataclass(frozen=True)

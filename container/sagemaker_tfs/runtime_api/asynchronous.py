@@ -48,10 +48,13 @@ from typing import TYPE_CHECKING
 import falcon
 
 from ..config import Settings
-from ..shared import logs
+from ..shared import json_bodies, logs
 from ..shared.files_beneath import read_beneath
 from ..shared.headers import CUSTOM_ATTRIBUTES_HEADER, INFERENCE_ID_HEADER, REQUEST_ID_HEADER
+from ..shared.media_types import JSON
 from ..shared.storage import Storage
+from ..web.answers import Reply
+from ..web.metrics import Timings
 from . import members
 from .container import Answer, Container
 from .errors import service_unavailable, throttled, validation
@@ -76,7 +79,9 @@ FAILURE_LOCATION_HEADER = "X-Amzn-SageMaker-FailureLocation"
 # AWS's documented defaults; the bounds of every member are the service model's (members.py)
 TTL_DEFAULT = 21600  # RequestTTLSeconds: 6 hours
 TIMEOUT_DEFAULT = 900  # InvocationTimeoutSeconds: 15 minutes
-MAX_INLINE_BODY = members.member(OPERATION, "Body").max
+_BODY_MAX = members.member(OPERATION, "Body").max
+assert _BODY_MAX is not None  # (botocore's model bounds the Body)
+MAX_INLINE_BODY: int = _BODY_MAX
 # The request's headers the container gets, under the names it gets them by (container.PASSED_ON)
 PASSED_AS = {
     CONTENT_TYPE_HEADER: "Content-Type",
@@ -114,7 +119,8 @@ class Invocation:
 
 
 class AsyncInvocations:
-    """The Falcon resource of `/endpoints/{endpoint}/async-invocations` and the threads that run what it queues."""
+    """The operation of `/endpoints/{endpoint}/async-invocations` (`answer`) and the threads that run what it
+    queues."""
 
     def __init__(self, settings: Settings, container: Container, models: TargetModels | None = None):
         # `models` (the multi-model TargetModels) is unused: InvokeEndpointAsync has no TargetModel member.
@@ -131,10 +137,11 @@ class AsyncInvocations:
 
     # ----- the operation -----
 
-    def on_post(self, req: falcon.Request, resp: falcon.Response, endpoint: str) -> None:
+    def answer(self, env: dict, rid: str, timings: Timings | None, endpoint: str) -> Reply:
+        """202 and where the output will be (POST); its errors are RuntimeApiErrors, which answer themselves."""
         if self.stopping.is_set():
             raise service_unavailable("The endpoint is shutting down and takes no new asynchronous invocation")
-        invocation = self._invocation(req, endpoint)
+        invocation = self._invocation(falcon.Request(env), rid, endpoint)  # Falcon's parser of the headers
         try:
             self.queue.put_nowait(invocation)
         except queue.Full:
@@ -150,12 +157,14 @@ class AsyncInvocations:
             invocation.source,
             invocation.output,
         )
-        resp.status = falcon.HTTP_202
-        resp.media = {"InferenceId": invocation.inference_id}
-        resp.set_header(OUTPUT_LOCATION_HEADER, invocation.output)
-        resp.set_header(FAILURE_LOCATION_HEADER, invocation.failure)
+        return Reply(
+            202,
+            json_bodies.encode({"InferenceId": invocation.inference_id}),
+            JSON,
+            [(OUTPUT_LOCATION_HEADER, invocation.output), (FAILURE_LOCATION_HEADER, invocation.failure)],
+        )
 
-    def _invocation(self, req: falcon.Request, endpoint: str) -> Invocation:
+    def _invocation(self, req: falcon.Request, rid: str, endpoint: str) -> Invocation:
         """The request, checked as SageMaker checks it; RuntimeApiError (ValidationError) says what is wrong."""
         members.check(OPERATION, endpoint, req.get_header)
         if self.output_path is None:
@@ -167,15 +176,16 @@ class AsyncInvocations:
         location, body = _input(req)
         beneath = None
         if location is not None and not location.startswith(S3_SCHEME):
-            beneath = self._confined(location, req.get_header(INPUT_LOCATION_HEADER))
+            beneath = self._confined(location, req.get_header(INPUT_LOCATION_HEADER, default=location))
         inference_id = _inference_id(req)
         name, error_name = _output_names(req, str(uuid.uuid4()))
+        assert self.failure_path is not None  # (the output path when not set)
         return Invocation(
             inference_id=inference_id,
-            request_id=req.context.request_id,
+            request_id=rid,
             input_location=location,
             body=body,
-            headers=_container_headers(req, inference_id),
+            headers=_container_headers(req, rid, inference_id),
             output=_join(self.output_path, name),
             failure=_join(self.failure_path, error_name),
             ttl=_seconds(req, TTL_HEADER, TTL_DEFAULT),
@@ -279,7 +289,9 @@ class AsyncInvocations:
         if invocation.body is not None:
             return invocation.body
         if invocation.input_beneath is not None:
+            assert self.input_root is not None  # (a local input is confined beneath it)
             return read_beneath(self.input_root, invocation.input_beneath)
+        assert invocation.input_location is not None  # (neither a body nor a local input)
         return self.storage.read(invocation.input_location)
 
     def _call(self, invocation: Invocation, body: bytes) -> Answer | None:
@@ -299,7 +311,7 @@ class AsyncInvocations:
     def _write_output(self, invocation: Invocation, body: bytes, seconds: float) -> None:
         try:
             self._publish(invocation.output, body)
-        except Exception as exc:  # OSError, or boto3's S3UploadFailedError: tell the client through the failure
+        except Exception as exc:  # noqa: BLE001 - OSError, or boto3's S3UploadFailedError: told through the failure
             log.error(
                 "inference %s: unable to write the output %s: %s", invocation.inference_id, invocation.output, exc
             )
@@ -318,7 +330,7 @@ class AsyncInvocations:
     def _write_failure(self, invocation: Invocation, body: bytes, why: str) -> None:
         try:
             self._publish(invocation.failure, body)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - logged: nothing else can be told
             log.error(
                 "inference %s: failed (%s) and unable to write the failure %s: %s",
                 invocation.inference_id,
@@ -427,10 +439,10 @@ def _seconds(req: falcon.Request, header: str, default: int) -> int:
     return default if raw is None else int(raw)  # an integer in the member's range (members.check)
 
 
-def _container_headers(req: falcon.Request, inference_id: str) -> dict[str, str]:
+def _container_headers(req: falcon.Request, rid: str, inference_id: str) -> dict[str, str]:
     """What the container's /invocations gets, as SageMaker passes it (container.PASSED_ON): the request's
     content type, accept and custom attributes under their usual names, its request id and the inference id."""
-    headers = {REQUEST_ID_HEADER: req.context.request_id, INFERENCE_ID_HEADER: inference_id}
+    headers = {REQUEST_ID_HEADER: rid, INFERENCE_ID_HEADER: inference_id}
     for received, sent in PASSED_AS.items():
         value = req.get_header(received)
         if value is not None:

@@ -7,10 +7,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import falcon
-
 from ..shared import json_bodies
 from ..shared.media_types import JSON
+from ..web.answers import AnsweringError, Reply
 
 log = logging.getLogger("sagemaker_tfs.runtime_api")
 
@@ -18,12 +17,18 @@ ERROR_TYPE_HEADER = "x-amzn-ErrorType"
 PRIMARY = "primary"  # how SageMaker names a single-container endpoint's container in its messages
 
 
-class RuntimeApiError(Exception):
+class RuntimeApiError(AnsweringError):
     """One of the operations' errors: `code` is the service model's shape name, `members` its other fields."""
 
     def __init__(self, status: int, code: str, message: str, **members: Any):
         super().__init__(message)
         self.status, self.code, self.message, self.members = status, code, message, members
+
+    def answer(self, rid: str, method: str, path: str) -> Reply:
+        """The answer botocore turns into the named exception."""
+        log.info("request %s: %s %s: %s %s", rid, method, path, self.code, self.message)
+        body = json_bodies.encode({"Message": self.message, **self.members})
+        return Reply(self.status, body, JSON, [(ERROR_TYPE_HEADER, self.code)])
 
 
 def validation(message: str) -> RuntimeApiError:
@@ -59,12 +64,3 @@ def model_error(status: int, body: bytes, log_stream: str) -> RuntimeApiError:
     return RuntimeApiError(
         424, "ModelError", message, OriginalStatusCode=status, OriginalMessage=original, LogStreamArn=log_stream
     )
-
-
-def answer(req: falcon.Request, resp: falcon.Response, error: RuntimeApiError, params: Any) -> None:
-    """Falcon's error handler for RuntimeApiError: the answer botocore turns into the named exception."""
-    log.info("request %s: %s %s: %s %s", req.context.get("request_id"), req.method, req.path, error.code, error.message)
-    resp.status = error.status
-    resp.content_type = JSON
-    resp.set_header(ERROR_TYPE_HEADER, error.code)
-    resp.data = json_bodies.encode({"Message": error.message, **error.members})

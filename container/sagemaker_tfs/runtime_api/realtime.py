@@ -20,10 +20,14 @@ import falcon
 from ..config import Settings
 from ..shared import runtime_dir
 from ..shared.headers import CUSTOM_ATTRIBUTES_HEADER, REQUEST_ID_HEADER, TARGET_MODEL_HEADER, environ_key
+from ..shared.media_types import JSON
+from ..web.answers import Reply
+from ..web.app import WebApp
+from ..web.metrics import Timings
 from . import members
 from .container import Answer, Container, InProcess, passed_on
-from .errors import RuntimeApiError, answer, model_error, service_unavailable, validation
-from .target_models import LoadedTargets, LoadFailed, NotLoadedHere, TargetModels
+from .errors import model_error, service_unavailable, validation
+from .target_models import LoadedTargets, LoadFailed, NotLoadedHere, Targets
 
 log = logging.getLogger("sagemaker_tfs.runtime_api")
 
@@ -65,12 +69,11 @@ def log_stream_of(settings: Settings) -> Callable[[str], str]:
     return lambda endpoint: f"{prefix}{endpoint}:log-stream:{settings.local_runtime_variant}/serve-{pid}"
 
 
-def serve_in(app: falcon.App, settings: Settings, is_ready: Callable[[str], bool] | None = None) -> None:
+def serve_in(app: WebApp, settings: Settings, is_ready: Callable[[str], bool] | None = None) -> None:
     """InvokeEndpoint on an app worker's own app, which it calls in-process; on a multi-model endpoint, for targets
     its registry view routes (`is_ready`), the others handed to `serve`, which loads them (SERVE_HAND_OVER)."""
-    app.add_error_handler(RuntimeApiError, answer)
     models = LoadedTargets(is_ready) if is_ready is not None else None
-    app.add_route(ROUTE, InvokeEndpoint(settings, InProcess(app), models))
+    app.add_route(ROUTE, POST=InvokeEndpoint(settings, InProcess(app), models).answer)
 
 
 def _sent(req: falcon.Request) -> Callable[[str], str | None]:
@@ -80,15 +83,16 @@ def _sent(req: falcon.Request) -> Callable[[str], str | None]:
 
 
 class InvokeEndpoint:
-    def __init__(self, settings: Settings, container: Container, models: TargetModels | None):
+    def __init__(self, settings: Settings, container: Container, models: Targets | None):
         self.settings = settings
         self.container = container
         self.models = models
         self.limit = settings.local_runtime_max_payload_mb * MIB
         self.log_stream = log_stream_of(settings)
 
-    def on_post(self, req: falcon.Request, resp: falcon.Response, endpoint: str) -> None:
-        rid = req.context.request_id
+    def answer(self, env: dict, rid: str, timings: Timings | None, endpoint: str) -> Reply:
+        """The operation's answer (POST); its errors are RuntimeApiErrors, which answer themselves."""
+        req = falcon.Request(env)  # Falcon's parser of the headers and of Content-Length
         members.check(OPERATION, endpoint, header := _sent(req))
         self._check_supported(req, header, endpoint)
         target = header(TARGET_MODEL_HEADER)  # (nginx logs the operation: stack/runtime_route.py)
@@ -96,25 +100,22 @@ class InvokeEndpoint:
         try:
             path = self._path(target, endpoint)
         except NotLoadedHere:  # nginx sends the request, its body kept, to serve's InvokeEndpoint
-            resp.set_header(HAND_OVER_HEADER, SERVE_HAND_OVER)
-            return
-        headers = passed_on(req.env)
+            return Reply(200, b"", JSON, [(HAND_OVER_HEADER, SERVE_HAND_OVER)])
+        headers = passed_on(env)
         headers[REQUEST_ID_HEADER] = rid  # one id in the client's answer and in every log line of the stack
-        answer = self._call(path, body, headers, endpoint)
-        if not 200 <= answer.status < 300:
+        result = self._call(path, body, headers, endpoint)
+        if not 200 <= result.status < 300:
             # SageMaker routes no request to a container whose /ping fails: then the error is the endpoint's (asked
             # only after an error answer, so that a request that succeeds pays for no /ping)
             if not self.container.ready():
                 raise service_unavailable(
                     f"The endpoint {endpoint} is not ready: its container does not answer GET /ping with 200"
                 )
-            raise model_error(answer.status, answer.body, self.log_stream(endpoint))
-        resp.data = answer.body
-        if answer.content_type is not None:
-            resp.content_type = answer.content_type
-        resp.set_header(VARIANT_HEADER, self.settings.local_runtime_variant)
-        if answer.custom_attributes is not None:
-            resp.set_header(CUSTOM_ATTRIBUTES_HEADER, answer.custom_attributes)
+            raise model_error(result.status, result.body, self.log_stream(endpoint))
+        own = [(VARIANT_HEADER, self.settings.local_runtime_variant)]
+        if result.custom_attributes is not None:
+            own.append((CUSTOM_ATTRIBUTES_HEADER, result.custom_attributes))
+        return Reply(200, result.body, JSON if result.content_type is None else result.content_type, own)
 
     def _check_supported(self, req: falcon.Request, header: Callable[[str], str | None], endpoint: str) -> None:
         """Members that ask for what one local container with one variant does not have are refused, not ignored:

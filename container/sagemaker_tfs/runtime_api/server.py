@@ -6,18 +6,17 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-
-import falcon
+from typing import NoReturn
 
 from ..config import Settings
 from ..registry.owner import Owner
 from ..shared import runtime_dir
-from ..shared.media_types import JSON
-from ..web import middleware
+from ..web.app import WebApp
+from ..web.metrics import Timings
 from ..web.unix_server import UnixAppServer
 from .asynchronous import AsyncInvocations
 from .container import Container
-from .errors import RuntimeApiError, answer, validation
+from .errors import validation
 from .realtime import ROUTE, InvokeEndpoint
 from .target_models import TargetModels
 
@@ -30,7 +29,7 @@ class NotServed:
     def __init__(self, operation: str):
         self.operation = operation
 
-    def on_post(self, req: falcon.Request, resp: falcon.Response, endpoint: str) -> None:
+    def answer(self, env: dict, rid: str, timings: Timings | None, endpoint: str) -> NoReturn:
         raise validation(
             f"{self.operation} is not served by the local runtime API (SAGEMAKER_LOCAL_RUNTIME_API): "
             "use InvokeEndpoint or InvokeEndpointAsync"
@@ -45,14 +44,13 @@ class RuntimeApi:
         container = Container(settings.bind_port)
         models = TargetModels(owner, settings) if owner is not None else None
         self.asynchronous = AsyncInvocations(settings, container, models)
-        app = falcon.App(media_type=JSON)
-        middleware.install(app)  # the request id nginx hands over, in every answer
-        app.add_error_handler(RuntimeApiError, answer)
+        app = WebApp()  # the request id nginx hands over, in every answer
         if models is not None:  # a multi-model endpoint's: its TargetModel loads through the registry, here
-            app.add_route(ROUTE, InvokeEndpoint(settings, container, models))
-        app.add_route("/endpoints/{endpoint}/async-invocations", self.asynchronous)
+            app.add_route(ROUTE, POST=InvokeEndpoint(settings, container, models).answer)
+        app.add_route("/endpoints/{endpoint}/async-invocations", POST=self.asynchronous.answer)
         app.add_route(
-            "/endpoints/{endpoint}/invocations-response-stream", NotServed("InvokeEndpointWithResponseStream")
+            "/endpoints/{endpoint}/invocations-response-stream",
+            POST=NotServed("InvokeEndpointWithResponseStream").answer,
         )
         self.server = UnixAppServer(runtime / runtime_dir.RUNTIME_API_SOCKET, app, "runtime-api")
 

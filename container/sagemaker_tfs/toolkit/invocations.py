@@ -1,7 +1,7 @@
 """POST /invocations for a toolkit script: `input_fn` -> `predict_fn` -> `output_fn`, or `transform_fn`.
 
-Exceptions go to the app's error handlers (web/middleware.py): HandlerError (the toolkit's errors are
-HandlerErrors) with its status, falcon.HTTPError with its own, anything else 500.
+Exceptions are answered by the app's one error mapping (web/app.error_answer): HandlerError (the toolkit's errors
+are HandlerErrors) with its status, falcon.HTTPError with its own, anything else 500.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from ..model_client.model_servers import ModelServer, ModelServerClient
 from ..shared import gpus, media_types
 from ..web import answers
 from ..web.bodies import body_stream
+from ..web.metrics import Timings
 from .context import Context
 from .functions import ToolkitFunctions
 from .lifecycle import Loaded, StartupFailure, log, start
@@ -42,7 +43,7 @@ def input_data(body: bytes, content_type: str) -> str | bytearray:
         ) from None
 
 
-class ToolkitInvocations(answers.DirectResource):
+class ToolkitInvocations:
     """The /invocations resource of one worker, shared by its threads: each request gets its own Context."""
 
     def __init__(self, loaded: Loaded, default_accept: str):
@@ -61,7 +62,7 @@ class ToolkitInvocations(answers.DirectResource):
             else "the default output_fn"
         )
 
-    def answer(self, env: dict, rid: str, timings: Any) -> answers.Answer:
+    def answer(self, env: dict, rid: str, timings: Timings | None) -> answers.Answer:
         content_type = env.get("CONTENT_TYPE") or media_types.JSON
         accept = env.get("HTTP_ACCEPT")
         if not accept or accept == ANY:

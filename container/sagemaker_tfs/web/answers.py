@@ -1,29 +1,35 @@
-"""What the client gets: a handler's return value, or an error, as (status, body, content type)."""
+"""What the client gets: a handler's return value, or an error, as an Answer (status, body, content type), or a
+Reply when it has headers of its own. web/app.py sends either; its headers always name the content type."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 from .. import codecs
 from ..shared import json_bodies
 from ..shared.media_types import JSON
 
 Answer = tuple[int, bytes, str]  # status, body, content type
+Headers = Sequence[tuple[str, str]]  # (name, value) pairs, in the order they are sent
 
 
-class DirectResource:
-    """A resource whose POST is answered from the WSGI environ alone: `answer(env, request_id, timings, **params)`
-    gives (status, body, content type), or raises as a falcon responder would. The app calls it without falcon's
-    request and response objects (app/routes.App); `on_post` is the same answer in falcon's form (falcon's method
-    map needs it, for the Allow header of a 405)."""
+class Reply(NamedTuple):
+    """An answer with headers of its own, sent after the content type (one named Content-Type replaces it; the
+    Content-Length is always the body's)."""
 
-    def answer(self, env: dict, rid: str, timings: Any, **params: str) -> Answer:
+    status: int
+    body: bytes
+    content_type: str
+    headers: Headers
+
+
+class AnsweringError(Exception):
+    """An error that gives its own answer, in a form of its own (the runtime API's, as SageMaker Runtime answers):
+    the app's error mapping (web/app.error_answer) asks it, and it logs what it must."""
+
+    def answer(self, rid: str, method: str, path: str) -> Answer | Reply:
         raise NotImplementedError
-
-    def on_post(self, req: Any, resp: Any, **params: str) -> None:
-        resp.status, resp.data, resp.content_type = self.answer(
-            req.env, req.context.request_id, req.context.get("timings"), **params
-        )
 
 
 class BadReturnValue(TypeError):

@@ -1,4 +1,4 @@
-"""A Falcon app served on a UNIX socket by `serve`'s own threads (a thread per request), behind nginx: the
+"""A WSGI app (web/app.py) served on a UNIX socket by `serve`'s own threads (a thread per request), behind nginx: the
 multi-model management routes (registry/management.py) and the local runtime API (runtime_api/). Requests that may
 wait long (a model load, a model's answer) never hold a gunicorn worker or its timeout."""
 
@@ -12,9 +12,8 @@ from pathlib import Path
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler
 
-import falcon
-
 from ..shared import runtime_dir
+from ..shared.wsgi_call import WsgiApp
 
 READ_TIMEOUT = 10.0  # seconds a read of a request may wait (nginx sends a request whole, at once)
 
@@ -37,7 +36,7 @@ class UnixAppServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     # socketserver's default backlog is 5: a burst of nginx's connections would be refused (EAGAIN, a 503)
     request_queue_size = socket.SOMAXCONN
 
-    def __init__(self, path: Path, app: falcon.App, name: str):
+    def __init__(self, path: Path, app: WsgiApp, name: str):
         runtime_dir.remove(path)
         super().__init__(str(path), _Handler)
         os.chmod(path, 0o666)  # nginx's workers connect, as another user when serve is root (see stack/nginx.py)
