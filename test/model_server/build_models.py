@@ -59,7 +59,7 @@ def _export(export_dir: Path) -> None:
         def serve(self, a, b, c):
             return {"sum": a + tf.cast(b, tf.float32), "not_c": tf.logical_not(c)}
 
-    for name, cls in zip(MODELS, (BatchReveal, Strings, ThreeInputs)):
+    for name, cls in zip(MODELS, (BatchReveal, Strings, ThreeInputs), strict=True):
         module = cls()
         tf.saved_model.save(module, str(export_dir / name / "1"), signatures={"serving_default": module.serve})
     _export_tflite(tf, export_dir)

@@ -140,8 +140,8 @@ def test_predict_strings_and_tf2_model(prediction):
         (
             lambda: predict_request("half_plus_two", z=np.array([1.0], np.float32)),
             grpc.StatusCode.INVALID_ARGUMENT,
-            "Signature input alias: x(feed name: x:0) not found in request and no default value provided. Inputs expected "
-            "to be in the request {z}, or default input alias set: ",
+            "Signature input alias: x(feed name: x:0) not found in request and no default value provided. "
+            "Inputs expected to be in the request {z}, or default input alias set: ",
         ),
         (
             lambda: predict_request("half_plus_two", x=np.array([b"a"], object)),

@@ -85,7 +85,8 @@ def test_model_config_parses_policies_and_labels():
       config { name: "a" base_path: "/a" model_platform: "tensorflow"
                model_version_policy { specific { versions: 1 versions: 3 } } version_labels { key: "s" value: 1 } }
       config { name: "b" base_path: "/b" model_platform: "tensorflow" model_version_policy { all {} } }
-      config { name: "c" base_path: "/c" model_platform: "tensorflow" model_version_policy { latest { num_versions: 2 } } }
+      config { name: "c" base_path: "/c" model_platform: "tensorflow"
+               model_version_policy { latest { num_versions: 2 } } }
       config { name: "d" base_path: "/d" model_platform: "tensorflow" }
     }""")
     assert [c.policy.select([1, 2, 3]) for c in configs] == [[3, 1], [3, 2, 1], [3, 2], [3]]
@@ -413,12 +414,12 @@ def test_float32_rows_of_a_batch_are_cut_from_the_batch_text(monkeypatch):
 
 NUMBER_FORMATS = [  # how a client may write a number
     lambda v, rng: repr(float(v)),
-    lambda v, rng: "%.9g" % v,
-    lambda v, rng: "%.17g" % v,
-    lambda v, rng: "%e" % v,
-    lambda v, rng: "%.3E" % v,
-    lambda v, rng: "%d" % int(v * 1000),
-    lambda v, rng: "%.25f" % v,
+    lambda v, rng: f"{v:.9g}",
+    lambda v, rng: f"{v:.17g}",
+    lambda v, rng: f"{v:e}",
+    lambda v, rng: f"{v:.3E}",
+    lambda v, rng: str(int(v * 1000)),
+    lambda v, rng: f"{v:.25f}",
     lambda v, rng: rng.choice(
         [
             "0",
@@ -452,7 +453,7 @@ NUMBER_FORMATS = [  # how a client may write a number
 def _numbers(count: int, rng, formats=NUMBER_FORMATS) -> list[str]:
     values = (rng.standard_normal(count) * 10.0 ** rng.integers(-8, 9, count)).astype(np.float32)
     kinds = rng.integers(0, len(formats), count)
-    return [str(formats[kind](value, rng)) for kind, value in zip(kinds.tolist(), values.tolist())]
+    return [str(formats[kind](value, rng)) for kind, value in zip(kinds.tolist(), values.tolist(), strict=True)]
 
 
 def _nested(tokens: list[str], shape: tuple[int, ...], separator: str, rng) -> str:
@@ -509,10 +510,10 @@ def test_numeric_bodies_convert_to_the_usual_tensors(shape, separator, info, mon
     text = _nested(tokens, shape, separator, rng)
     monkeypatch.setattr(json_request, "FAST_MIN_BYTES", 0)
     for body in (
-        '{"instances": %s}' % text,
-        '{"inputs":%s }' % text,
-        '{"signature_name": "serving_default", "instances": %s}' % text,
-        '\n{ "instances" :\n%s\n, "signature_name":"serving_default"}\n' % text,
+        f'{{"instances": {text}}}',
+        f'{{"inputs":{text} }}',
+        f'{{"signature_name": "serving_default", "instances": {text}}}',
+        f'\n{{ "instances" :\n{text}\n, "signature_name":"serving_default"}}\n',
     ):
         assert _same_outcome(body.encode(), info)  # taken: valid JSON, numbers of up to 15-digit integers
 
@@ -522,14 +523,15 @@ def test_numeric_bodies_convert_to_the_usual_tensors(shape, separator, info, mon
 def test_float_formats_of_every_kind_convert_to_the_usual_values(info, monkeypatch):
     rng = np.random.default_rng(7 + info.dtype)
     values = FLOAT32_CASES["every decade"].astype(np.float64)
-    formats = [repr, lambda v: "%.9g" % v, lambda v: "%.17g" % v, lambda v: "%.3e" % v, lambda v: "%.12E" % v]
-    tokens = [formats[k](v) for k, v in zip(rng.integers(0, len(formats), values.size).tolist(), values.tolist())]
-    tokens = [t.lower() for t, v in zip(tokens, values.tolist()) if math.isfinite(v)]
+    formats = [repr, lambda v: f"{v:.9g}", lambda v: f"{v:.17g}", lambda v: f"{v:.3e}", lambda v: f"{v:.12E}"]
+    kinds = rng.integers(0, len(formats), values.size).tolist()
+    tokens = [formats[k](v) for k, v in zip(kinds, values.tolist(), strict=True)]
+    tokens = [t.lower() for t, v in zip(tokens, values.tolist(), strict=True) if math.isfinite(v)]
     tokens = [t + ".0" if t.lstrip("-").isdigit() else t for t in tokens]  # %.17g of 1e16: a 17-digit integer
-    assert _same_outcome(('{"instances": [%s]}' % ", ".join(tokens)).encode(), info)
-    digits = zip(rng.integers(1, 9, 3000).tolist(), rng.integers(0, 10**16, 3000).tolist())
+    assert _same_outcome(f'{{"instances": [{", ".join(tokens)}]}}'.encode(), info)
+    digits = zip(rng.integers(1, 9, 3000).tolist(), rng.integers(0, 10**16, 3000).tolist(), strict=True)
     midpoints = [f"{a}.{b}" for a, b in digits]  # 17 digits, some near a float32's rounding midpoint
-    assert _same_outcome(('{"inputs": [%s]}' % ",".join(midpoints)).encode(), info)
+    assert _same_outcome(f'{{"inputs": [{",".join(midpoints)}]}}'.encode(), info)
 
 
 @pytest.mark.parametrize(
@@ -584,7 +586,7 @@ def test_bodies_the_numeric_path_refuses_answer_as_before(defect, monkeypatch):
     for place, separator in ((0, ", "), (250, "mixed"), (-1, ", ")):  # the first, one within, the last
         tokens = [repr(float(v)) for v in rng.random(500, dtype=np.float32).tolist()]
         tokens[place] = defect
-        body = ('{"instances": %s}' % _nested(tokens, (5, 100), separator, rng)).encode()
+        body = f'{{"instances": {_nested(tokens, (5, 100), separator, rng)}}}'.encode()
         assert not _same_outcome(body, FLOAT)
 
 
@@ -596,13 +598,13 @@ def test_integers_past_two_to_the_53_convert_as_the_usual_path_does(monkeypatch)
     integers = [2**60 + 2**36 + 1, -(2**60 + 2**36 + 1), 2**63 - 1, 2**53 + 1] * 100
     unsigned = [2**64 - 2**39 + 1, 2**64 - 1, 2**60 + 2**36 + 1] * 100  # numpy's uint64
     for values in (integers, unsigned):
-        body = ('{"instances": [%s]}' % ", ".join(map(str, values))).encode()
+        body = f'{{"instances": [{", ".join(map(str, values))}]}}'.encode()
         assert not _same_outcome(body, FLOAT)
         assert _same_outcome(body, DOUBLE)
     decimals = ", ".join(f"{value}.0" for value in integers)
-    assert _same_outcome(('{"instances": [%s]}' % decimals).encode(), FLOAT)
+    assert _same_outcome(f'{{"instances": [{decimals}]}}'.encode(), FLOAT)
     small = ", ".join(str(value % 2**53) for value in integers)  # exact in a double: the same roundings
-    assert _same_outcome(('{"instances": [%s]}' % small).encode(), FLOAT)
+    assert _same_outcome(f'{{"instances": [{small}]}}'.encode(), FLOAT)
 
 
 @pytest.mark.parametrize(
@@ -629,15 +631,15 @@ def test_irregular_arrays_answer_as_before(text, monkeypatch):
     monkeypatch.setattr(json_request, "FAST_MIN_BYTES", 0)
     padding = ", ".join(["[0.25, 0.75]"] * 500)
     for body in (
-        '{"instances": %s}' % text,
-        '{"instances": [%s, %s]}' % (padding, text),
-        '{"instances": [%s, %s]}' % (text, padding),
-        '{"inputs": %s, "inputs": [1.0]}' % text,
-        '{"signature_name": "a", "instances": %s, "signature_name": "b"}' % text,
-        '{"signature_name": "tr\\u0075e", "instances": [%s]}' % padding,
-        '{"instances": [%s]}\n\n' % padding,
-        '{"instances": [%s], "extra": 1}' % padding,
-        '\ufeff{"instances": [%s]}' % padding,
+        f'{{"instances": {text}}}',
+        f'{{"instances": [{padding}, {text}]}}',
+        f'{{"instances": [{text}, {padding}]}}',
+        f'{{"inputs": {text}, "inputs": [1.0]}}',
+        f'{{"signature_name": "a", "instances": {text}, "signature_name": "b"}}',
+        f'{{"signature_name": "tr\\u0075e", "instances": [{padding}]}}',
+        f'{{"instances": [{padding}]}}\n\n',
+        f'{{"instances": [{padding}], "extra": 1}}',
+        f'\ufeff{{"instances": [{padding}]}}',
     ):
         for info in (FLOAT, DOUBLE, INT32):
             _same_outcome(body.encode(), info)  # whether taken or not: the same tensor or error
@@ -646,9 +648,9 @@ def test_irregular_arrays_answer_as_before(text, monkeypatch):
 def test_small_bodies_and_other_inputs_take_the_usual_path():
     body = b'{"instances": [1.0, 2.0, 5.0]}'
     assert isinstance(json_request.predict_request(body, lambda name: FLOAT.dtype)["instances"], list)
-    big = ('{"instances": [%s]}' % ", ".join(["0.5"] * 20000)).encode()
+    big = f'{{"instances": [{", ".join(["0.5"] * 20000)}]}}'.encode()
     for dtype in (INT32.dtype, STRING.dtype, None):
-        assert isinstance(json_request.predict_request(big, lambda name: dtype)["instances"], list)
+        assert isinstance(json_request.predict_request(big, lambda name, dtype=dtype: dtype)["instances"], list)
     numbers = json_request.predict_request(big, lambda name: FLOAT.dtype)["instances"]
     assert isinstance(numbers, json_request.NumericArray)
     assert _same_outcome(big, INT32) is False  # converted, for an int32 input, as the usual path does

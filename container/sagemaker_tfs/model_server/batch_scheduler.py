@@ -22,10 +22,10 @@ import functools
 import logging
 import time
 from collections.abc import Sequence
-from concurrent.futures import Future as ThreadFuture
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -33,6 +33,9 @@ from ..shared.cpus import cpu_count
 from ..shared.error_codes import Code, ServingError, invalid_argument
 from . import protos
 from .servable import Servable
+
+if TYPE_CHECKING:
+    from .metrics import ModelServerMetrics
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +56,7 @@ class BatchingParameters:
     pad_variable_length_inputs: bool = False
     thread_pool_name: str = "batch_threads"  # the label of the queueing-delay metric, as in TFS
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.max_batch_size < 1:
             raise BatchingConfigError("max_batch_size must be positive")
         if self.max_enqueued_batches < 1:
@@ -62,7 +65,7 @@ class BatchingParameters:
             raise BatchingConfigError("batch_timeout_micros must not be negative")
         sizes = self.allowed_batch_sizes
         if sizes:
-            if any(b <= a for a, b in zip(sizes, sizes[1:])) or sizes[0] < 1:
+            if any(b <= a for a, b in zip(sizes, sizes[1:], strict=False)) or sizes[0] < 1:
                 raise BatchingConfigError("allowed_batch_sizes entries must be positive and increasing")
             if sizes[-1] != self.max_batch_size:
                 raise BatchingConfigError(
@@ -142,7 +145,7 @@ class _Task:
 class _Batch:
     __slots__ = ("tasks", "size", "started")
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.tasks: list[_Task] = []
         self.size = 0
         self.started = 0.0
@@ -176,7 +179,9 @@ def task_size(feeds: dict[str, np.ndarray]) -> int:
 class BatchScheduler:
     """Queues runs and executes merged batches. submit() must be called on the loop's thread."""
 
-    def __init__(self, params: BatchingParameters, loop: asyncio.AbstractEventLoop, metrics=None):
+    def __init__(
+        self, params: BatchingParameters, loop: asyncio.AbstractEventLoop, metrics: ModelServerMetrics | None = None
+    ):
         self.params = params
         self._metrics = metrics  # a ModelServerMetrics: TFS's batching metrics
         self._loop = loop
@@ -219,25 +224,6 @@ class BatchScheduler:
         if not queue.inline_due and (self._free > 0 or servable.is_small(queue.fetches)):
             self._dispatch()  # else a run due on the loop, or the next finished batch, dispatches
         return future
-
-    def submit_threadsafe(
-        self, servable: Servable, feeds: dict[str, np.ndarray], fetches: Sequence[str]
-    ) -> ThreadFuture:
-        """submit() from another thread (gRPC); the returned future raises the task's error."""
-        result: ThreadFuture = ThreadFuture()
-
-        def enqueue() -> None:
-            try:
-                future = self.submit(servable, feeds, fetches)
-            except BaseException as exc:
-                result.set_exception(exc)
-                return
-            future.add_done_callback(
-                lambda f: result.set_exception(f.exception()) if f.exception() else result.set_result(f.result())
-            )
-
-        self._loop.call_soon_threadsafe(enqueue)
-        return result
 
     def _due(self, queue: _Queue, now: float) -> bool:
         """Whether the queue's first batch may run: closed, full, or its oldest task waited batch_timeout."""
@@ -292,7 +278,7 @@ class BatchScheduler:
             batch = self._dequeue(queue)
             try:
                 results, error = _run_batch(queue.servable, queue.fetches, batch.tasks, self.params), None
-            except Exception as exc:  # the batch's error is each of its tasks' error
+            except Exception as exc:  # noqa: BLE001 - the batch's error is each of its tasks' error
                 results, error = None, exc
             self._complete(batch, results, error)
         if not queue.batches and self._queues.get(queue.key) is queue:
@@ -325,7 +311,7 @@ class BatchScheduler:
                 if error:
                     task.future.set_exception(error)
                 else:
-                    task.future.set_result(results[i])
+                    task.future.set_result(results[i])  # type: ignore[index]  # results, or an error
 
 
 def _pad_to(array: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
@@ -351,7 +337,7 @@ def _merge(name: str, tasks: list[_Task], pad_variable_length: bool) -> np.ndarr
             raise ServingError(
                 Code.FAILED_PRECONDITION, f"Tensors with name '{name}' from different tasks have different ranks"
             )
-        target = tuple(max(dims) for dims in zip(*inner))
+        target = tuple(max(dims) for dims in zip(*inner, strict=True))
         parts = [_pad_to(part, (part.shape[0], *target)) for part in parts]
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
@@ -375,7 +361,7 @@ def _run_batch(
             for name, array in feeds.items()
         }
     outputs = servable.run(feeds, fetches)
-    for name, output in zip(fetches, outputs):
+    for name, output in zip(fetches, outputs, strict=True):
         if output.ndim == 0:
             raise invalid_argument(f"Batched output tensor {name} has 0 dimensions")
         if output.shape[0] != padded_size:
@@ -384,10 +370,15 @@ def _run_batch(
                 f"dimension sizes of the input tensors ({name}: {output.shape[0]} != "
                 f"{padded_size})"
             )
-    memos = [{} for _ in outputs]
+    memos: list[dict] = [{} for _ in outputs]
     results, offset = [], 0
     for task in tasks:
-        results.append([BatchRows.of(output, offset, offset + task.size, memo) for output, memo in zip(outputs, memos)])
+        results.append(
+            [
+                BatchRows.of(output, offset, offset + task.size, memo)
+                for output, memo in zip(outputs, memos, strict=True)
+            ]
+        )
         offset += task.size
     return results
 
@@ -407,5 +398,5 @@ class BatchRows(np.ndarray):
         rows.whole, rows.start, rows.stop, rows.memo = whole, start, stop, memo
         return rows
 
-    def __array_finalize__(self, obj) -> None:
+    def __array_finalize__(self, obj: object) -> None:
         self.whole = None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..shared.cpus import cpu_count
 
@@ -18,7 +19,7 @@ class FlagError(ValueError):
     """The command line cannot be used; the message says which argument and why."""
 
 
-def _flag(default, help: str, ignored: bool = False):
+def _flag(default: object, help: str, ignored: bool = False) -> Any:
     return field(default=default, metadata={"help": help, "ignored": ignored})
 
 
@@ -133,7 +134,7 @@ def _parse_bool(name: str, raw: str) -> bool:
 
 def parse(argv: list[str]) -> Flags:
     """The Flags of a command line (without the program name); raises FlagError."""
-    types = {f.name: type(f.default) for f in dataclasses.fields(Flags)}
+    types: dict[str, type] = {f.name: type(f.default) for f in dataclasses.fields(Flags)}
     values: dict[str, object] = {}
     for arg in argv:
         if not arg.startswith("-") or arg in ("-", "--"):
@@ -151,7 +152,7 @@ def parse(argv: list[str]) -> Flags:
             values[name] = kind(raw)
         except ValueError:
             raise FlagError(f"invalid value for --{name}: {raw!r} (expected {kind.__name__})") from None
-    flags = Flags(**values)
+    flags = Flags(**values)  # type: ignore[arg-type]  # each value was parsed by its field's type
     if not flags.version:  # --version prints and exits before the rest is checked, as in TFS
         _validate(flags)
     return flags

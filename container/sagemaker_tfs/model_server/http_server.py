@@ -19,7 +19,7 @@ import collections
 import functools
 import zlib
 from dataclasses import dataclass
-from typing import Protocol
+from typing import NoReturn, Protocol, cast
 
 import httptools
 
@@ -157,7 +157,7 @@ class HttpProtocol(asyncio.Protocol):
         self.writing_paused = False  # the transport's write buffer is above its high-water mark
         self.started: float | None = None  # loop time of the first byte of the request being read
         self.idle_since = 0.0  # loop time of the connection's last activity (a request begun, answers due)
-        self.loop: asyncio.AbstractEventLoop | None = None
+        self.loop: asyncio.AbstractEventLoop  # the running loop, from connection_made on
         self.refused = False  # a limit refused a request: nothing more is read, its answer ends the connection
         self.lingering: float | None = None  # the refusal was sent at this loop time: what arrives is dropped
         self._reset()
@@ -171,14 +171,14 @@ class HttpProtocol(asyncio.Protocol):
         self.expect_continue = False
 
     # asyncio.Protocol
-    def connection_made(self, transport) -> None:
-        self.transport = transport
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # a stream server's
         self.loop = asyncio.get_running_loop()
         self.idle_since = self.loop.time()
         if self.connections is not None:
             self.connections.add(self)
 
-    def connection_lost(self, exc) -> None:
+    def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
         self.pending.clear()
         self.body = []
@@ -289,7 +289,7 @@ class HttpProtocol(asyncio.Protocol):
             return
         self.body.append(body)
 
-    def _too_large(self, once: str = "") -> None:
+    def _too_large(self, once: str = "") -> NoReturn:
         self._refuse(
             413,
             f"Request body too large{once}: over {self.limits.max_body_bytes} bytes (the limit is "
@@ -304,25 +304,27 @@ class HttpProtocol(asyncio.Protocol):
         body = b"".join(self.body)
         self.body = []
         keep_alive = self.parser.should_keep_alive()
+        response: Response | Pending
         if method == "OPTIONS":
             response = self.app.preflight(path, self.origin)
         else:
             if self.encoding and b"gzip" in self.encoding:
                 try:
-                    body = gunzip(body, self.limits.max_body_bytes)
+                    expanded: bytes | None = gunzip(body, self.limits.max_body_bytes)
                 except BodyTooLarge:
-                    body = None
+                    expanded = None
                 except (OSError, EOFError, zlib.error) as exc:
                     response = self.app.bad_request(f"Failed to decompress gzip request body: {exc}")
                     self._enqueue(response, keep_alive, method == "HEAD")
                     return
-                if body is None:
+                if expanded is None:
                     self._too_large(" once decompressed")
+                body = expanded
             response = self.app.handle(method, path, body)
         self._enqueue(response, keep_alive, method == "HEAD")
 
     # responses
-    def _enqueue(self, response, keep_alive: bool, head_only: bool) -> None:
+    def _enqueue(self, response: Response | Pending, keep_alive: bool, head_only: bool) -> None:
         if not self.pending and isinstance(response, Response):
             self._write(response, keep_alive, head_only)
             return

@@ -23,7 +23,7 @@ import math
 import re
 import threading
 from collections.abc import Callable, Mapping
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import simdjson
@@ -68,11 +68,12 @@ def _comma_message(text: str, pos: int) -> str:
     return "Missing a comma or '}' after an object member."
 
 
-_SCAN = json.JSONDecoder().scan_once  # the C scanner under json.loads, without its Python layers (~2 us a call)
+# the C scanner under json.loads, without its Python layers (~2 us a call); typeshed does not declare it
+_SCAN = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 _INT64_MIN, _INT64_MAX, _UINT64_MAX = -(2**63), 2**63 - 1, 2**64 - 1
 TOO_DEEP = "JSON Value: arrays and objects are nested too deeply to be read"
 
-_F = TypeVar("_F", bound=Callable)
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
 def _nesting_checked(function: _F) -> _F:
@@ -80,7 +81,7 @@ def _nesting_checked(function: _F) -> _F:
     the recursion limit is the client's error (400), not ours."""
 
     @functools.wraps(function)
-    def checked(*args, **kwargs):
+    def checked(*args: Any, **kwargs: Any) -> Any:
         try:
             return function(*args, **kwargs)
         except RecursionError:
@@ -277,14 +278,14 @@ def predict_request(body: bytes, input_dtype: Callable[[str], int | None] | None
         head = _HEAD.match(body)
         stop = body.rfind(b"]") + 1
         tail = _TAIL.fullmatch(body, stop) if head else None
-        if tail and (head.group(1) is None or tail.group(1) is None):
+        if head and tail and (head.group(1) is None or tail.group(1) is None):
             name = head.group(1) if head.group(1) is not None else tail.group(1)
             dtype = input_dtype((name or b"").decode())
             member = head.group(2).decode()
             single = dtype == dtypes.DT_FLOAT
             array = _numeric_array(body, member, head.end(), stop, single) if dtype in _FLOATS else None
             if array is not None:  # the members in the body's order, as the usual parse gives them
-                doc = {member: NumericArray(array, body, head.end(), stop)}
+                doc: dict[str, object] = {member: NumericArray(array, body, head.end(), stop)}
                 if head.group(1) is not None:
                     doc = {"signature_name": head.group(1).decode(), **doc}
                 if tail.group(1) is not None:
@@ -545,7 +546,7 @@ def _object_rows(rows: list, inputs: Mapping[str, TensorInfo], may_hold_bools: b
 
 def _stack_rows(rows: list, alias: str, info: TensorInfo, named: bool) -> np.ndarray:
     """Rows converted one by one: every row must have the first row's shape (TFS's messages otherwise)."""
-    arrays = []
+    arrays: list[np.ndarray] = []
     for index, row in enumerate(rows):
         try:
             array = to_array(row, info)
@@ -569,8 +570,10 @@ _KINDS = {float: "float", int: "int64", bytes: "bytes"}
 
 def _feature_values(feature: str, value: object) -> tuple[type | None, list]:
     items = value if isinstance(value, list) else [value]
-    kind, values = None, []
+    kind: type | None = None
+    values: list = []
     for item in items:
+        item_kind: type
         if isinstance(item, bool):
             item_kind, item = int, int(item)
         elif isinstance(item, int) and not _INT64_MIN <= item <= _UINT64_MAX:
@@ -583,7 +586,7 @@ def _feature_values(feature: str, value: object) -> tuple[type | None, list]:
             item_kind = float
         elif isinstance(item, str):
             item_kind, item = bytes, item.encode("utf-8")
-        elif _is_b64(item) and isinstance(item["b64"], str):
+        elif isinstance(item, dict) and _is_b64(item) and isinstance(item["b64"], str):
             item_kind, item = bytes, _leaf(item, dtypes.DT_STRING)
         else:
             raise invalid_argument(f"Feature: {feature} has element with unexpected JSON type: {type_name(item)}")

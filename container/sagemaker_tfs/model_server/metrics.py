@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..shared.error_codes import ServingError
 from . import protos
@@ -70,10 +71,10 @@ class ModelServerMetrics:
         prom.disable_created_metrics()  # TFS exports no *_created series
         self.registry = registry = prom.CollectorRegistry(auto_describe=True)
 
-        def counter(name, doc, labels=()):
+        def counter(name: str, doc: str, labels: tuple[str, ...] = ()) -> Any:
             return prom.Counter(name, doc, labels, registry=registry)
 
-        def histogram(name, doc, labels, buckets):
+        def histogram(name: str, doc: str, labels: tuple[str, ...], buckets: list[float]) -> Any:
             return prom.Histogram(name, doc, labels, registry=registry, buckets=buckets)
 
         serving = ":tensorflow:serving:"
@@ -139,7 +140,7 @@ class ModelServerMetrics:
         )
         self._cells: dict[tuple, object] = {}  # (metric, *labels) -> its labelled child: no lookup per request
 
-    def _cell(self, metric, *labels):
+    def _cell(self, metric: Any, *labels: str) -> Any:
         key = (id(metric), *labels)
         cell = self._cells.get(key)
         if cell is None:
@@ -163,7 +164,7 @@ class ModelServerMetrics:
 
     def batch(self, task_sizes: list[int], size: int, padded_size: int, queued_seconds: list[float]) -> None:
         """A batch about to run: its tasks' sizes and queueing delays, its size after padding."""
-        for task_size, seconds in zip(task_sizes, queued_seconds):
+        for task_size, seconds in zip(task_sizes, queued_seconds, strict=True):
             self._input_batch_size.observe(task_size)
             self._queuing_latency.observe(seconds * 1e6)
         self._processed_batch_size.observe(padded_size)
@@ -193,20 +194,20 @@ class ModelServerMetrics:
                 kind = sample.name[len(family.name) :]  # _total, _bucket, _sum, _count
                 points.setdefault(labels, {}).setdefault(kind, []).append(sample)
             for key in sorted(points, key=lambda labels: [value for _, value in labels]):
-                labels = ",".join(f'{name}="{_escape(value)}"' for name, value in key)
+                text = ",".join(f'{name}="{_escape(value)}"' for name, value in key)
                 samples = points[key]
                 if not key and not any(s.value for s in samples.get("_total", samples.get("_count", ()))):
                     continue  # a metric without labels that never recorded: TFS has no point for it yet
                 if family.type == "counter":
-                    lines.extend(f"{family.name}{{{labels}}} {int(s.value)}" for s in samples.get("_total", ()))
+                    lines.extend(f"{family.name}{{{text}}} {int(s.value)}" for s in samples.get("_total", ()))
                     continue
-                prefix = labels + "," if labels else ""
+                prefix = text + "," if text else ""
                 for bucket in samples.get("_bucket", ()):
                     bound = bucket.labels["le"]
                     bound = bound if bound == "+Inf" else _double(float(bound))
                     lines.append(f'{family.name}_bucket{{{prefix}le="{bound}"}} {int(bucket.value)}')
-                lines.extend(f"{family.name}_sum{{{labels}}} {_double(s.value)}" for s in samples.get("_sum", ()))
-                lines.extend(f"{family.name}_count{{{labels}}} {int(s.value)}" for s in samples.get("_count", ()))
+                lines.extend(f"{family.name}_sum{{{text}}} {_double(s.value)}" for s in samples.get("_sum", ()))
+                lines.extend(f"{family.name}_count{{{text}}} {int(s.value)}" for s in samples.get("_count", ()))
         return ("\n".join(lines) + "\n").encode("utf-8")
 
 

@@ -2,8 +2,9 @@
 
 The config is parsed with tensorflow-serving-api's own `ModelServerConfig` message. A model's versions are
 the sub-folders of its base path whose name is a version (version_folders.py, the rule `serve` checks the model
-tree with: ASCII digits, `00000123` is version 123); hidden folders, `code/` and other names are ignored. Policies as in TFS: `latest` (default, 1 version) serves the
-N highest, `all` every one, `specific` the listed ones that exist.
+tree with: ASCII digits, `00000123` is version 123); hidden folders, `code/` and other names are ignored. Policies
+as in TFS: `latest` (default, 1 version) serves the N highest, `all` every one, `specific` the listed ones that
+exist.
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ def parse_config_text(text: str, source: str = "<config>") -> list[ModelConfig]:
     return configs_from_list(config.model_config_list, source)
 
 
-def configs_from_list(model_config_list, source: str) -> list[ModelConfig]:
+def configs_from_list(model_config_list: model_server_config_pb2.ModelConfigList, source: str) -> list[ModelConfig]:
     """The models of a ModelConfigList message; raises ModelConfigError."""
     models = [_model_config(entry) for entry in model_config_list.config]
     names = [m.name for m in models]
@@ -82,7 +83,7 @@ def configs_from_list(model_config_list, source: str) -> list[ModelConfig]:
     return models
 
 
-def _model_config(entry) -> ModelConfig:
+def _model_config(entry: model_server_config_pb2.ModelConfig) -> ModelConfig:
     if not entry.name:
         raise ModelConfigError("a model config has no name")
     if not entry.base_path:

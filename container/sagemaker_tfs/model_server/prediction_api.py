@@ -10,9 +10,11 @@ model_spec.
 from __future__ import annotations
 
 import math
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
+from google.protobuf.message import Message
 from tensorflow.core.framework import tensor_pb2
 from tensorflow.python.framework import tensor_util
 from tensorflow_serving.apis import classification_pb2, inference_pb2, model_pb2, predict_pb2, regression_pb2
@@ -24,6 +26,8 @@ from .servable import CLASSIFY_METHOD, REGRESS_METHOD, Servable, Signature
 
 Resolve = Callable[["model_pb2.ModelSpec | None"], Servable]
 Run = Callable[[Servable, dict[str, np.ndarray], Sequence[str], str], Awaitable[list[np.ndarray]]]
+# Classify's or Regress's filling of a response's result: (servable, signature name, examples, run, result)
+Fill = Callable[[Servable, str, list[bytes], Run, Any], Awaitable[None]]
 
 # numpy kind/dtype -> TensorProto field holding the values (TFS's tensor.AsProtoField)
 _VALUE_FIELDS = {
@@ -83,23 +87,25 @@ def fill_tensor(target: tensor_pb2.TensorProto, array: np.ndarray) -> None:
         getattr(target, field).extend(values)
 
 
-def requested_spec(request) -> model_pb2.ModelSpec | None:
+def requested_spec(request: Message) -> model_pb2.ModelSpec | None:
     """A request's model_spec, None when it has none (what a Resolve gets)."""
     return request.model_spec if request.HasField("model_spec") else None
 
 
-def set_spec(target, servable: Servable, signature_name: str | None) -> None:
+def set_spec(target: model_pb2.ModelSpec, servable: Servable, signature_name: str | None) -> None:
     target.name = servable.name
     target.version.value = servable.version
     if signature_name is not None:
         target.signature_name = signature_name
 
 
-def _set_of(names) -> str:
+def _set_of(names: Iterable[str]) -> str:
     return "{" + ",".join(sorted(names)) + "}"
 
 
-def _predict_inputs(inputs, signature: Signature) -> list[tuple[str, tensor_pb2.TensorProto]]:
+def _predict_inputs(
+    inputs: Mapping[str, tensor_pb2.TensorProto], signature: Signature
+) -> list[tuple[str, tensor_pb2.TensorProto]]:
     """(graph tensor name, TensorProto) of each input of a Predict request, once TFS's checks passed: the request
     names exactly the signature's inputs."""
     named = []
@@ -126,7 +132,7 @@ def _predict_inputs(inputs, signature: Signature) -> list[tuple[str, tensor_pb2.
     )
 
 
-def _predict_outputs(output_filter, signature: Signature) -> tuple[Sequence[str], Sequence[str]]:
+def _predict_outputs(output_filter: Sequence[str], signature: Signature) -> tuple[Sequence[str], Sequence[str]]:
     """The output aliases a Predict request asks for (all without an output_filter) and their graph tensors."""
     if not output_filter:
         return signature.output_aliases, signature.fetches
@@ -143,7 +149,7 @@ def _predict_outputs(output_filter, signature: Signature) -> tuple[Sequence[str]
     return list(output_filter), [signature.outputs[alias].name for alias in output_filter]
 
 
-def _serialized_examples(request_input) -> list[bytes]:
+def _serialized_examples(request_input: inference_pb2.Input) -> list[bytes]:
     kind = request_input.WhichOneof("kind")
     if kind == "example_list":
         return [e.SerializeToString() for e in request_input.example_list.examples]
@@ -163,7 +169,7 @@ async def predict(resolve: Resolve, request: predict_pb2.PredictRequest, run: Ru
     outputs = await run(servable, feeds, fetches, "Predict")
     response = predict_pb2.PredictResponse()
     set_spec(response.model_spec, servable, signature.key)
-    for alias, array in zip(aliases, outputs):
+    for alias, array in zip(aliases, outputs, strict=True):
         fill_tensor(response.outputs[alias], array)
     return response
 
@@ -175,11 +181,17 @@ async def _run_examples(
     return await run(servable, {example_run.input_name: tensor}, example_run.fetches, api)
 
 
-async def _classify(servable: Servable, signature_name: str, serialized: list[bytes], run: Run, result) -> None:
+async def _classify(
+    servable: Servable,
+    signature_name: str,
+    serialized: list[bytes],
+    run: Run,
+    result: classification_pb2.ClassificationResult,
+) -> None:
     example_run = signatures.classify_run(servable, signature_name)
     outputs = await _run_examples(servable, example_run, serialized, run, "Classify")
     labels, scores = signatures.classification(outputs, example_run, len(serialized))
-    classes = len(labels[0]) if labels is not None else scores.shape[1]
+    classes = len(labels[0]) if labels is not None else scores.shape[1]  # type: ignore[union-attr]  # labels or scores: never neither
     for i in range(len(serialized)):
         classification = result.classifications.add()
         for c in range(classes):
@@ -190,14 +202,16 @@ async def _classify(servable: Servable, signature_name: str, serialized: list[by
                 entry.score = float(scores[i, c])
 
 
-async def _regress(servable: Servable, signature_name: str, serialized: list[bytes], run: Run, result) -> None:
+async def _regress(
+    servable: Servable, signature_name: str, serialized: list[bytes], run: Run, result: regression_pb2.RegressionResult
+) -> None:
     example_run = signatures.regress_run(servable, signature_name)
     outputs = await _run_examples(servable, example_run, serialized, run, "Regress")
     for value in signatures.regression(outputs, len(serialized)).tolist():
         result.regressions.add(value=value)
 
 
-async def _examples_response(resolve: Resolve, request, response, fill, run: Run):
+async def _examples_response(resolve: Resolve, request: Message, response: Message, fill: Fill, run: Run) -> Message:
     """Classify or Regress: resolve the model, fill the response's result from its examples by fill()."""
     servable = resolve(requested_spec(request))
     set_spec(response.model_spec, servable, signatures.signature_key(request.model_spec.signature_name))

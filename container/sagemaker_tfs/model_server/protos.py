@@ -4,13 +4,17 @@ that the files are read by protobuf's own text-format parser (errors and syntax 
 from __future__ import annotations
 
 import functools
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from google.protobuf.message import Message
 
 # a field: (name, number, type, type name or None, repeated); type is a FieldDescriptorProto.TYPE_* name
 Field = tuple[str, int, str, "str | None", bool]
 
 
 @functools.cache
-def message_class(file_name: str, messages: tuple[tuple[str, tuple[Field, ...]], ...], wanted: str):
+def message_class(file_name: str, messages: tuple[tuple[str, tuple[Field, ...]], ...], wanted: str) -> type[Message]:
     """The class of message `wanted` of a proto3 file in package tensorflow.serving declaring `messages`."""
     from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, wrappers_pb2
 
@@ -35,7 +39,7 @@ def message_class(file_name: str, messages: tuple[tuple[str, tuple[Field, ...]],
     return message_factory.GetMessageClass(pool.FindMessageTypeByName(f"tensorflow.serving.{wanted}"))
 
 
-def parse_text(cls, text: str, source: str, error: type[Exception]):
+def parse_text(cls: type[Message], text: str, source: str, error: type[Exception]) -> Message:
     """A text-format message of class cls; a syntax error raises `error` with TFS's wording."""
     from google.protobuf import text_format
 

@@ -15,8 +15,10 @@ import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
+from typing import cast
 
 from google.protobuf import json_format
+from google.protobuf.message import Message
 from tensorflow_serving.apis import model_pb2
 
 from ..shared import tfs_api, tfs_json_response
@@ -24,7 +26,7 @@ from ..shared.error_codes import Code, ServingError, invalid_argument
 from ..shared.version_folders import INT64_MAX
 from . import json_request, signatures
 from .http_server import Pending, Response, html_error
-from .runner import Runner
+from .runner import Outputs, Runner
 from .servable_manager import ServableManager
 
 log = logging.getLogger(__name__)
@@ -74,7 +76,7 @@ class _Outputs(Pending):
 
     __slots__ = ("finish",)
 
-    def __init__(self, future: asyncio.Future, finish: Callable[[object], bytes]):
+    def __init__(self, future: asyncio.Future[Outputs], finish: Callable[[Outputs], bytes]):
         self.future, self.finish = future, finish
 
     def response(self) -> Response:
@@ -89,7 +91,7 @@ class _Outputs(Pending):
             return _error(ServingError(Code.INTERNAL, f"{type(exc).__name__}: {exc}"))
 
 
-def _then(future: asyncio.Future, finish: Callable[[object], bytes]) -> Response | Pending:
+def _then(future: asyncio.Future[Outputs], finish: Callable[[Outputs], bytes]) -> Response | Pending:
     """The response made of the outputs by finish(): now if they are ready (an inline run), else a Pending."""
     pending = _Outputs(future, finish)
     return pending.response() if future.done() else pending
@@ -199,7 +201,7 @@ class RestApi:
 
     @staticmethod
     def _fixed_response(route: Route, _body: bytes) -> Response:
-        return route.fixed
+        return cast(Response, route.fixed)  # set on every route this handler serves
 
     def _predict(self, route: Route, body: bytes) -> Response | Pending:
         doc = json_request.predict_request(body, lambda name: self._input_dtype(route, name))
@@ -210,7 +212,9 @@ class RestApi:
         feeds = {signature.inputs[alias].name: array for alias, array in tensors.items()}
         outputs = self.runner.run_in_loop(servable, feeds, signature.fetches, "Predict")
         aliases = signature.output_aliases
-        return _then(outputs, lambda result: tfs_json_response.predict_body(dict(zip(aliases, result)), row_format))
+        return _then(
+            outputs, lambda result: tfs_json_response.predict_body(dict(zip(aliases, result, strict=True)), row_format)
+        )
 
     def _input_dtype(self, route: Route, signature_name: str) -> int | None:
         """The dtype of the signature's one input (None: not one, or an error, which _predict then answers in
@@ -263,7 +267,7 @@ class RestApi:
         return Response(200, body.encode("utf-8"))
 
 
-def _proto_json(message) -> str:
+def _proto_json(message: Message) -> str:
     """protobuf's JSON printer as TFS configures it: 1-space indent, defaults printed, trailing newline."""
     return (
         json_format.MessageToJson(

@@ -8,6 +8,7 @@ metadata) and entrypoint `REST`. Its exporter answers any method on the configur
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from .http_server import Pending, Response
 from .metrics import ModelServerMetrics
@@ -21,7 +22,7 @@ class _Recorded(Pending):
 
     __slots__ = ("inner", "record")
 
-    def __init__(self, inner: Pending, record):
+    def __init__(self, inner: Pending, record: Callable[[Response], None]):
         self.future, self.inner, self.record = inner.future, inner, record
 
     def response(self) -> Response:
@@ -46,10 +47,15 @@ class MonitoredApi:
         started = time.perf_counter()
         result = self.api.handle(method, path, body)
         route = self.api.route_of(method, path)
-        if route is not None and route.verb is None and route.fixed.content_type == b"text/html":
+        if (
+            route is not None
+            and route.verb is None
+            and route.fixed is not None
+            and route.fixed.content_type == b"text/html"
+        ):
             return result  # outside /v1/: not a model request
         name = route.name if route is not None else ""
-        api = _VERBS.get(route.verb, "") if route is not None else ""
+        api = _VERBS.get(route.verb, "") if route is not None and route.verb is not None else ""
 
         def record(response: Response) -> None:
             self.metrics.request(name, api, "REST", response.code, started)

@@ -16,6 +16,8 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 import numpy as np
 
@@ -30,7 +32,7 @@ CLASSIFY_METHOD = "tensorflow/serving/classify"
 REGRESS_METHOD = "tensorflow/serving/regress"
 
 
-def import_tensorflow():
+def import_tensorflow() -> ModuleType:
     quiet_tensorflow()
     import tensorflow as tf
 
@@ -66,7 +68,7 @@ class Signature:
     proto: object  # tensorflow.core.protobuf.meta_graph_pb2.SignatureDef
 
     @classmethod
-    def from_proto(cls, key: str, proto) -> Signature:
+    def from_proto(cls, key: str, proto: Any) -> Signature:
         return cls(
             key,
             proto.method_name,
@@ -85,7 +87,7 @@ class Signature:
         return tuple(self.outputs[alias].name for alias in self.outputs)
 
 
-def _tensor_info(alias: str, info) -> TensorInfo:
+def _tensor_info(alias: str, info: Any) -> TensorInfo:
     shape = None
     if info.HasField("tensor_shape") and not info.tensor_shape.unknown_rank:
         shape = tuple(d.size for d in info.tensor_shape.dim)
@@ -116,7 +118,7 @@ class RunOptions:
             config_pb2.RunOptions(timeout_in_ms=timeout_ms, inter_op_thread_pool=-1).SerializeToString()
         )
 
-    def __del__(self):
+    def __del__(self) -> None:
         for name in ("pooled", "caller_thread"):
             buffer = getattr(self, name, None)
             if buffer is not None:
@@ -163,7 +165,7 @@ class Servable:
         seconds = self._seconds.get(tuple(fetches))
         return seconds is not None and seconds < CALLER_THREAD_SECONDS
 
-    def signature_def_map(self):
+    def signature_def_map(self) -> Any:
         """The SignatureDefMap of TFS's metadata API (every signature of the model)."""
         from tensorflow_serving.apis import get_model_metadata_pb2
 
@@ -182,7 +184,7 @@ class Servable:
 class SavedModelServable(Servable):
     """A SavedModel version in its own TensorFlow session; the session closes when the last user drops it."""
 
-    def __init__(self, name: str, version: int, path: Path, session, signatures: dict[str, Signature]):
+    def __init__(self, name: str, version: int, path: Path, session: Any, signatures: dict[str, Signature]):
         from tensorflow.python.client import pywrap_tf_session
 
         super().__init__(name, version, path, signatures)
@@ -199,13 +201,13 @@ class SavedModelServable(Servable):
                 except ServingError:  # e.g. __saved_model_init_op names an operation: only fails if run
                     pass
 
-    def _endpoint(self, tensor_name: str):
+    def _endpoint(self, tensor_name: str) -> object:
         endpoint = self._outputs.get(tensor_name)
         if endpoint is None:
             try:
                 tensor = self._graph.get_tensor_by_name(tensor_name)
             except (KeyError, ValueError) as exc:
-                raise ServingError(Code.INVALID_ARGUMENT, f"Tensor {tensor_name} not found in graph: {exc}")
+                raise ServingError(Code.INVALID_ARGUMENT, f"Tensor {tensor_name} not found in graph: {exc}") from None
             endpoint = tensor._as_tf_output()  # noqa: SLF001
             self._outputs = {**self._outputs, tensor_name: endpoint}  # copy-on-write: readers take no lock
         return endpoint
@@ -221,14 +223,14 @@ class SavedModelServable(Servable):
             return self._session_run(
                 self._c_session, options.caller_thread if small else options.pooled, feed_map, fetch_list, [], None
             )
-        except Exception as exc:  # TensorFlow OpErrors carry the status code
+        except Exception as exc:  # noqa: BLE001 - TensorFlow OpErrors carry the status code, others are UNKNOWN
             raise from_tensorflow(exc) from None
 
     def close(self) -> None:
         self._session.close()
 
 
-def session_config(options: SessionOptions):
+def session_config(options: SessionOptions) -> Any:
     tf = import_tensorflow()
     config = tf.compat.v1.ConfigProto(
         allow_soft_placement=True,
@@ -259,7 +261,7 @@ def load(name: str, version: int, path: Path, options: SessionOptions = SessionO
     try:
         with deprecation.silence():
             meta_graph = loader_impl.load(session, list(options.tags), str(path))
-    except Exception as exc:  # a broken or incompatible SavedModel: its status must say why
+    except Exception as exc:  # noqa: BLE001 - a broken or incompatible SavedModel: its status must say why
         session.close()
         if hasattr(exc, "error_code"):
             raise from_tensorflow(exc) from None

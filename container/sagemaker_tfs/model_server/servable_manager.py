@@ -1,10 +1,11 @@
 """The served models: their versions' states, the loaded servables, and how a request finds one.
 
-Writers (the startup load, the polling threads, HandleReloadConfigRequest and config file polling) replace whole dictionaries; request
-threads only read them, so finding a servable takes no lock. A removed version's session closes when its last
-request drops it. A reload swaps the model list under a lock and loads the models it added outside it, so that
-reloads adding different models load them in parallel and models a reload leaves unchanged keep serving. A model
-a reload removes keeps its versions' last states (END) for the status API, as TFS's servable state monitor does.
+Writers (the startup load, the polling threads, HandleReloadConfigRequest and config file polling) replace whole
+dictionaries; request threads only read them, so finding a servable takes no lock. A removed version's session
+closes when its last request drops it. A reload swaps the model list under a lock and loads the models it added
+outside it, so that reloads adding different models load them in parallel and models a reload leaves unchanged keep
+serving. A model a reload removes keeps its versions' last states (END) for the status API, as TFS's servable state
+monitor does.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..shared.error_codes import Code, ServingError, invalid_argument, not_found
 from ..shared.version_states import VersionState
@@ -100,7 +102,7 @@ class ServableManager:
             return [statuses[version]]
         return [statuses[v] for v in sorted(statuses, reverse=True)]
 
-    def status_proto(self, name: str, version: int | None = None):
+    def status_proto(self, name: str, version: int | None = None) -> Any:
         """version_statuses as TFS's GetModelStatusResponse (REST prints it as JSON)."""
         from tensorflow_serving.apis import get_model_status_pb2
 

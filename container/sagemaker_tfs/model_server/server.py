@@ -12,9 +12,9 @@ import warnings
 from pathlib import Path
 
 from . import servable, tflite_servable, warmup
-from .batch_scheduler import BatchingConfigError, BatchScheduler, load_batching_parameters
+from .batch_scheduler import BatchingConfigError, BatchingParameters, BatchScheduler, load_batching_parameters
 from .flags import Flags, default_threads
-from .metrics import ModelServerMetrics, MonitoringConfigError, load_monitoring_config
+from .metrics import ModelServerMetrics, MonitoringConfig, MonitoringConfigError, load_monitoring_config
 from .model_config import ModelConfig, ModelConfigError, load_config_file
 from .servable_manager import Loader, ServableManager
 
@@ -39,10 +39,10 @@ def session_options(flags: Flags) -> servable.SessionOptions:
     return servable.SessionOptions(intra, inter, flags.per_process_gpu_memory_fraction, tags)
 
 
-def metered_loader(load, metrics: ModelServerMetrics):
+def metered_loader(load: Loader, metrics: ModelServerMetrics) -> Loader:
     """The servable loader, recording TensorFlow's SavedModel load metrics (attempts, latency) per version path."""
 
-    def loader(name: str, version: int, path: Path):
+    def loader(name: str, version: int, path: Path) -> servable.Servable:
         started, ok = time.perf_counter(), False
         try:
             loaded = load(name, version, path)
@@ -58,7 +58,7 @@ def warmed_loader(load: Loader, iterations: int, metrics: ModelServerMetrics | N
     """The servable loader, then TFS's model warm-up of the loaded version (warmup.py), outside the load's metrics;
     a failing warm-up closes the servable and fails the load with its error."""
 
-    def loader(name: str, version: int, path: Path):
+    def loader(name: str, version: int, path: Path) -> servable.Servable:
         loaded = load(name, version, path)
         try:
             warmup.replay(loaded, path, iterations, metrics)
@@ -73,7 +73,7 @@ def warmed_loader(load: Loader, iterations: int, metrics: ModelServerMetrics | N
 def version_loader(flags: Flags, metrics: ModelServerMetrics | None) -> Loader:
     """How a version folder is loaded: its model.tflite with --prefer_tflite_model, else its SavedModel (TFS's
     rule), with TensorFlow's SavedModel load metrics when there is a Prometheus page."""
-    saved_model = functools.partial(servable.load, options=session_options(flags))
+    saved_model: Loader = functools.partial(servable.load, options=session_options(flags))
     if metrics is not None:
         saved_model = metered_loader(saved_model, metrics)
     interpreters = tflite_servable.interpreter_count(flags.num_tflite_pools, flags.num_tflite_interpreters_per_pool)
@@ -130,7 +130,13 @@ def run(flags: Flags) -> int:
         servables.stop()
 
 
-async def _serve(flags: Flags, servables: ServableManager, batching, metrics, monitoring) -> int:
+async def _serve(
+    flags: Flags,
+    servables: ServableManager,
+    batching: BatchingParameters | None,
+    metrics: ModelServerMetrics | None,
+    monitoring: MonitoringConfig | None,
+) -> int:
     from .grpc_service import channel_arguments, start_grpc_server
     from .http_server import Limits, start_server
     from .rest import RestApi
@@ -150,7 +156,7 @@ async def _serve(flags: Flags, servables: ServableManager, batching, metrics, mo
     try:
         if flags.port or flags.grpc_socket_path:
             try:
-                grpc_server = start_grpc_server(
+                grpc_server = await start_grpc_server(
                     servables,
                     runner,
                     flags.port,
@@ -165,9 +171,10 @@ async def _serve(flags: Flags, servables: ServableManager, batching, metrics, mo
             log.info("Running gRPC ModelServer at %s:%d ...", flags.listen_address, flags.port)
         if flags.rest_api_port:
             try:
-                api = RestApi(servables, runner, flags.rest_api_enable_cors_support)
-                if metrics is not None:
-                    api = MonitoredApi(api, metrics, monitoring.prometheus_path)
+                rest_api = RestApi(servables, runner, flags.rest_api_enable_cors_support)
+                api: RestApi | MonitoredApi = rest_api
+                if metrics is not None and monitoring is not None and monitoring.prometheus_path is not None:
+                    api = MonitoredApi(rest_api, metrics, monitoring.prometheus_path)
                 limits = Limits(
                     flags.rest_api_max_body_bytes,
                     flags.rest_api_request_timeout_seconds,
@@ -201,7 +208,7 @@ async def _serve(flags: Flags, servables: ServableManager, batching, metrics, mo
         if rest_server is not None:
             rest_server.close()
         if grpc_server is not None:
-            await asyncio.to_thread(grpc_server.stop, 2)  # batched calls still finish on this loop
+            await grpc_server.stop(2)
         runner.close()
         if scheduler is not None:
             scheduler.close()

@@ -102,7 +102,7 @@ def classification(
     outputs: list[np.ndarray], run: ExampleRun, count: int
 ) -> tuple[list[list[bytes]] | None, np.ndarray | None]:
     """(labels per example, scores [examples, classes]) after TFS's checks of the outputs."""
-    found = dict(zip(run.output_aliases, outputs))
+    found = dict(zip(run.output_aliases, outputs, strict=True))
     classes, scores = found.get("classes"), found.get("scores")
     for alias, array, dtype, dtype_name in (
         ("classes", classes, "OSU", "DT_STRING"),

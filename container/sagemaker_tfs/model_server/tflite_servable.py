@@ -22,6 +22,7 @@ import logging
 import queue
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -88,7 +89,7 @@ def _data_type(detail: dict) -> int:
     return data_type
 
 
-def _tensor_info(detail: dict):
+def _tensor_info(detail: dict) -> Any:
     """A TensorInfo proto of a TFLite tensor: its name, TensorFlow type and current dims."""
     from tensorflow.core.protobuf import meta_graph_pb2
 
@@ -98,7 +99,7 @@ def _tensor_info(detail: dict):
     return info
 
 
-def _metadata_signatures(buffer: bytes) -> dict[str, object]:
+def _metadata_signatures(buffer: bytes) -> dict[str, Any]:
     """The SignatureDefs of the model's `signature_defs_metadata` ({} without it)."""
     from ai_edge_litert import schema_py_generated as schema
     from flatbuffers import flexbuffers
@@ -113,18 +114,20 @@ def _metadata_signatures(buffer: bytes) -> dict[str, object]:
             data = model.Buffers(entry.Buffer()).DataAsNumpy()
             stored = flexbuffers.GetRoot(data.tobytes() if isinstance(data, np.ndarray) else b"").AsMap
             signatures = {}
-            for key, value in zip(stored.Keys, stored.Values):
+            for key, value in zip(stored.Keys, stored.Values, strict=True):
                 signature = meta_graph_pb2.SignatureDef()
                 signature.ParseFromString(bytes(value.AsStringBytes if value.IsString else value.AsBlob))
                 signatures[key.AsKey] = signature
             return signatures
-        except Exception as exc:  # a metadata entry that is not a flexbuffer map of SignatureDefs
-            raise invalid_argument(f"Invalid SignatureDefs found in TfLite model: {type(exc).__name__}: {exc}")
+        except Exception as exc:  # noqa: BLE001 - a metadata entry that is not a flexbuffer map of SignatureDefs
+            raise invalid_argument(
+                f"Invalid SignatureDefs found in TfLite model: {type(exc).__name__}: {exc}"
+            ) from None
     return {}
 
 
 def _signatures(
-    buffer: bytes, inputs: dict[str, dict], outputs: dict[str, dict], runner_signatures: Sequence[str]
+    buffer: bytes, inputs: Mapping[str, Any], outputs: Mapping[str, Any], runner_signatures: Sequence[str]
 ) -> dict[str, Signature]:
     """TFS's signatures of a TFLite model: its metadata's, names fixed, or one generated serving_default."""
     from tensorflow.core.protobuf import meta_graph_pb2
@@ -164,7 +167,7 @@ def _signatures(
 class _Interpreter:
     """One interpreter and the input shapes it is allocated for."""
 
-    def __init__(self, interpreter):
+    def __init__(self, interpreter: Any):
         self.interpreter = interpreter
         self.shapes = {d["index"]: tuple(d["shape"]) for d in interpreter.get_input_details()}
 
@@ -222,7 +225,7 @@ class TfLiteServable(Servable):
                 interpreter.set_tensor(index, value)
             try:
                 interpreter.invoke()
-            except Exception:
+            except Exception:  # noqa: BLE001 - whatever LiteRT raises, TFS answers INTERNAL with its own text
                 raise ServingError(Code.INTERNAL, "Failed to invoke TfLite interpreter") from None
             return [interpreter.get_tensor(index) for index in indices]
         finally:
@@ -234,14 +237,14 @@ class TfLiteServable(Servable):
         held.shapes.pop(index, None)  # unknown until the resize succeeds
         try:
             interpreter.resize_tensor_input(index, list(value.shape))
-        except Exception:
+        except Exception:  # noqa: BLE001 - as in _run
             detail = interpreter.get_tensor_details()[index]
             raise ServingError(
                 Code.INTERNAL, f"Failed to resize input tensor: {detail['name']} to shape {list(value.shape)}"
             ) from None
         try:
             interpreter.allocate_tensors()
-        except Exception:
+        except Exception:  # noqa: BLE001 - as in _run
             raise ServingError(Code.INTERNAL, "Failed to allocate tensors") from None
         held.shapes[index] = value.shape
 
@@ -272,7 +275,8 @@ def load(name: str, version: int, path: Path, interpreters: int = 1) -> TfLiteSe
             raise ServingError(Code.INTERNAL, f"Cannot build Interpreter from buffer. ({exc})") from None
         made.append(interpreter)
     first = made[0]
-    inputs, outputs = {}, {}
+    inputs: dict[str, dict] = {}
+    outputs: dict[str, dict] = {}
     for kind, details, target in (
         ("Input", first.get_input_details(), inputs),
         ("Output", first.get_output_details(), outputs),

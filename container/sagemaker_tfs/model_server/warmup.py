@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -122,7 +123,7 @@ async def _run_record(
     # TFS records the runtime of Predict, Classify and Regress under the request's model name, not MultiInference's
     model_name = None if kind == "multi_inference_log" else request.model_spec.name
 
-    async def run(target: Servable, feeds: dict[str, np.ndarray], fetches, api: str) -> list[np.ndarray]:
+    async def run(target: Servable, feeds: dict[str, np.ndarray], fetches: Sequence[str], api: str) -> list[np.ndarray]:
         ran = time.perf_counter()
         outputs = target.run(feeds, fetches)
         if metrics is not None and model_name is not None:
