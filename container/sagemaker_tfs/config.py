@@ -208,9 +208,8 @@ def var(name: str, parse: Callable[[str], Any], default: Any, help: str, **optio
 
 NGINX_LOG_LEVELS = ("debug", "info", "notice", "warn", "error", "crit", "alert", "emerg")
 GUNICORN_LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
-# "loop" and "connections": ours (wsgi_server/loop.py, an event loop; worker.py, a thread per connection); the others
-# are gunicorn's own.
-GUNICORN_WORKER_CLASSES = ("loop", "connections", "sync", "gthread", "gevent", "eventlet", "tornado")
+# "loop": ours (wsgi_server/loop.py, an event loop); the others are gunicorn's own.
+GUNICORN_WORKER_CLASSES = ("loop", "sync", "gthread", "gevent", "eventlet", "tornado")
 PING_TIMEOUT_SECONDS = 2.0  # SageMaker gives /ping 2 s: what the stack's own readiness questions may take too
 DEFAULT_MAX_PAYLOAD_IN_MB = 6  # SageMaker's, when neither the job nor the container gives MaxPayloadInMB
 MAX_TRANSFORM_MB = 100  # SageMaker's limit of MaxPayloadInMB and of MaxConcurrentTransforms x MaxPayloadInMB
@@ -347,7 +346,7 @@ class Settings:
         "SAGEMAKER_GUNICORN_THREADS",
         _int_between(1),
         1,
-        "threads per `gthread` worker (a `loop` worker has one, a `connections` worker one per connection)",
+        "threads per `gthread` worker (a `loop` worker has one, and threads for scripts that block)",
     )
     # gevent is not required (the original's default): our event loop serves as many requests at once.
     gunicorn_worker_class: str = var(
@@ -355,7 +354,7 @@ class Settings:
         _choice(*GUNICORN_WORKER_CLASSES),
         "loop",
         "gunicorn worker class: `loop` (one event loop serves every connection, scripts inline once quick; "
-        "HTTP parsed in C; see Benchmarks), `connections` (a thread per connection), or one of gunicorn's: `sync`, "
+        "HTTP parsed in C; see Benchmarks), or one of gunicorn's: `sync`, "
         "`gthread` (with `SAGEMAKER_GUNICORN_THREADS`), `gevent` (needs the gevent package)",
     )
     gunicorn_timeout_seconds: int = var(

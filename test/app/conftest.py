@@ -8,7 +8,7 @@ from app_support import model_server  # noqa: F401 (the session's model server f
 
 
 @pytest.fixture
-def make_app(model_server):
+def make_app(model_server):  # noqa: F811 - the imported fixture, as pytest passes it
     """make_app(model_dir, **InProcessApp options) -> an app, closed after the test."""
     apps: list[InProcessApp] = []
 

@@ -1,4 +1,5 @@
-"""Fixtures of the tests of the app under gunicorn: one real model server for the session, apps started per module or test."""
+"""Fixtures of the tests of the app under gunicorn: one real model server for the session, apps started per module
+or test."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from gunicorn_harness import App
 
 
 @pytest.fixture
-def start_app(model_server):
+def start_app(model_server):  # noqa: F811 (the fixture imported above, which pytest passes by its name)
     """start_app(model_dir, **App options) -> a started App, stopped after the test."""
     apps: list[App] = []
 

@@ -1,8 +1,7 @@
-"""The app's gunicorn worker classes (wsgi_server/loop.py, the default, an event loop; worker.py, a thread per
-connection) on raw sockets, byte for byte: keep-alive, pipelining, chunked bodies, 100-continue, refusals as JSON,
-header names it drops, a handler that blocks without holding up other connections (the loop runs a handler in
-threads until it has been quick), `context.session`, and SIGTERM letting a request in flight finish. The app behind
-it is the real one, calling the real model server."""
+"""The app's gunicorn worker class (wsgi_server/loop.py, an event loop) on raw sockets, byte for byte: keep-alive,
+pipelining, chunked bodies, 100-continue, refusals as JSON, header names it drops, a handler that blocks without
+holding up other connections (the loop runs a handler in threads until it has been quick), `context.session`, and
+SIGTERM letting a request in flight finish. The app behind it is the real one, calling the real model server."""
 
 from __future__ import annotations
 
@@ -56,14 +55,11 @@ def hold(tmp_path_factory):
     return path
 
 
-WORKER_CLASSES = ["loop", "connections"]
-
-
-@pytest.fixture(scope="module", params=WORKER_CLASSES)
-def app(request, model_server, tmp_path_factory, hold) -> App:
-    """The app under each worker class (the tests that take it hold for both)."""
+@pytest.fixture(scope="module")
+def app(model_server, tmp_path_factory, hold) -> App:
+    """The app under the loop worker class, one worker."""
     model_dir = write_model_dir(tmp_path_factory.mktemp("worker"), f"HOLD = {str(hold)!r}\n" + SCRIPT)
-    with App(model_dir, model_server, workers=1, worker_class=request.param) as app:
+    with App(model_dir, model_server, workers=1) as app:
         yield app
 
 
@@ -91,7 +87,9 @@ class Reader:
             self.buffer += chunk
         head, _, self.buffer = self.buffer.partition(b"\r\n\r\n")
         status_line, *lines = head.decode("latin-1").split("\r\n")
-        return int(status_line.split()[1]), {n.lower(): v.strip() for n, _, v in (l.partition(":") for l in lines)}
+        return int(status_line.split()[1]), {
+            n.lower(): v.strip() for n, _, v in (line.partition(":") for line in lines)
+        }
 
     def answer(self) -> tuple[int, dict[str, str], bytes]:
         status, headers = self.head()
@@ -185,12 +183,12 @@ def test_a_header_name_with_an_underscore_is_dropped(app):
         assert reader.answer()[::2] == (200, b"a=b")
 
 
-@pytest.fixture(scope="module", params=WORKER_CLASSES)
-def blocking_app(request, model_server, tmp_path_factory, hold) -> App:
-    """An app of each worker class whose handler has blocked in every call so far: the loop's runs it in threads
-    (it was never quick enough to run inline), as a thread-per-connection worker's always do."""
+@pytest.fixture(scope="module")
+def blocking_app(model_server, tmp_path_factory, hold) -> App:
+    """An app whose handler has blocked in every call so far: the loop runs it in threads (it was never quick enough
+    to run inline)."""
     model_dir = write_model_dir(tmp_path_factory.mktemp("blocking"), f"HOLD = {str(hold)!r}\n" + SCRIPT)
-    with App(model_dir, model_server, workers=1, worker_class=request.param) as app:
+    with App(model_dir, model_server, workers=1) as app:
         block_three_times(app)
         yield app
 
@@ -257,10 +255,9 @@ def test_context_session_refuses_other_addresses(app):
     )
 
 
-@pytest.mark.parametrize("worker_class", WORKER_CLASSES)
-def test_sigterm_lets_the_request_in_flight_finish(model_server, tmp_path, hold, worker_class):
+def test_sigterm_lets_the_request_in_flight_finish(model_server, tmp_path, hold):
     model_dir = write_model_dir(tmp_path, f"HOLD = {str(hold)!r}\n" + SCRIPT)
-    with App(model_dir, model_server, workers=1, worker_class=worker_class) as app:
+    with App(model_dir, model_server, workers=1) as app:
         block_three_times(app)
         held, held_reader = connect(app)
         with held:
@@ -277,13 +274,10 @@ def test_sigterm_lets_the_request_in_flight_finish(model_server, tmp_path, hold,
         assert app.proc.wait(30) == 0
 
 
-@pytest.mark.parametrize("worker_class", WORKER_CLASSES)
-def test_a_connection_silent_for_the_keep_alive_time_is_closed(model_server, tmp_path, hold, worker_class):
+def test_a_connection_silent_for_the_keep_alive_time_is_closed(model_server, tmp_path, hold):
     """gunicorn's --keep-alive (serve gives 75 s, nginx drops its idle connections after 60): here 1 s."""
     model_dir = write_model_dir(tmp_path, f"HOLD = {str(hold)!r}\n" + SCRIPT)
-    with App(
-        model_dir, model_server, workers=1, env={"GUNICORN_CMD_ARGS": "--keep-alive 1"}, worker_class=worker_class
-    ) as app:
+    with App(model_dir, model_server, workers=1, env={"GUNICORN_CMD_ARGS": "--keep-alive 1"}) as app:
         sock, reader = connect(app)
         with sock:
             sock.sendall(post(BODY))
@@ -341,14 +335,11 @@ def test_complete_pipelined_requests_are_answered_before_a_malformed_one_is_refu
         assert reader.closed()
 
 
-@pytest.mark.parametrize("worker_class", WORKER_CLASSES)
-def test_a_head_trickling_in_is_cut_off_after_the_keep_alive_time(model_server, tmp_path, hold, worker_class):
+def test_a_head_trickling_in_is_cut_off_after_the_keep_alive_time(model_server, tmp_path, hold):
     """Each read waiting --keep-alive (here 1 s) is not enough: a byte every 0.3 s would hold the thread for ever.
     The whole head must arrive within that time."""
     model_dir = write_model_dir(tmp_path, f"HOLD = {str(hold)!r}\n" + SCRIPT)
-    with App(
-        model_dir, model_server, workers=1, env={"GUNICORN_CMD_ARGS": "--keep-alive 1"}, worker_class=worker_class
-    ) as app:
+    with App(model_dir, model_server, workers=1, env={"GUNICORN_CMD_ARGS": "--keep-alive 1"}) as app:
         sock, _ = connect(app)
         with sock:
             sock.settimeout(0.3)

@@ -1,7 +1,8 @@
 """Every error the stack answers is `{"error": "..."}` with Content-Type application/json, whoever produced it:
 nginx refusing a malformed request or a body over SAGEMAKER_NGINX_CLIENT_MAX_BODY_SIZE, or gunicorn refusing
-headers before the app sees them (under each worker class: ours, wsgi_server/loop.py and worker.py, answer as
-gunicorn's own do). The requests are sent on raw sockets, byte for byte.
+headers before the app sees them (under each worker class: ours, wsgi_server/loop.py, answers as gunicorn's own
+do, and gunicorn's own classes answer through wsgi_server/gunicorn_workers.py). The requests are sent on raw
+sockets, byte for byte.
 """
 
 from __future__ import annotations
@@ -129,7 +130,6 @@ GUNICORN_ERRORS = {
     "worker_class",
     [
         "loop",
-        "connections",
         "sync",
         "gthread",
         pytest.param(

@@ -9,7 +9,7 @@ A worker applies each snapshot in order (imports the scripts of new models, forg
 left, routes the `ready` ones, waits for in-flight invocations of models that left) and then acknowledges it. The
 owner's `publish` returns once every connected worker acknowledged, so that a load's 200 is sent only when every
 worker routes the model and an unload's only when every worker answers 404. A worker that connects gets the
-current snapshot first and serves nothing before it has applied it (worker.py).
+current snapshot first and serves nothing before it has applied it (Subscriber).
 """
 
 from __future__ import annotations

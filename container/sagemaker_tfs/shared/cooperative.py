@@ -11,12 +11,17 @@ to threads, the registry's subscriber, tests calling the app directly), where th
 A handler script's functions (`call_script`) run in the loop's thread once they have shown that they are quick, as
 the original's gevent worker runs them; a function that blocks the thread without waiting through the hub
 (`time.sleep`, `requests.post` to another service, a file read) would hold up every request of the worker meanwhile.
-So each function starts on probation, in a thread pool: after TRUSTED_CALLS calls that each took under HOLD_LIMIT
-there, it runs inline. A function that always waits never gets there, and one that blocks forever on its first call
-holds up only its own request. Inline, a call that held the thread HOLD_LIMIT or more makes the function a suspect:
-its next calls are watched (the kernel's count of the thread's voluntary context switches, which a call that blocks
-raises and a call that was only preempted does not), and the first watched call that blocked that long sends its
-calls back to threads for good.
+So each function starts on probation, in the hub's script threads: after TRUSTED_CALLS calls that each took under
+HOLD_LIMIT there, it runs inline. A function that always waits never gets there, and one that blocks forever on its
+first call holds up only its own request. Inline, a call that held the thread HOLD_LIMIT or more makes the function
+a suspect: its next calls are watched (the kernel's count of the thread's voluntary context switches, which a call
+that blocks raises and a call that was only preempted does not), and the first watched call that blocked that long
+sends its calls back to threads for good.
+
+The script threads are the hub's own, not a ThreadPoolExecutor: a queue of calls, each outcome handed back through
+`Hub.wake`, which resumes the call's greenlet. The executor's future (a condition and its lock per call), its
+semaphores and the future's callback cost a call in a thread 20 to 40 µs more of the worker's CPU, and a script that
+blocks 5 ms at 32 connections 0.90x of the same wait in the model server against 1.01x (docs/BENCHMARKS.md).
 """
 
 from __future__ import annotations
@@ -27,11 +32,12 @@ import heapq
 import itertools
 import logging
 import os
+import queue
 import resource
 import select
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from time import perf_counter
 from typing import Any
 
@@ -47,6 +53,9 @@ HOLD_LIMIT = 0.001  # seconds a script function may hold the loop's thread befor
 TRUSTED_CALLS = 16  # quick calls in a thread after which a function runs inline
 WATCHED_CALLS = 8  # calls of a suspected function watched before it is cleared (it was preempted, not blocked)
 IDLE_GREENLETS = 256  # request greenlets kept parked for the next requests
+
+
+_Call = tuple["RequestGreenlet", Callable, tuple, contextvars.Context]  # a script call for a script thread
 
 
 class RequestGreenlet(greenlet):
@@ -131,7 +140,9 @@ class Hub:
         self._wake_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         self.register(self._wake_fd, self)
         self._thread_limit = thread_limit
-        self._pool: ThreadPoolExecutor | None = None
+        self._calls: queue.SimpleQueue[_Call] = queue.SimpleQueue()  # script calls for the script threads
+        self._idle_threads: list[None] = []  # an item per script thread waiting for a call (append, pop: atomic)
+        self._thread_count = 0
         self._quick: dict[Any, int] = {}  # function on probation -> its quick calls so far
         self._inline: set[Any] = set()  # functions that run inline
         self._suspects: dict[Any, int] = {}  # inline function -> calls still to watch
@@ -164,7 +175,8 @@ class Hub:
             now = perf_counter()
             while timers and timers[0][0] <= now:
                 _, seq, watch, waiter = heapq.heappop(timers)
-                if watch.waiter is waiter and watch.seq == seq:  # still waiting: time is up
+                # still waiting: time is up
+                if watch.waiter is not None and watch.waiter is waiter and watch.seq == seq:
                     watch.waiter = None
                     waiter.switch(False)
                 else:
@@ -330,23 +342,44 @@ class Hub:
                 self._suspects[fn] = WATCHED_CALLS
 
     def _in_thread(self, fn: Callable, args: tuple) -> Any:
-        """A call in the thread pool, in the request's context (its request id on log lines, as inline); a function
-        on probation is timed there and trusted after TRUSTED_CALLS quick calls."""
-        context = contextvars.copy_context()
-        if fn in self._blocking:
-            return self.wait_future(self._threads().submit(context.run, fn, *args))
-
-        def timed() -> tuple[Any, float]:
-            started = perf_counter()
-            return context.run(fn, *args), perf_counter() - started
-
-        result, took = self.wait_future(self._threads().submit(timed))
-        if took < HOLD_LIMIT:
+        """A call in a script thread, in the request's context (its request id on log lines, as inline), the
+        request's greenlet suspended meanwhile; a function on probation is trusted after TRUSTED_CALLS quick calls
+        there."""
+        current = getcurrent()
+        try:
+            self._idle_threads.pop()
+        except IndexError:  # none waits: one more, up to the limit (else the call waits for one)
+            if self._thread_count < self._thread_limit:
+                self._thread_count += 1
+                name = f"script_{self._thread_count}"
+                threading.Thread(target=self._serve_calls, name=name, daemon=True).start()
+        self._calls.put((current, fn, args, contextvars.copy_context()))
+        ok, result, took = self._suspend(current)
+        if not ok:
+            raise result
+        if took < HOLD_LIMIT and fn not in self._blocking:
             quick = self._quick[fn] = self._quick.get(fn, 0) + 1
-            if quick >= TRUSTED_CALLS and fn not in self._blocking:
+            if quick >= TRUSTED_CALLS:
                 del self._quick[fn]
                 self._inline.add(fn)
         return result
+
+    def _serve_calls(self) -> None:
+        """A script thread: calls one after another, each outcome handed to the loop, which resumes the call's
+        greenlet with it: (True, the value, seconds taken) or (False, the exception, seconds taken)."""
+        calls, idle, wake = self._calls, self._idle_threads, self.wake
+        while True:
+            waiter, fn, args, context = calls.get()
+            started = perf_counter()
+            try:
+                ok, result = True, context.run(fn, *args)
+            except BaseException as exc:  # noqa: BLE001 (raised in the request's greenlet, as inline)
+                ok, result = False, exc
+            took = perf_counter() - started
+            del fn, args, context  # (the call's objects are not kept until the next call)
+            idle.append(None)
+            wake(waiter, (ok, result, took))
+            del waiter, result
 
     def _watch_call(self, fn: Callable, args: tuple, current: RequestGreenlet) -> Any:
         """A call of a suspected function, with the thread's voluntary context switches counted around it."""
@@ -372,11 +405,6 @@ class Hub:
                 )
             elif left > 1 and fn in self._inline:
                 self._suspects[fn] = left - 1  # after WATCHED_CALLS calls that did not block, it is cleared
-
-    def _threads(self) -> ThreadPoolExecutor:
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(self._thread_limit, thread_name_prefix="script")
-        return self._pool
 
 
 class _Done:

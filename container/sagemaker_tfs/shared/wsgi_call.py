@@ -1,5 +1,5 @@
 """Calling a WSGI app for one request and taking its whole answer: the app workers' servers do it for every request
-(wsgi_server/worker.py), and InvokeEndpoint for the worker's own app in-process (runtime_api/container.py)."""
+(wsgi_server/http_connection.py), and InvokeEndpoint for the worker's own app in-process (runtime_api/container.py)."""
 
 from __future__ import annotations
 

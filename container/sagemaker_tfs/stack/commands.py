@@ -137,8 +137,11 @@ def batching_parameters_text(settings: Settings) -> str:
 
 WORKER_CLASSES = {
     "loop": "sagemaker_tfs.wsgi_server.loop.LoopWorker",
-    "connections": "sagemaker_tfs.wsgi_server.worker.ConnectionsWorker",
-}  # ours, by their setting names
+    # gunicorn's, with JSON bodies for the requests gunicorn refuses itself (wsgi_server/gunicorn_workers.py)
+    "sync": "sagemaker_tfs.wsgi_server.gunicorn_workers.SyncWorker",
+    "gthread": "sagemaker_tfs.wsgi_server.gunicorn_workers.ThreadWorker",
+    "gevent": "sagemaker_tfs.wsgi_server.gevent_worker.GeventWorker",
+}  # by their setting names; the others are gunicorn's own
 
 
 APP_FACTORY = "sagemaker_tfs.app.routes:create_app()"  # one for single- and multi-model endpoints

@@ -1,6 +1,9 @@
-"""What runs in gunicorn: our worker class and gunicorn's settings.
+"""What runs in gunicorn: our worker class, gunicorn's own ones, and gunicorn's settings.
 
-worker.py             the `connections` worker class: a thread per connection, httptools, the app called inline
-gunicorn_settings.py  gunicorn's settings file: ready marks, heartbeat during start-up, JSON refusals, restarts
+loop.py               the `loop` worker class (the default): one event loop serves every connection
+                      (shared/cooperative.py)
+http_connection.py    HTTP/1.1 on a client connection: requests parsed by httptools as they arrive, the app's answer
+gunicorn_workers.py   gunicorn's `sync` and `gthread` classes with JSON error bodies (gevent_worker.py: `gevent`)
+gunicorn_settings.py  gunicorn's settings file: ready marks, heartbeat during start-up, worker slots, restarts
 refusals.py           the JSON answer to a request refused before the app
 """

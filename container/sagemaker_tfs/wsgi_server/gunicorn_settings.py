@@ -8,8 +8,7 @@ versions with and without a control socket. Imports are private names: a public 
 import threading as _threading
 import time as _time
 from pathlib import Path as _Path
-
-from gunicorn import util as _util
+from typing import Any as _Any
 
 
 def _logging() -> dict:
@@ -43,22 +42,7 @@ logconfig_dict = _logging()
 control_socket_disable = True
 
 
-def _write_json_error(sock, status_int: int, reason: str, mesg: str) -> None:
-    """gunicorn.util.write_error's contract, with a JSON body."""
-    from .refusals import closing_error
-
-    _util.write_nonblock(sock, closing_error(status_int, reason, mesg))
-
-
-def on_starting(server) -> None:
-    """Requests gunicorn refuses itself, before the app sees them (two Content-Type headers, more header fields
-    than its limit, a malformed chunk...), are answered by gunicorn.util.write_error, which writes HTML. Every
-    error of the stack is JSON: the writer is replaced in the master, before any worker is forked, so that every
-    worker class (sync, gthread, gevent) writes JSON with gunicorn's status and message."""
-    _util.write_error = _write_json_error
-
-
-def pre_fork(server, worker) -> None:
+def pre_fork(server: _Any, worker: _Any) -> None:
     """In the master, before forking a worker: its slot, the lowest that no live worker holds (shared/gpus.py's
     free_slot). gunicorn removes a dead worker from server.WORKERS before it forks the one that replaces it, so the
     replacement takes the dead one's slot, hence its GPU (the toolkit's gpu_id is the slot mod the GPUs)."""
@@ -67,7 +51,7 @@ def pre_fork(server, worker) -> None:
     worker.sagemaker_slot = free_slot(getattr(live, "sagemaker_slot", -1) for live in server.WORKERS.values())
 
 
-def post_fork(server, worker) -> None:
+def post_fork(server: _Any, worker: _Any) -> None:
     """In the worker: it takes its slot (pre_fork), before the app is built.
 
     gunicorn kills a worker silent for longer than its timeout, also while the worker creates the app, and
@@ -90,7 +74,7 @@ def post_fork(server, worker) -> None:
     _threading.Thread(target=heartbeat, name="start-up heartbeat", daemon=True).start()
 
 
-def post_worker_init(worker) -> None:
+def post_worker_init(worker: _Any) -> None:
     """The worker has created the app: its heartbeat is gunicorn's again, and it says so in the runtime folder,
     where serve's start-up check looks (a check that never queues behind client requests, as a /ping would)."""
     from ..config import Settings
@@ -100,7 +84,7 @@ def post_worker_init(worker) -> None:
     mark_worker_ready(_Path(Settings.from_env().runtime_dir), worker.pid)
 
 
-def child_exit(server, worker) -> None:
+def child_exit(server: _Any, worker: _Any) -> None:
     """With SAGEMAKER_METRICS, a worker that exits while gunicorn keeps running (gunicorn starts another) counts as
     a restart, in this master's file of the metrics folder (shared/metrics_files.py). During a stop, gunicorn has closed
     its listeners already."""

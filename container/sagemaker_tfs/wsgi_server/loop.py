@@ -1,11 +1,11 @@
-"""The gunicorn worker class of the app by default (`SAGEMAKER_GUNICORN_WORKER_CLASS=loop`): one thread serves
+"""The gunicorn worker class of the app (`SAGEMAKER_GUNICORN_WORKER_CLASS=loop`, the default): one thread serves
 every connection of the process through an event loop, each request in a greenlet of its own.
 
 A request's greenlet runs the WSGI app inline. Where the app waits (the model server's answer over the loop's
 keep-alive connections, a gRPC call, a slow client taking the answer), the greenlet hands the thread back to the
 loop, which serves other connections meanwhile (shared/cooperative.py). No thread changes hands, so a request costs
-no lock and no hand-over of the GIL: with a thread per connection (worker.py, `connections`), those were about two
-thirds of a scripted request's system calls (docs/BENCHMARKS.md).
+no lock and no hand-over of the GIL: with a thread per connection (the `connections` class it replaced), those were
+about two thirds of a scripted request's system calls (docs/BENCHMARKS.md).
 
 Handler scripts run inline too, as the original's gevent worker runs them, once they have shown that they are quick:
 a script function that blocks without waiting through the loop (time.sleep, requests to another service, a file
@@ -13,28 +13,72 @@ read) would hold up the whole worker while it runs. So a function runs in thread
 of times, and goes back to threads for good when it is seen blocking later (shared/cooperative.py): a function that
 blocks holds only its own request.
 
-What the thread-per-connection worker guarantees holds here too, with the same code where it can be shared
-(worker.py's Connection parses, call_app answers): gunicorn's limits and refusals, a request head that must arrive
-within --keep-alive seconds, a connection silent that long closed, --worker-connections, and at SIGTERM every
-connection ended after its current request within the graceful timeout.
+Requests are read as gunicorn's own workers read them (http_connection.py parses, call_app answers): gunicorn's
+limits and refusals (as JSON, refusals.py), a request head that must arrive within --keep-alive seconds, a
+connection silent that long closed, --worker-connections, and at SIGTERM every connection ended after its current
+request within the graceful timeout.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 import socket
 import time
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
 from gunicorn.workers import base
 
 from ..shared import cooperative
+from .http_connection import Connection, base_environ, call_app
 from .refusals import closing_error
-from .worker import _LARGE_BODY, _READ_SIZE, Connection, _base_environ, _malloc, call_app
 
+READ_SIZE = 65536  # larger reads allocate (and fault in) a large buffer per call
+LARGE_BODY = 1 << 20  # after a body this large, the worker gives free memory back (_Malloc.trim)
 SWEEP_SECONDS = 0.25  # how often idle and slow connections are looked at (and gunicorn's heartbeat kept)
 PIPELINE_LIMIT = 8  # complete requests queued on one connection before its reading pauses
+
+
+class _Malloc:
+    """glibc's malloc, told to give back the memory of large bodies. Two causes keep it resident otherwise: glibc
+    raises its mmap threshold to the size of each mapped block freed (up to 32 MB), so after one 10 MB body every
+    later buffer below that is carved from the threads' malloc arenas; and the arenas keep what is freed. Fixing the
+    threshold and trimming after a large body (malloc_trim also releases free pages inside each arena) took a worker
+    from 3 to 10 times its size after 40 concurrent 10 MB requests back to within 10%; either alone did not.
+    The threshold is fixed at 1 MB, not glibc's initial 128 kB: numpy's temporaries of a few hundred kB (the binary
+    path's arrays, JSON written from them) are then reused from the arena instead of being mapped and faulted in
+    afresh each time, which made such work 3 to 6 times slower in a worker thread (docs/BENCHMARKS.md). The heap's
+    trim threshold is set to glibc's initial 128 kB (the master's frees may have raised it before the fork): raised
+    (to 4 or 32 MB), a worker kept up to 1.23x its memory after the burst. Elsewhere (musl, macOS) nothing to do."""
+
+    MMAP_THRESHOLD = 1 << 20
+    TRIM_THRESHOLD = 128 << 10
+
+    def __init__(self) -> None:
+        self._mallopt: Callable[[int, int], int] | None = None
+        self._trim: Callable[[int], int] | None = None
+        try:
+            libc = ctypes.CDLL(None)
+            mallopt, trim = libc.mallopt, libc.malloc_trim
+        except (AttributeError, OSError):
+            return
+        mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+        trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+        self._mallopt, self._trim = mallopt, trim
+
+    def fix_thresholds(self) -> None:
+        if self._mallopt is not None:
+            self._mallopt(-3, self.MMAP_THRESHOLD)  # M_MMAP_THRESHOLD
+            self._mallopt(-1, self.TRIM_THRESHOLD)  # M_TRIM_THRESHOLD
+
+    def trim(self) -> None:
+        if self._trim is not None:
+            self._trim(0)
+
+
+_malloc = _Malloc()
 
 
 class Client:
@@ -56,7 +100,7 @@ class Client:
     )
 
     def __init__(self, worker: LoopWorker, sock: socket.socket, connection: Connection):
-        self.worker = worker
+        self.worker: LoopWorker | None = worker  # None once closed
         self.fd = sock.fileno()
         self.sock = sock
         self.connection = connection
@@ -147,7 +191,7 @@ class LoopWorker(base.Worker):
             sock.setblocking(False)
             if sock.family != socket.AF_UNIX:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            client = Client(self, sock, Connection(sock, _base_environ(address, entry.name), self.cfg))
+            client = Client(self, sock, Connection(sock, base_environ(address, entry.name), self.cfg))
             self.clients[client.fd] = client
             self.hub.register(sock, client)
 
@@ -163,7 +207,7 @@ class LoopWorker(base.Worker):
 
     def read(self, client: Client) -> None:
         try:
-            data = client.sock.recv(_READ_SIZE)
+            data = client.sock.recv(READ_SIZE)
         except BlockingIOError:
             return
         except OSError:
@@ -205,7 +249,7 @@ class LoopWorker(base.Worker):
             if client.paused and len(ready) < PIPELINE_LIMIT // 2:
                 client.paused = False
                 self.hub.register(client.sock, client)
-            large = environ["wsgi.input"].getbuffer().nbytes >= _LARGE_BODY
+            large = environ["wsgi.input"].getbuffer().nbytes >= LARGE_BODY
             answer = call_app(self, environ, keep_alive)
             del environ  # the request and its body go once answered
             if answer is None:
