@@ -349,7 +349,7 @@ def _padded_size(size: int, params: BatchingParameters) -> int:
 
 def _run_batch(
     servable: Servable, fetches: tuple[str, ...], tasks: list[_Task], params: BatchingParameters
-) -> list[list[np.ndarray]]:
+) -> list[list[BatchRows]]:
     """On a batch thread: merge, run once, split back. Returns each task's outputs."""
     size = sum(task.size for task in tasks)
     feeds = {name: _merge(name, tasks, params.pad_variable_length_inputs) for name in tasks[0].feeds}

@@ -237,7 +237,7 @@ def _doubles(body: bytes, member: str) -> np.ndarray | None:
         if kept:
             _parsers.parser = parser
     try:
-        doc = parser.parse(body)
+        doc: Any = parser.parse(body)  # (an Object here: the body's first byte is `{`)
         buffer = doc[member].as_buffer(of_type="d")
     except (ValueError, TypeError, RuntimeError):  # not JSON, not all numbers, or an integer past 64 bits
         return None

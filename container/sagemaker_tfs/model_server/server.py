@@ -9,7 +9,9 @@ import signal
 import threading
 import time
 import warnings
+from collections.abc import Callable, Coroutine
 from pathlib import Path
+from typing import Any
 
 from . import servable, tflite_servable, warmup
 from .batch_scheduler import BatchingConfigError, BatchingParameters, BatchScheduler, load_batching_parameters
@@ -118,7 +120,7 @@ def run(flags: Flags) -> int:
     try:
         import uvloop
 
-        runner = uvloop.run
+        runner: Callable[[Coroutine[Any, Any, int]], int] = uvloop.run
     except ImportError:  # uvloop is a dependency; plain asyncio still works
         runner = asyncio.run
     try:

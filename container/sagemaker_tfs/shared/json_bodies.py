@@ -11,6 +11,7 @@ tfs_json_response.py.)
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 
@@ -23,6 +24,6 @@ def encode(value: Any) -> bytes:
 _ENCODER = json.JSONEncoder(ensure_ascii=False)
 
 
-def error(message: Any, more: dict[str, Any] | None = None) -> bytes:
+def error(message: Any, more: Mapping[str, Any] | None = None) -> bytes:
     """The error body {"error": message}, with `more` members after it."""
     return encode({"error": message, **more} if more else {"error": message})

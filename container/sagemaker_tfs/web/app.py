@@ -133,6 +133,7 @@ class WebApp:
             if found is None:
                 raise falcon.HTTPRouteNotFound()
             route, _, params, template = found
+            assert isinstance(route, _Route)  # (the router holds only these)
             answer = (route.responders.get(method) or route.refuse(method))(env, rid, timings, **params)
         except Exception as exc:  # noqa: BLE001 - every exception is an answer (error_answer)
             answer = error_answer(exc, rid, method, path)
@@ -186,7 +187,7 @@ def error_answer(exc: Exception, rid: str, method: str, path: str) -> Answer | R
 
 def _message(exc: falcon.HTTPError) -> str:
     """The error's description, else its reason phrase ("Not Found")."""
-    return exc.description or exc.status.split(" ", 1)[-1]
+    return exc.description or falcon.code_to_http_status(exc.status).split(" ", 1)[-1]
 
 
 def _pairs(headers: Mapping[str, str] | Iterable[tuple[str, str]] | None) -> Headers:

@@ -286,7 +286,7 @@ class LoopWorker(base.Worker):
         self.hub.unregister(client.sock)
         # The parser and the Connection (its protocol) refer to each other: break the cycle so that reference
         # counting frees both, with any body they still hold, now rather than at the next cycle collection.
-        client.connection.parser = None
+        client.connection.parser = None  # type: ignore[assignment]  # (the connection is done with)
         client.connection.ready.clear()
         client.worker = None
         try:
