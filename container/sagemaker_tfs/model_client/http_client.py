@@ -372,6 +372,7 @@ class ModelServerResponse(requests.Response):
 
     _head: bytes | None = None  # the header lines not parsed yet, each after its CRLF
     _unread = False  # the content not read yet from `raw`
+    _reading = False  # requests' `content` is reading `raw` now
 
     def __init__(
         self,
@@ -404,11 +405,17 @@ class ModelServerResponse(requests.Response):
 
     @property
     def content(self) -> bytes:
-        self._unread = False  # requests' content reads `raw` through iter_content, which must not read it first
+        if self._unread:  # requests' content reads `raw` through iter_content (below: in one part)
+            self._unread, self._reading = False, True
         return super().content
 
     def iter_content(self, chunk_size: int | None = 1, decode_unicode: bool = False) -> Iterator[Any]:
-        """As requests iterates an answer it read whole: over the content, read first if it is not yet."""
+        """As requests iterates an answer it read whole: over the content, read first if it is not yet. For
+        requests' own `content`, the whole body in one part: what its chunked reading of `raw` would join, without
+        its generators (a third of the answer's cost)."""
+        if self._reading:
+            self._reading = False
+            return iter((self.raw.read(),))
         if self._unread:
             self.content  # noqa: B018 (the property reads `raw`)
         return super().iter_content(chunk_size, decode_unicode)
