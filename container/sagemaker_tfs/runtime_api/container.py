@@ -7,7 +7,6 @@ from __future__ import annotations
 import concurrent.futures
 import http.client
 import io
-import sys
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -22,7 +21,7 @@ from ..shared.headers import (
     environ_key,
 )
 from ..shared.sockets import HOST
-from ..shared.wsgi_call import WsgiApp, whole_answer
+from ..shared.wsgi_call import CONSTANT_ENVIRON, WsgiApp, whole_answer
 
 # The request headers SageMaker passes on to the container (it strips the others).
 PASSED_ON = (
@@ -118,19 +117,12 @@ class InProcess(Container):
 
 # What every in-process request's environ holds (PEP 3333)
 _ENVIRON = {
-    "SCRIPT_NAME": "",
+    **CONSTANT_ENVIRON,
     "QUERY_STRING": "",
     "SERVER_NAME": "localhost",
     "SERVER_PORT": "80",
     "SERVER_PROTOCOL": "HTTP/1.1",
     "REMOTE_ADDR": "127.0.0.1",
-    "wsgi.version": (1, 0),
-    "wsgi.url_scheme": "http",
-    "wsgi.errors": sys.stderr,
-    "wsgi.multithread": True,
-    "wsgi.multiprocess": True,
-    "wsgi.run_once": False,
-    "wsgi.input_terminated": True,
 }
 
 

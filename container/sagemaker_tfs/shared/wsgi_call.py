@@ -3,10 +3,23 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Any
 
 WsgiApp = Callable[[dict, Callable], Any]
+
+# What the environ of every request of these servers holds alike (PEP 3333's wsgi.* keys; no script name)
+CONSTANT_ENVIRON: dict[str, Any] = {
+    "SCRIPT_NAME": "",
+    "wsgi.version": (1, 0),
+    "wsgi.url_scheme": "http",
+    "wsgi.errors": sys.stderr,
+    "wsgi.multithread": True,
+    "wsgi.multiprocess": True,
+    "wsgi.run_once": False,
+    "wsgi.input_terminated": True,
+}
 
 
 def whole_answer(app: WsgiApp, environ: dict) -> tuple[str, list[tuple[str, str]], bytes]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import io
 import socket
-import sys
 import time
 from typing import Any
 from urllib.parse import unquote_to_bytes
@@ -19,7 +18,7 @@ import httptools
 from gunicorn.workers import base
 
 from ..shared.headers import environ_key
-from ..shared.wsgi_call import whole_answer
+from ..shared.wsgi_call import CONSTANT_ENVIRON, whole_answer
 
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 
@@ -174,19 +173,7 @@ def base_environ(address: Any, server: Any) -> dict[str, Any]:
     else:
         server_name, server_port = "localhost", "80"
     remote = address[0] if isinstance(address, tuple) and address else "127.0.0.1"
-    return {
-        "SCRIPT_NAME": "",
-        "SERVER_NAME": server_name,
-        "SERVER_PORT": server_port,
-        "REMOTE_ADDR": remote,
-        "wsgi.version": (1, 0),
-        "wsgi.url_scheme": "http",
-        "wsgi.errors": sys.stderr,
-        "wsgi.multithread": True,
-        "wsgi.multiprocess": True,
-        "wsgi.run_once": False,
-        "wsgi.input_terminated": True,
-    }
+    return {**CONSTANT_ENVIRON, "SERVER_NAME": server_name, "SERVER_PORT": server_port, "REMOTE_ADDR": remote}
 
 
 _SINGLE = ("CONTENT_TYPE", "CONTENT_LENGTH", "HTTP_HOST")  # a second one is refused, as gunicorn does
