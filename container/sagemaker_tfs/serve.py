@@ -29,11 +29,12 @@ from .stack.supervisor import Stack, StopRequested
 log = logging.getLogger("serve")
 
 
-def prepare() -> tuple[Settings, ModelTree | None]:
-    """The settings, resolved for the children (Settings.resolved, with the GPUs CUDA sees, counted once here), and
-    the validated model tree (None for a multi-model endpoint: nothing is loaded at start-up). Logs the one line
-    that says which GPU each worker and model server uses."""
-    settings = Settings.from_env()
+def prepare(given: Settings | None = None, front: bool = True) -> tuple[Settings, ModelTree | None]:
+    """The settings (os.environ's unless given), resolved for the children (Settings.resolved, with the GPUs CUDA
+    sees, counted once here), and the validated model tree (None for a multi-model endpoint: nothing is loaded at
+    start-up). Logs the one line that says which GPU each worker and model server uses. `front`: nginx is needed
+    (not for sagemaker_tfs.testing's in-process endpoints, which have no nginx)."""
+    settings = Settings.from_env() if given is None else given
     if (
         settings.gunicorn_worker_class in ("gevent", "eventlet", "tornado")
         and importlib.util.find_spec(settings.gunicorn_worker_class) is None
@@ -42,7 +43,7 @@ def prepare() -> tuple[Settings, ModelTree | None]:
             f"SAGEMAKER_GUNICORN_WORKER_CLASS={settings.gunicorn_worker_class} needs the "
             f"{settings.gunicorn_worker_class} package, which is not installed; use sync or gthread"
         )
-    if not shutil.which("nginx"):
+    if front and not shutil.which("nginx"):
         raise StartupError("nginx is not installed (apt-get install nginx, or run scripts/install.sh)")
     if settings.multi_model:
         from .stack.multi_model import check_model_root

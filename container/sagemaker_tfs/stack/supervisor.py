@@ -143,6 +143,25 @@ class Child:
         self.proc.wait()
 
 
+def model_ready(server_name: str, rest_port: int, model: model_tree.Model) -> bool:
+    """Whether every version of `model` on disk is AVAILABLE on the model server at `rest_port` (as
+    ModelStatus.all_available); StartupError when a version failed to load."""
+    try:
+        status = model_status(rest_port, model.name)
+    except ModelServerError:
+        return False
+    if status.http_status not in (200, 404):
+        return False
+    for version in model.versions:
+        found = status.version(version)
+        if found is not None and found.error:
+            raise StartupError(
+                f"{server_name} could not load model {model.name} version {version} "
+                f"from {model.base_path}: {found.error}"
+            )
+    return status.serves(model.versions)
+
+
 def signal_group(pgid: int, signum: int) -> bool:
     """Send signum to a process group; False when nothing is left in it."""
     try:
@@ -352,29 +371,12 @@ class Stack:
         for child, (_, rest_port) in zip(self.model_servers, self.settings.ports(), strict=True):
             for model in self._models.models:
                 self._wait(
-                    functools.partial(self._model_ready, child, rest_port, model),
+                    functools.partial(model_ready, child.name, rest_port, model),
                     child,
                     deadline,
                     f"model {model.name} to be AVAILABLE",
                 )
         log.info("every model is AVAILABLE on %d model server(s)", len(self.model_servers))
-
-    @staticmethod
-    def _model_ready(child: Child, rest_port: int, model: model_tree.Model) -> bool:
-        try:
-            status = model_status(rest_port, model.name)
-        except ModelServerError:
-            return False
-        if status.http_status not in (200, 404):
-            return False
-        for version in model.versions:
-            found = status.version(version)
-            if found is not None and found.error:
-                raise StartupError(
-                    f"{child.name} could not load model {model.name} version {version} "
-                    f"from {model.base_path}: {found.error}"
-                )
-        return status.serves(model.versions)  # every version on disk AVAILABLE, as ModelStatus.all_available
 
     # ---- supervision ----
 
