@@ -7,8 +7,8 @@ import json
 
 import numpy as np
 import pytest
-from clients import invoke
 from examples_support import build_module
+from sagemaker_tfs.testing import Endpoint
 from sagemaker_tfs.transform import transform
 from serve_stack import Stack
 
@@ -30,6 +30,12 @@ def stack(example):
 
 
 @pytest.fixture(scope="module")
+def endpoint(example):
+    with Endpoint(example.model_dir) as endpoint:  # the app in this process (sagemaker_tfs.testing)
+        yield endpoint
+
+
+@pytest.fixture(scope="module")
 def rows_and_expected(build, example):
     rows, _ = build.held_out()
     spec = json.loads((example.export_dir / "model.json").read_text())
@@ -46,32 +52,32 @@ def test_the_held_out_rows_predict_within_the_model_s_error(build, rows_and_expe
     assert np.sqrt(np.mean((np.array(expected) - targets) ** 2)) < 60  # the target's spread is 77
 
 
-def test_json_rows_and_a_tfs_style_request(stack, rows_and_expected):
+def test_json_rows_and_a_tfs_style_request(endpoint, rows_and_expected):
     rows, expected = rows_and_expected
-    answer = invoke(stack, json.dumps(rows.tolist()), "application/json")
+    answer = endpoint.invoke(json.dumps(rows.tolist()), "application/json")
     assert (answer.status, answer.content_type) == (200, "application/json")
     assert answer.json() == {"predictions": expected}
-    answer = invoke(stack, json.dumps({"instances": rows[:3].tolist()}), "application/json")
+    answer = endpoint.invoke(json.dumps({"instances": rows[:3].tolist()}), "application/json")
     assert answer.json() == {"predictions": expected[:3]}
 
 
-def test_csv_in_csv_out(stack, rows_and_expected):
+def test_csv_in_csv_out(endpoint, rows_and_expected):
     rows, expected = rows_and_expected
-    answer = invoke(stack, as_csv(rows), "text/csv", Accept="text/csv")
+    answer = endpoint.invoke(as_csv(rows), "text/csv", accept="text/csv")
     assert (answer.status, answer.content_type) == (200, "text/csv")
     assert answer.text == "\n".join(map(str, expected))
 
 
-def test_another_type_gets_the_script_s_status(stack):
-    answer = invoke(stack, "<rows/>", "application/xml")
+def test_another_type_gets_the_script_s_status(endpoint):
+    answer = endpoint.invoke("<rows/>", "application/xml")
     assert (answer.status, answer.json()) == (
         415,
         {"error": "send JSON or CSV rows of 10 features, not application/xml"},
     )
 
 
-def test_a_row_of_the_wrong_width_is_a_500_with_numpy_s_message(stack):
-    answer = invoke(stack, "[[1, 2, 3]]", "application/json")
+def test_a_row_of_the_wrong_width_is_a_500_with_numpy_s_message(endpoint):
+    answer = endpoint.invoke("[[1, 2, 3]]", "application/json")
     assert (answer.status, answer.json()) == (500, {"error": "cannot reshape array of size 3 into shape (10)"})
 
 

@@ -5,9 +5,8 @@ import json
 
 import numpy as np
 import pytest
-from clients import invoke
 from examples_support import EXAMPLES, held_out_digits, model_outputs
-from serve_stack import Stack
+from sagemaker_tfs.testing import Endpoint
 
 SAMPLE = EXAMPLES / "two_models" / "samples" / "digits.json"
 
@@ -18,9 +17,9 @@ def example(request, packaged):
 
 
 @pytest.fixture(scope="module")
-def stack(example):
-    with Stack(example.model_dir) as stack:
-        yield stack
+def endpoint(example):
+    with Endpoint(example.model_dir) as endpoint:  # the app in this process (sagemaker_tfs.testing)
+        yield endpoint
 
 
 def expected_answer(example, pixels, classifier_version):
@@ -43,10 +42,10 @@ def test_the_archive_holds_both_models_and_the_code(example):
     assert (example.model_dir / "code" / "inference.py").is_file()
 
 
-def test_held_out_digits_get_both_models_answers(stack, example):
+def test_held_out_digits_get_both_models_answers(endpoint, example):
     digits, labels = held_out_digits()
     pixels = digits.reshape(-1, 64).astype(np.float32)
-    response = invoke(stack, json.dumps({"instances": pixels.astype(int).tolist()}))
+    response = endpoint.invoke(json.dumps({"instances": pixels.astype(int).tolist()}))
     assert response.status == 200
     assert response.content_type == "application/json"
     answer = response.json()
@@ -54,18 +53,18 @@ def test_held_out_digits_get_both_models_answers(stack, example):
     assert np.mean(np.array([p["classes"] for p in answer["predictions"]]) == labels) >= 0.9
 
 
-def test_the_sample(stack):
-    response = invoke(stack, SAMPLE.read_bytes())
+def test_the_sample(endpoint):
+    response = endpoint.invoke(SAMPLE.read_bytes())
     assert response.status == 200
     answer = response.json()
     assert [p["classes"] for p in answer["predictions"]] == [0, 7, 3]
     assert [len(f) for f in answer["features"]] == [16, 16, 16]
 
 
-def test_csv_pixels_get_the_same_answer(stack):
+def test_csv_pixels_get_the_same_answer(endpoint):
     pixels = json.loads(SAMPLE.read_text())["instances"]
     csv = "".join(",".join(map(str, row)) + "\n" for row in pixels)
-    assert invoke(stack, csv, "text/csv").json() == invoke(stack, SAMPLE.read_bytes()).json()
+    assert endpoint.invoke(csv, "text/csv").json() == endpoint.invoke(SAMPLE.read_bytes()).json()
 
 
 @pytest.mark.parametrize(
@@ -76,20 +75,20 @@ def test_csv_pixels_get_the_same_answer(stack):
         ("tfs-model-name=classifier", 2),
     ],
 )
-def test_custom_attributes_choose_the_classifier(stack, example, attributes, version):
+def test_custom_attributes_choose_the_classifier(endpoint, example, attributes, version):
     pixels = np.array(json.loads(SAMPLE.read_text())["instances"], np.float32)
-    response = invoke(stack, SAMPLE.read_bytes(), attributes=attributes)
+    response = endpoint.invoke(SAMPLE.read_bytes(), custom_attributes=attributes)
     assert response.status == 200
     assert_answer(response.json(), *expected_answer(example, pixels, version))
 
 
-def test_the_versions_answer_differently(stack):
-    newest = invoke(stack, SAMPLE.read_bytes()).json()["predictions"]
-    first = invoke(stack, SAMPLE.read_bytes(), attributes="tfs-model-version=1").json()["predictions"]
+def test_the_versions_answer_differently(endpoint):
+    newest = endpoint.invoke(SAMPLE.read_bytes()).json()["predictions"]
+    first = endpoint.invoke(SAMPLE.read_bytes(), custom_attributes="tfs-model-version=1").json()["predictions"]
     assert not np.allclose([p["probabilities"] for p in first], [p["probabilities"] for p in newest], atol=1e-3)
 
 
-def test_an_unknown_model_gets_404_naming_it(stack):
-    response = invoke(stack, SAMPLE.read_bytes(), attributes="tfs-model-name=missing")
+def test_an_unknown_model_gets_404_naming_it(endpoint):
+    response = endpoint.invoke(SAMPLE.read_bytes(), custom_attributes="tfs-model-name=missing")
     assert response.status == 404
     assert response.json()["error"].startswith("model missing: ")

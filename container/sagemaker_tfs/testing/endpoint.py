@@ -54,6 +54,10 @@ class Result:
     def text(self) -> str:
         return self.body.decode()
 
+    @property
+    def content_type(self) -> str | None:
+        return self.headers.get("content-type")
+
 
 class _ThreadLines(logging.Handler):
     """The log records emitted on one thread while a request runs there: the app's lines and the script's."""
