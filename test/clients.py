@@ -4,12 +4,12 @@ sagemaker-runtime client."""
 from __future__ import annotations
 
 import http.client
-import json
 import threading
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from sagemaker_tfs.testing import Result
 
 if TYPE_CHECKING:  # (serve_stack imports this module)
     from serve_stack import Stack
@@ -26,24 +26,7 @@ def http_status(url: str, timeout: float = 2.0) -> int | None:
         return None
 
 
-@dataclass
-class Answer:
-    """An HTTP answer: status, headers (lower-case names), body."""
-
-    status: int
-    headers: dict[str, str]
-    body: bytes
-
-    def json(self):
-        return json.loads(self.body)
-
-    @property
-    def text(self) -> str:
-        return self.body.decode()
-
-    @property
-    def content_type(self) -> str | None:
-        return self.headers.get("content-type")
+Answer = Result  # an HTTP answer: status, headers (lower-case names), body
 
 
 def http_call(

@@ -45,7 +45,7 @@ class Result:
     status: int
     headers: dict[str, str]
     body: bytes
-    log_lines: list[str]
+    log_lines: list[str] = dataclasses.field(default_factory=list)
 
     def json(self) -> Any:
         return json.loads(self.body)
