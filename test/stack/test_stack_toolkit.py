@@ -16,6 +16,7 @@ import processes
 import pytest
 import serve_stack
 from clients import npy_body
+from sagemaker_tfs.config import Settings
 from sagemaker_tfs.shared import runtime_dir
 from stack_support import invoke
 
@@ -291,9 +292,13 @@ def run(stack, probe: str, body: str | bytes = "[1]", content_type: str | None =
 
 
 def test_the_toolkit_s_worker_count_and_timeout_names_apply(probe):
-    args = Path(f"/proc/{probe.pid_of('gunicorn-supervised')}/cmdline").read_bytes().split(b"\0")
-    assert args[args.index(b"--workers") + 1] == b"2"  # SAGEMAKER_MODEL_SERVER_WORKERS
-    assert args[args.index(b"--timeout") + 1] == b"2"  # SAGEMAKER_MODEL_SERVER_TIMEOUT
+    # gunicorn's command line is built from the settings serve hands it (its title replaces what ps shows of it)
+    master = probe.pid_of("gunicorn-supervised")
+    environ = Path(f"/proc/{master}/environ").read_bytes().split(b"\0")
+    handed = Settings.from_env(dict(entry.decode().split("=", 1) for entry in environ if b"=" in entry))
+    assert handed.gunicorn_workers == 2  # SAGEMAKER_MODEL_SERVER_WORKERS
+    assert handed.gunicorn_timeout_seconds == 2  # SAGEMAKER_MODEL_SERVER_TIMEOUT
+    assert len(probe.gunicorn_workers()) == 2
     processes.wait_for_log(
         probe, "inference toolkit functions pre_model_fn, model_fn, model_warmup_fn, input_fn, predict_fn, output_fn"
     )  # SAGEMAKER_PROGRAM=probe.py

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 from sagemaker_tfs.config import ConfigError, Settings, default_worker_count
-from sagemaker_tfs.shared import gpus, handler_contract
+from sagemaker_tfs.shared import gpus, handler_contract, process_title
 from sagemaker_tfs.shared.cpus import cpu_count
 from sagemaker_tfs.shared.gpus import Gpu, cuda_devices, parse_listing
 from sagemaker_tfs.stack import commands
@@ -147,8 +147,11 @@ def test_gunicorns_hooks_give_each_worker_its_slot(monkeypatch):
     gunicorn_settings.pre_fork(server, worker)
     assert worker.sagemaker_slot == 2
     monkeypatch.setattr(gunicorn_settings._threading, "Thread", lambda **kwargs: SimpleNamespace(start=lambda: None))
+    titles: list[str] = []
+    monkeypatch.setattr(process_title, "set_title", titles.append)  # (not this test process's own title)
     gunicorn_settings.post_fork(server, SimpleNamespace(sagemaker_slot=2, cfg=SimpleNamespace(timeout=30)))
     assert (gpus.worker_slot(), gpus.gpu_id(4)) == (2, 2)
+    assert titles == ["gunicorn: worker 2 [sagemaker-tfs]"]
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,7 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
+from ..shared.process_title import set_title
 from . import servable, tflite_servable, warmup
 from .batch_scheduler import BatchingConfigError, BatchingParameters, BatchScheduler, load_batching_parameters
 from .flags import Flags, default_threads
@@ -25,6 +26,16 @@ log = logging.getLogger("sagemaker_tfs.model_server")
 
 class StartupError(RuntimeError):
     """The server cannot start; the message says why."""
+
+
+def process_title(flags: Flags, configs: list[ModelConfig]) -> str:
+    """What ps shows: the models of the start-up configuration (not those a HandleReloadConfigRequest adds later)
+    and the ports, so that one of several instances is told apart; three names at most, to stay short."""
+    names = [config.name for config in configs]
+    shown = ", ".join(names[:3]) + (f" +{len(names) - 3} more" if len(names) > 3 else "")
+    ports = [f"{kind} {port}" for kind, port in (("rest", flags.rest_api_port), ("grpc", flags.port)) if port]
+    title = f"tfs-model-server: models {shown}" if names else "tfs-model-server: no models at start"
+    return f"{title} ({', '.join(ports)})" if ports else title
 
 
 def model_configs(flags: Flags) -> list[ModelConfig]:
@@ -97,6 +108,7 @@ def run(flags: Flags) -> int:
     except (ModelConfigError, BatchingConfigError, MonitoringConfigError) as exc:
         log.error("Failed to start server. Error: %s", exc)
         return 1
+    set_title(process_title(flags, configs))
     metrics = None
     if monitoring is not None and monitoring.prometheus_path is not None:
         metrics = ModelServerMetrics(batching.thread_pool_name if batching is not None else "batch_threads")

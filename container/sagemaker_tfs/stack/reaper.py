@@ -19,6 +19,7 @@ import signal
 import subprocess
 import sys
 
+from ..shared import process_title
 from .processes import processes
 
 _current: Reaper | None = None
@@ -67,6 +68,7 @@ def watch(pid: int) -> None:
 
 
 def main() -> None:
+    process_title.set_title("serve: reaper")
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # only serve's end matters
         signal.signal(signum, signal.SIG_IGN)
     sessions: set[int] = set()

@@ -41,6 +41,10 @@ logconfig_dict = _logging()
 # or $HOME/.gunicorn/gunicorn.ctl, one path for every stack of the user; serve supervises gunicorn itself.
 control_socket_disable = True
 
+# ps's name of the master, `gunicorn: master [sagemaker-tfs]` (gunicorn sets it with setproctitle), instead of the
+# app factory's module path
+proc_name = "sagemaker-tfs"
+
 
 def pre_fork(server: _Any, worker: _Any) -> None:
     """In the master, before forking a worker: its slot, the lowest that no live worker holds (shared/gpus.py's
@@ -60,8 +64,11 @@ def post_fork(server: _Any, worker: _Any) -> None:
     SAGEMAKER_TFS_WAIT_TIME_SECONDS (the start-up budget); the worker takes no request before then."""
     from ..config import Settings
     from ..shared.gpus import set_worker_slot
+    from ..shared.process_title import set_title
 
     set_worker_slot(worker.sagemaker_slot)
+    # gunicorn titled the worker `gunicorn: worker [NAME]` just before this hook; the slot tells workers apart
+    set_title(f"gunicorn: worker {worker.sagemaker_slot} [{proc_name}]")
 
     created = worker.sagemaker_app_created = _threading.Event()
     interval = max(0.2, min(5.0, worker.cfg.timeout / 4))
