@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 
+import pytest
 from sagemaker_tfs.transform import progress
 from sagemaker_tfs.transform.pipeline import Stats
 
@@ -52,3 +53,11 @@ def test_nothing_is_drawn_on_a_stream_that_is_not_a_terminal():
     bar(Stats(objects=1))
     bar.clear()
     assert stream.getvalue() == ""
+
+
+@pytest.mark.parametrize(
+    "rate, text",
+    [(0, "0"), (0.4167, "0.417"), (4.0, "4"), (4.167, "4.17"), (41.67, "41.7"), (416.7, "417"), (12345.6, "12,346")],
+)
+def test_rates_keep_the_precision_they_need(rate, text):
+    assert progress.rate_text(rate) == text

@@ -19,6 +19,7 @@ import clients
 import numpy as np
 import paths
 import pytest
+from sagemaker_tfs.transform import api as transform_api
 from sagemaker_tfs.transform import containers, transform
 from sagemaker_tfs.transform.containers import container_environment, start_containers, stop_containers
 
@@ -563,6 +564,8 @@ def test_instance_count_2_from_a_model_archive(stacks, tmp_path):
     # the stacks got SAGEMAKER_MAX_CONCURRENT_TRANSFORMS (set only because the job sets the field)
     assert description["LocalRun"]["ExecutionParameters"]["MaxConcurrentTransforms"] == 3
     assert [o["Instance"] for o in description["LocalRun"]["Objects"]] == [0, 1, 0, 1]
+    logs = description["LocalRun"]["ContainerLogs"]  # kept with the work folder the job was given
+    assert len(logs) == 2 and all(Path(log).is_file() for log in logs)
     endpoints = description["LocalRun"]["Endpoints"]
     assert len(set(endpoints)) == 2 and all(clients.http_status(url + "/ping") is None for url in endpoints)
     single = run(stacks["plain"], data, tmp_path / "out1", **params)
@@ -573,6 +576,23 @@ def test_instance_count_2_from_a_model_archive(stacks, tmp_path):
         assert [float(x) for x in (tmp_path / "out2" / name).read_text().split()] == [
             0.5 * (i * 10 + n) + 3 for n in range(20)
         ]
+
+
+def test_a_job_in_a_temporary_work_folder_names_no_removed_log(tmp_path):
+    data = tmp_path / "in"
+    data.mkdir()
+    (data / "one.csv").write_text("1\n")
+    model = model_folder(tmp_path / "model-src", None)
+    description = transform(
+        str(model), data=str(data), output_path=str(tmp_path / "out"), content_type="text/csv", accept="text/csv"
+    )
+    assert description["TransformJobStatus"] == "Completed", description["LocalRun"]
+    local = description["LocalRun"]
+    assert local["ContainerLogs"] == []
+    assert local["ContainerLogsNote"] == transform_api.LOGS_REMOVED
+    assert "--work-dir" in local["ContainerLogsNote"]
+    assert 0 < local["Summary"]["RecordsPerSecond"]  # one record: a rate below 1, not rounded to 0
+    assert (tmp_path / "out" / "one.csv.out").read_text().split() == ["3.5"]
 
 
 def test_a_model_that_cannot_start_fails_the_job_with_the_containers_message(tmp_path):

@@ -58,7 +58,7 @@ def test_no_route_when_the_app_must_answer(tmp_path, env, script):
 
 @pytest.mark.parametrize("on", ["true", "false"])
 def test_nginx_accepts_the_config(tmp_path, on):
-    settings = _settings(tmp_path, SAGEMAKER_SERVER_TIMING=on, SAGEMAKER_METRICS=on)
+    settings = _settings(tmp_path, SAGEMAKER_SERVER_TIMING=on, SAGEMAKER_METRICS=on, SAGEMAKER_LOCAL_RUNTIME_API=on)
     for folder in ("nginx", *(f"nginx/{name}" for name in nginx.TEMP_FOLDERS)):
         (tmp_path / folder).mkdir(exist_ok=True)
     (tmp_path / "nginx.conf").write_text(nginx.render(settings, "half_plus_three", nginx.version()))
@@ -66,6 +66,7 @@ def test_nginx_accepts_the_config(tmp_path, on):
         ["nginx", "-t", "-c", str(tmp_path / "nginx.conf"), "-e", "stderr"], capture_output=True, text=True
     )
     assert check.returncode == 0, check.stderr
+    assert "[warn]" not in check.stderr  # (nginx warned of its variables_hash at every start)
 
 
 def test_the_direct_route_log_counts_nginx_lines(tmp_path):

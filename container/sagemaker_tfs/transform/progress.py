@@ -43,7 +43,7 @@ class ProgressBar:
         line = (
             f"[{'#' * filled}{'.' * (WIDTH - filled)}] {fraction:4.0%}  objects {stats.objects_done}/"
             f"{stats.objects}  records {stats.records_done:,}{failed}  requests {stats.requests:,}  "
-            f"{stats.records_done / elapsed if elapsed > 0 else 0:,.0f} records/s  {elapsed:,.0f} s"
+            f"{rate_text(stats.records_done / elapsed if elapsed > 0 else 0)} records/s  {elapsed:,.0f} s"
         )
         self.stream.write("\r" + line + "\x1b[K")
         self.stream.flush()
@@ -54,6 +54,14 @@ class ProgressBar:
             self.stream.write("\r\x1b[K")
             self.stream.flush()
             self.drawn = False
+
+
+def rate_text(rate: float) -> str:
+    """A rate with the precision it needs: three significant figures below 100 (0.417, 4.17, 41.7), whole numbers
+    with thousands separators above (417, 12,345); a one-record job is not `0 records/s`."""
+    if rate == 0 or rate >= 99.95:
+        return f"{rate:,.0f}"
+    return f"{rate:.3g}" if rate >= 0.001 else f"{rate:.1e}"
 
 
 def render_summary(description: dict[str, Any]) -> str:
@@ -73,7 +81,7 @@ def render_summary(description: dict[str, Any]) -> str:
             f"  requests  {totals['Requests']:,} ({totals['Retries']:,} retries)",
             f"  bytes     {_size(totals['BytesRead'])} read, {_size(totals['BytesSent'])} sent, "
             f"{_size(totals['BytesWritten'])} written",
-            f"  time      {totals['Seconds']:,.1f} s, {rate or 0:,.0f} records/s",
+            f"  time      {totals['Seconds']:,.1f} s, {rate_text(rate or 0)} records/s",
             f"  output    {description['TransformOutput']['S3OutputPath']}",
         ]
     for obj in local.get("Objects", []):
