@@ -487,6 +487,14 @@ class Settings:
         media_types.JSON,
         f"{_TOOLKIT} `accept` when a request has none or `*/*`: JSON, CSV, NPY or JSON lines",
     )
+    reload: bool = var(
+        "SAGEMAKER_RELOAD",
+        _bool,
+        False,
+        "development setting: restart the app's workers when `code/` changes (`serve --reload`; settings.md §3: "
+        "Live reload)",
+        render=_render_bool,
+    )
     runtime_dir: str = var(
         "SAGEMAKER_RUNTIME_DIR",
         _text,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import os
 import shutil
 import signal
 import sys
@@ -20,7 +21,7 @@ from types import FrameType
 from . import __version__
 from .config import ConfigError, Settings
 from .errors import StartupError
-from .shared import gpus, logs, model_tree, runtime_dir
+from .shared import gpus, logs, model_tree, process_title, runtime_dir
 from .shared.handler_contract import is_toolkit_script, script_loads_model
 from .shared.model_tree import ModelTree, ModelTreeError
 from .stack import commands, reaper
@@ -74,8 +75,15 @@ def main(argv: list[str] | None = None) -> int:
     if args[:1] == ["serve"]:  # SageMaker runs `docker run <image> serve`; the entrypoint is serve already
         args = args[1:]
     if args and args[0] in ("-h", "--help"):
-        print(__doc__.strip() + "\n\nConfiguration: SAGEMAKER_* environment variables (docs/settings.md lists them).")
+        print(
+            __doc__.strip()
+            + "\n\n--reload: restart the app's workers when code/ changes, as SAGEMAKER_RELOAD=true (development)."
+            + "\nConfiguration: SAGEMAKER_* environment variables (docs/settings.md lists them)."
+        )
         return 0
+    if args == ["--reload"]:  # read by prepare()'s Settings.from_env() and handed to the workers like any setting
+        os.environ["SAGEMAKER_RELOAD"] = "true"
+        args = []
     if args:
         print(
             f"serve: error: unexpected arguments {' '.join(args)}; configure with SAGEMAKER_* variables",
@@ -86,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     handler.setFormatter(logs.formatter(logs.format_from_env(), "%(asctime)s %(levelname)s serve: %(message)s"))
     logging.basicConfig(level=logging.INFO, handlers=[handler])
     logs.quiet_tensorflow()  # for every child: the model servers, and gunicorn's workers if a script imports it
+    process_title.set_title("serve")  # ps shows `serve`, not `python .../serve`; before any child starts
     log.info("sagemaker-tfs %s starting", __version__)
     stopping = threading.Event()
 
@@ -113,6 +122,10 @@ def main(argv: list[str] | None = None) -> int:
             runtime_api = RuntimeApi(settings, stack.runtime, getattr(stack, "owner", None))
             runtime_api.start()
         stack.start()
+        if settings.reload and settings.multi_model:
+            log.warning("SAGEMAKER_RELOAD is not supported on a multi-model endpoint: ignored")
+        elif settings.reload:
+            stack.watch_code()
         stack.supervise()
     except StopRequested:
         pass

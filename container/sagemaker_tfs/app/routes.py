@@ -95,6 +95,17 @@ class Ping:
         return None
 
 
+class BrokenScript:
+    """With SAGEMAKER_RELOAD, /ping and /invocations of a script that does not import: 503 saying why (logged once,
+    by create_app, not per request)."""
+
+    def __init__(self, message: str):
+        self._message = message
+
+    def answer(self, env: dict, rid: str, timings: Timings | None) -> Answer:
+        return answers.error(503, self._message)
+
+
 class ExecutionParameters:
     def __init__(self, parameters: dict[str, Any]):
         self._body = json_bodies.encode(parameters)
@@ -135,7 +146,19 @@ def create_app(env: Mapping[str, str] | None = None) -> App:
             what = _multi_model_routes(app, settings, servers, client, timeout)
         else:
             what = _single_model_routes(app, settings, servers, client, timeout)
-    except (script.ScriptError, StartupFailure) as exc:
+    except script.ScriptError as exc:
+        if not settings.reload or settings.multi_model:
+            settings.app_startup_error_file.write_text(f"{exc}\n")
+            raise
+        # Live reload: a worker that failed to boot would make gunicorn exit; this one says why until a save that
+        # fixes the script reloads the workers.
+        message = script.with_line(exc, Path(settings.model_dir) / "code" / settings.program)
+        log.error("%s (SAGEMAKER_RELOAD: /ping and /invocations answer 503 until the script is fixed)", message)
+        broken = BrokenScript(message).answer
+        app.add_route("/ping", GET=broken)
+        app.add_route("/invocations", POST=broken)
+        what = "handler script broken"
+    except StartupFailure as exc:
         settings.app_startup_error_file.write_text(f"{exc}\n")
         raise
     execution_parameters = settings.execution_parameters()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import sys
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -135,6 +136,16 @@ def _import(path: Path, module_name: str = "inference") -> ModuleType:
             raise
         raise ScriptError(f"{path} failed to import: {type(exc).__name__}: {exc}") from exc
     return module
+
+
+def with_line(exc: ScriptError, path: Path) -> str:
+    """The error's message with the line of `path` where the import failed, when the message lacks it (a
+    SyntaxError's names it already: "(inference.py, line 3)")."""
+    cause = exc.__cause__
+    if cause is None or isinstance(cause, SyntaxError):
+        return str(exc)
+    lines = [frame.lineno for frame in traceback.extract_tb(cause.__traceback__) if Path(frame.filename) == path]
+    return f"{exc} (at {path.name}, line {lines[-1]})" if lines else str(exc)
 
 
 def contract(module: ModuleType, path: Path, choice: str = "auto") -> Handlers:

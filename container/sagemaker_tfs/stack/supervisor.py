@@ -29,7 +29,7 @@ from ..errors import StartupError
 from ..model_client.model_servers import ModelServerError, model_status
 from ..shared import logs, model_tree, runtime_dir
 from ..shared.model_tree import ModelTree
-from . import commands, direct_metrics, metrics_page, nginx, readiness, reaper, requirements
+from . import commands, direct_metrics, metrics_page, nginx, readiness, reaper, reload, requirements
 from .metrics_page import ServeState
 from .processes import processes
 
@@ -377,6 +377,44 @@ class Stack:
                     f"model {model.name} to be AVAILABLE",
                 )
         log.info("every model is AVAILABLE on %d model server(s)", len(self.model_servers))
+
+    # ---- SAGEMAKER_RELOAD (development) ----
+
+    def watch_code(self) -> None:
+        """Restart gunicorn's workers whenever code/ changes (after pip when requirements.txt did)."""
+        reload.CodeWatcher(self.code_dir, self._reload_app, self.stopping).start()
+
+    def _reload_app(self, changed: list[Path]) -> None:
+        if self.code_dir / "requirements.txt" in changed and not self._reinstall_requirements():
+            return  # the old workers keep serving: their packages are the ones they imported
+        more = f" (and {len(changed) - 1} more)" if len(changed) > 1 else ""
+        log.info("reload: %s changed%s; restarting the app's workers", changed[0], more)
+        gunicorn = self.gunicorn
+        # SIGHUP: the master (same pid, so supervision sees nothing) starts new workers, which import the code
+        # afresh, and stops the old ones gracefully, letting their requests finish. The model servers stay.
+        if gunicorn is not None and gunicorn.exited() is None:
+            os.kill(gunicorn.pid, signal.SIGHUP)
+
+    def _reinstall_requirements(self) -> bool:
+        """pip again, waited for here (not with _wait: that would supervise the children from this thread too)."""
+        args = requirements.pip_command(self.code_dir, self.runtime)
+        if args is None:
+            return True
+        pip = Child("pip", args, self.env, None)
+        pip.start()
+        while pip.exited() is None and not self.stopping.wait(STARTUP_CHECK_SECONDS):
+            pass
+        pip.stop(signal.SIGTERM, 15)
+        if pip.exited() != 0:
+            log.error(
+                "reload: pip could not install %s/requirements.txt (exit %s); the workers keep the old code:\n%s",
+                self.code_dir,
+                pip.exited(),
+                pip.last_lines(),
+            )
+            return False
+        log.info("installed %s/requirements.txt", self.code_dir)
+        return True
 
     # ---- supervision ----
 
