@@ -59,3 +59,21 @@ def write_warmup_requests(version_dir: Path, records: list[bytes]) -> Path:
         for record in records:
             writer.write(record)
     return path
+
+
+def write_wheel(folder: Path, name: str, value: str) -> Path:
+    """folder/<name>-0.1-py3-none-any.whl: a package `name` whose VALUE is `value`, for a requirements.txt that
+    installs it with no index (`--no-index --find-links <folder>`)."""
+    import zipfile
+
+    folder.mkdir(parents=True, exist_ok=True)
+    wheel_path = folder / f"{name}-0.1-py3-none-any.whl"
+    info = f"{name}-0.1.dist-info"
+    with zipfile.ZipFile(wheel_path, "w") as wheel:
+        wheel.writestr(f"{name}/__init__.py", f"VALUE = {value!r}\n")
+        wheel.writestr(f"{info}/METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n")
+        wheel.writestr(
+            f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+        )
+        wheel.writestr(f"{info}/RECORD", f"{name}/__init__.py,,\n{info}/METADATA,,\n{info}/WHEEL,,\n{info}/RECORD,,\n")
+    return wheel_path

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -14,7 +15,7 @@ import processes
 import requests
 import serve_stack
 from clients import http_status
-from model_dirs import copy_model, write_code
+from model_dirs import copy_model, write_code, write_wheel
 
 BODY = json.dumps({"instances": [1.0, 2.0]})  # half_plus_two: [2.5, 3.0]
 
@@ -110,3 +111,33 @@ def test_without_reload_a_broken_script_still_stops_serve_at_start_up(tmp_path):
     result = subprocess.run([str(paths.VENV_BIN / "serve")], env=stack.env, capture_output=True, text=True, timeout=180)
     assert result.returncode == 1, result.stderr
     assert f"cannot start: {model / 'code' / 'inference.py'} failed to import: SyntaxError: " in result.stderr
+
+
+IMPORTS_LATER = """
+    def handler(data, context):
+        try:
+            import reloaddemo
+        except ImportError:
+            return "not installed", "text/plain"
+        return reloaddemo.VALUE, "text/plain"
+"""
+
+
+def test_a_saved_requirements_txt_is_installed_before_the_workers_restart(tmp_path):
+    model = model_with(tmp_path, IMPORTS_LATER)
+    code = model / "code"
+    try:
+        with start(model) as stack:
+            assert requests.post(stack.url + "/invocations", data=b"x", timeout=30).text == "not installed"
+            write_wheel(code / "wheels", "reloaddemo", "reloaddemo 0.1, installed at a reload")
+            (code / "requirements.txt").write_text(f"--no-index\n--find-links {code / 'wheels'}\nreloaddemo==0.1\n")
+            processes.wait_for_log(stack, "Successfully installed reloaddemo-0.1")
+            processes.wait_for(
+                lambda: requests.post(stack.url + "/invocations", data=b"x", timeout=30).text != "not installed",
+                timeout=120,
+                what="the workers to import the new package",
+            )
+            answer = requests.post(stack.url + "/invocations", data=b"x", timeout=30)
+            assert (answer.status_code, answer.text) == (200, "reloaddemo 0.1, installed at a reload")
+    finally:
+        subprocess.run([sys.executable, "-m", "pip", "uninstall", "-y", "-q", "reloaddemo"], capture_output=True)

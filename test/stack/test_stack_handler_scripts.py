@@ -6,11 +6,11 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-import zipfile
 
 import processes
 import pytest
 import serve_stack
+from model_dirs import write_wheel
 from stack_support import invoke, model_dir
 
 PAIR = """
@@ -164,20 +164,7 @@ def wheel_requirements(tmp_path_factory):
         WHEEL_HANDLER,
         {"requirements.txt": "--no-index\n--find-links wheels\nstackdemo==0.1\n"},
     )
-    wheels = folder / "code" / "wheels"
-    wheels.mkdir()
-    with zipfile.ZipFile(wheels / "stackdemo-0.1-py3-none-any.whl", "w") as wheel:
-        wheel.writestr("stackdemo/__init__.py", 'VALUE = "stackdemo 0.1, installed from code/requirements.txt"\n')
-        wheel.writestr("stackdemo-0.1.dist-info/METADATA", "Metadata-Version: 2.1\nName: stackdemo\nVersion: 0.1\n")
-        wheel.writestr(
-            "stackdemo-0.1.dist-info/WHEEL",
-            "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
-        )
-        wheel.writestr(
-            "stackdemo-0.1.dist-info/RECORD",
-            "stackdemo/__init__.py,,\nstackdemo-0.1.dist-info/METADATA,,\n"
-            "stackdemo-0.1.dist-info/WHEEL,,\nstackdemo-0.1.dist-info/RECORD,,\n",
-        )
+    write_wheel(folder / "code" / "wheels", "stackdemo", "stackdemo 0.1, installed from code/requirements.txt")
     try:
         with serve_stack.Stack(folder) as stack:
             yield stack

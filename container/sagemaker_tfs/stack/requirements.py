@@ -98,10 +98,10 @@ def pip_command(code: Path, runtime: Path) -> list[str] | None:
 
 
 def worker_env(runtime: Path, env: dict[str, str]) -> dict[str, str]:
-    """The gunicorn workers' environment: with the requirements' folder first on PYTHONPATH when they went
-    there."""
+    """The gunicorn workers' environment: with the requirements' folder first on PYTHONPATH when they go there
+    (also before it exists: with SAGEMAKER_RELOAD, a requirements.txt saved later fills it for the next workers)."""
     target = target_folder(runtime)
-    if target is None or not target.is_dir():
+    if target is None:
         return env
     return {**env, "PYTHONPATH": os.pathsep.join(filter(None, [str(target), env.get("PYTHONPATH")]))}
 
