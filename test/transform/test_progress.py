@@ -61,3 +61,24 @@ def test_nothing_is_drawn_on_a_stream_that_is_not_a_terminal():
 )
 def test_rates_keep_the_precision_they_need(rate, text):
     assert progress.rate_text(rate) == text
+
+
+def test_a_one_record_job_draws_and_sums_up_a_rate_below_one(monkeypatch):
+    clock = iter([100.0, 100.0, 102.4])
+    monkeypatch.setattr(progress.time, "monotonic", lambda: next(clock))
+    stream = Terminal()
+    bar = progress.ProgressBar(stream)
+    bar(Stats(objects=1, bytes_total=10))
+    bar(Stats(objects=1, objects_done=1, records_done=1, requests=1, bytes_total=10, bytes_done=10))
+    assert stream.getvalue().split("\r")[2] == (
+        "[########################] 100%  objects 1/1  records 1  requests 1  0.417 records/s  2 s\x1b[K"
+    )
+    totals = {"Objects": 1, "ObjectsFailed": 0, "Records": 1, "RecordsFailed": 0, "Requests": 1, "Retries": 0}
+    totals |= {"BytesRead": 2, "BytesSent": 2, "BytesWritten": 4, "Seconds": 2.4, "RecordsPerSecond": 0.417}
+    description = {
+        "TransformJobName": "one",
+        "TransformJobStatus": "Completed",
+        "TransformOutput": {"S3OutputPath": "/out"},
+        "LocalRun": {"Summary": totals},
+    }
+    assert "  time      2.4 s, 0.417 records/s" in progress.render_summary(description).splitlines()
