@@ -9,6 +9,7 @@ regress signature).
 
 from __future__ import annotations
 
+import http.client
 import os
 import re
 import signal
@@ -328,3 +329,31 @@ def test_model_servers_down_both_routes_answer_as_the_app(direct, app):
         stack.wait_until(stack.ready, timeout=180, what="answering /ping with 200 again")
     assert answers[0] == answers[1]
     assert answers[0][0] in (502, 503) and answers[0][1] == JSON
+
+
+def _twice_on_one_connection(port: int, body: str) -> list[tuple[int, str | None, bytes]]:
+    """The body POSTed twice on one keep-alive connection: (status, Connection header, body) of each answer;
+    http.client raises on the second request if the server closed the connection after the first."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    answers = []
+    try:
+        for _ in range(2):
+            connection.request("POST", "/invocations", body, {"Content-Type": JSON})
+            response = connection.getresponse()
+            answers.append((response.status, response.getheader("Connection"), response.read()))
+    finally:
+        connection.close()
+    return answers
+
+
+@pytest.mark.parametrize(
+    "body, status",
+    [('{"instances": [1.0, "x"]}', 400), ('{"instances": [1.0], "inputs": [2.0]}', 400), (TFS, 200)],
+    ids=["a model server 400", "two tfs keys", "an answer"],
+)
+def test_a_model_server_error_keeps_the_clients_connection_on_both_routes(direct, app, body, status):
+    """nginx closes the client's connection after an error it intercepts with error_page 400 (or 413, 500, 501):
+    the direct route passes those model server errors on as the app does, so both routes keep the connection."""
+    got, want = _twice_on_one_connection(direct.port, body), _twice_on_one_connection(app.port, body)
+    assert [(code, connection) for code, connection, _ in got] == [(status, "keep-alive")] * 2
+    assert got == want

@@ -28,8 +28,14 @@ def test_the_route_calls_the_default_model_on_every_instance(tmp_path):
     assert "server 127.0.0.1:20001;\n        server 127.0.0.1:20003;\n        keepalive 64;" in config
     assert (
         "rewrite ^ /v1/models/$sagemaker_direct_model$sagemaker_direct_version:$sagemaker_direct_method break;\n"
-        "            proxy_pass http://model_servers;"
+        "            proxy_pass http://direct_hop;"
     ) in config
+    # the hop turns the model servers' errors into the hand-over
+    assert (
+        "proxy_pass http://model_servers;\n            proxy_intercept_errors on;\n"
+        "            error_page 400 401 403 404 409 413 429 500 501 502 503 504 = @hand_over;"
+    ) in config
+    assert "error_page 418 502 504 = @app;" in config
     assert (
         'map $http_x_amzn_sagemaker_custom_attributes $sagemaker_direct_model {\n        default "half_plus_three";'
     ) in config

@@ -189,5 +189,10 @@ SERVER_TIMING = (
 # Every error status the model servers answer with (TensorFlow Serving's map of gRPC codes to HTTP) and those
 # nginx gives when it cannot reach them (502, 504): each sends the request, with the body nginx kept, to the app.
 # (CANCELLED, 499, is not among them: nginx's error_page cannot take it, and the model servers answer it only to a
-# client that has gone.)
+# client that has gone.) The hop (nginx-direct-hop.template) intercepts them and answers HAND_OVER instead: nginx
+# drops the keep-alive of a connection on which it intercepted a 400, 413, 500 or 501, and so it is the hop's
+# connection that closes, not the client's.
 MODEL_SERVER_ERRORS = (400, 401, 403, 404, 409, 413, 429, 500, 501, 502, 503, 504)
+HAND_OVER = 418
+# What @model_server hands to the app: the hop's HAND_OVER, or nginx failing to reach or hear from the hop.
+HOP_ERRORS = (HAND_OVER, 502, 504)

@@ -139,6 +139,14 @@ def _direct_http(settings: Settings, model: str) -> str:
         + direct_route.target_maps(model)
         + snippet(REQUEST_ID_MAPS, client_request_id=direct_route.http_variable(REQUEST_ID_HEADER))
         + f"    upstream model_servers {{\n{upstream}        keepalive 64;\n    }}\n"
+        + snippet(
+            "direct-hop",
+            socket=Path(settings.runtime_dir) / runtime_dir.DIRECT_HOP_SOCKET,
+            sniff_buffer=direct_route.SNIFF_BUFFER,
+            proxy_read_timeout=settings.nginx_proxy_read_timeout_seconds,
+            model_server_errors=" ".join(str(status) for status in direct_route.MODEL_SERVER_ERRORS),
+            hand_over=direct_route.HAND_OVER,
+        )
         + (DIRECT_METRICS_FORMAT if settings.metrics else "")
         + (direct_route.SERVER_TIMING_MAPS if settings.server_timing else "")
         + (runtime_route.maps(settings) if settings.local_runtime_api else "")
@@ -172,7 +180,7 @@ def _direct_locations(settings: Settings, app_headers: str) -> str:
         server_timing=server_timing,
         metrics_log=metrics_log,
         app_headers=app_headers,
-        model_server_errors=" ".join(str(status) for status in direct_route.MODEL_SERVER_ERRORS),
+        hop_errors=" ".join(str(status) for status in direct_route.HOP_ERRORS),
         runtime_variant_header=runtime_route.VARIANT_HEADER_LINE if runtime else "",
         runtime_log=("" if settings.metrics else TIMED_LOG) + runtime_route.LOG_LINE if runtime else "",
         app_log=TIMED_LOG + runtime_route.LOG_LINE if runtime else "",
@@ -205,6 +213,8 @@ def write_config(settings: Settings, direct_model: str | None, nginx_version: tu
     user = worker_user()
     if user is not None and not _open_to(user, runtime, temp):
         user = None
+    # A socket left by an nginx that was killed: nginx removes its unix sockets when it exits, or else cannot bind
+    (runtime / runtime_dir.DIRECT_HOP_SOCKET).unlink(missing_ok=True)
     path = runtime / "nginx.conf"
     runtime_dir.write_file(path, render(settings, direct_model, nginx_version, user))
     return path
