@@ -1,4 +1,5 @@
-"""python -m fuzz list | seed T | run T [--seconds S] [--runs N] | merge T | replay T [--coverage] | campaign T [...]
+"""python -m fuzz list | seed T | run T [--seconds S] [--runs N] | merge T | replay T [--coverage] [FILE...]
+| campaign T [--seconds S] [--runs N]
 
 `campaign` is what scripts/fuzz.sh runs for each target: seed (an empty corpus), run, merge, replay with coverage,
 and one summary line (also appended to build/fuzz/summary.tsv); docs/operations.md, "Fuzzing", says how to read it.
@@ -117,9 +118,9 @@ def merge(name: str) -> int:
     return 0
 
 
-def replay(name: str, with_coverage: bool) -> int:
-    """Every corpus input through the oracle, in this process, without atheris; with --coverage, the share of the
-    target's MODULES' lines and branches they reach (coverage.py)."""
+def replay(name: str, with_coverage: bool, files: list[Path] | None = None) -> int:
+    """Every corpus input (or `files`: a finding) through the oracle, in this process, without atheris; with
+    --coverage, the share of the target's MODULES' lines and branches they reach (coverage.py)."""
     measure = None
     if with_coverage:
         import coverage
@@ -128,15 +129,15 @@ def replay(name: str, with_coverage: bool) -> int:
         measure.start()
     harness = targets.load(name)
     started = time.perf_counter()
-    paths = targets.inputs(name)
+    paths = files or targets.inputs(name)
     for path in paths:
         harness.one_input(path.read_bytes())
     took = time.perf_counter() - started
     print(f"{name}: {len(paths)} inputs replayed in {took:.2f} s, no finding")
     if measure is not None:
         measure.stop()
-        files = [str(sys.modules[module].__file__) for module in harness.MODULES]
-        percent = measure.report(include=files, show_missing=False, file=sys.stdout)
+        sources = [str(sys.modules[module].__file__) for module in harness.MODULES]
+        percent = measure.report(include=sources, show_missing=False, file=sys.stdout)
         print(f"{name}: coverage of {', '.join(harness.MODULES)}: {percent:.1f}%")
     return 0
 
@@ -166,6 +167,8 @@ def campaign(name: str, seconds: int, runs: int) -> int:
         f"{name}\t{executions} executions\t{took:.0f} s\t{executions / max(took, 1e-9):.0f}/s\t"
         f"{len(targets.inputs(name))} inputs\tcoverage {cover.group(1) if cover else '?'}%\t"
         f"findings {len(findings)}{': ' + ' '.join(findings) if findings else ''}"
+        # libFuzzer stops without an artifact when the process dies outside the target (a crash in set-up)
+        + (f"\tlibFuzzer exited with {code}" if code and not findings else "")
     )
     print(line)
     with (WORK / "summary.tsv").open("a") as summary:
@@ -190,6 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     again = commands.add_parser("replay")
     again.add_argument("target")
     again.add_argument("--coverage", action="store_true")
+    again.add_argument("files", nargs="*", type=Path, help="these inputs instead of the corpus (a finding)")
     options = parser.parse_args(argv)
     if options.command == "list":
         print("\n".join(targets.names()))
@@ -202,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
         return campaign(options.target, options.seconds, options.runs)
     if options.command == "merge":
         return merge(options.target)
-    return replay(options.target, options.coverage)
+    return replay(options.target, options.coverage, options.files)
 
 
 if __name__ == "__main__":

@@ -217,7 +217,7 @@ def _json_request(body: bytes, text: str) -> bytes:
     return b'{"instances": [' + body + b"]}"
 
 
-_TOO_DEEP = "the request body's JSON nests arrays and objects too deeply to be read"
+TOO_DEEP = "the request body's JSON nests arrays and objects too deeply to be read"
 # The app only looks at the kind of each value (the text is sent as written), so numbers are not converted: each
 # reads as its length, a small cached int. A body of millions of numbers then makes no object per number (it parses
 # about 5 times faster than with floats, and leaves no millions of floats to fragment the worker's heap), and
@@ -231,7 +231,7 @@ def _loads(text: str) -> Any:
     try:
         return _STRUCTURE.decode(text)
     except RecursionError:
-        raise HandlerError(400, _TOO_DEEP) from None
+        raise HandlerError(400, TOO_DEEP) from None
 
 
 def _value_end(line: str) -> int:
@@ -241,7 +241,7 @@ def _value_end(line: str) -> int:
     except json.JSONDecodeError:
         return -1
     except RecursionError:
-        raise HandlerError(400, _TOO_DEEP) from None
+        raise HandlerError(400, TOO_DEEP) from None
 
 
 def _json_lines_instances(text: str) -> str:

@@ -33,6 +33,7 @@ from .shared.handler_contract import (
     is_toolkit_script,
 )
 from .shared.handler_contract import script_names as names_in
+from .shared.model_archives import UNPACK_ERRORS, member_filter
 from .shared.model_tree import ModelTree, ModelTreeError, find_models
 from .toolkit.functions import TRANSFORM_CONFLICT
 
@@ -136,8 +137,10 @@ def check(target: Path) -> list[str]:
         model_dir = Path(tmp) / "model"  # the name SageMaker unpacks to (/opt/ml/model)
         try:
             with tarfile.open(target, "r:*") as archive:
-                archive.extractall(model_dir, members=_safe_members(archive), filter="data")
-        except tarfile.TarError as exc:
+                archive.extractall(model_dir, members=_safe_members(archive), filter=member_filter)
+        except PackagingError:
+            raise
+        except UNPACK_ERRORS as exc:
             raise PackagingError(f"{target} is not a readable tar archive: {exc}") from None
         return check_model_dir(model_dir)
 

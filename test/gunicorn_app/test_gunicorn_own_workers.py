@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import socket
 
 import pytest
@@ -72,6 +73,12 @@ def test_a_request_gunicorn_refuses_gets_its_status_and_message_as_json(app, req
         "close",
     )
     assert (int(headers["content-length"]), json.loads(body)) == (len(body), {"error": error})
+
+
+def test_a_request_gunicorn_refuses_gets_a_request_id(app):
+    """As every answer of the app: gunicorn's parser gives no request for a head it refuses, so a new id."""
+    head = exchange(app, REFUSALS["two Content-Types"][0]).partition(b"\r\n\r\n")[0].decode("latin-1")
+    assert re.search(r"\r\nX-Amzn-RequestId: [0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\r\n", head)
 
 
 def test_the_app_s_answers_are_its_own(app):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 
@@ -262,11 +263,14 @@ def test_sigterm_lets_the_request_in_flight_finish(model_server, tmp_path, hold)
         held, held_reader = connect(app)
         with held:
             held.sendall(post(b"hold"))
-            idle, idle_reader = connect(app)  # a kept-alive connection with no request: closed at once
+            idle, idle_reader = connect(app)  # a kept-alive connection with no request: left to us, then closed
             with idle:
                 idle.sendall(post(BODY))
                 assert idle_reader.answer()[0] == 200
                 app.signal(signal.SIGTERM)
+                # a request its peer sends meanwhile is answered, not refused (nginx may be sending one that moment)
+                idle.sendall(post(BODY))
+                assert idle_reader.answer()[0] == 200
                 assert idle_reader.closed()
                 release(hold, "finished")
                 status, headers, body = held_reader.answer()
@@ -322,6 +326,41 @@ def refusal(app: App, request: bytes) -> tuple[int, dict]:
 )
 def test_requests_over_gunicorn_s_limits_are_refused_as_gunicorn_does(app, request_bytes, status, error):
     assert refusal(app, request_bytes) == (status, {"error": error})
+
+
+@pytest.mark.parametrize(
+    "head, sent_id",
+    [
+        (b"X-Amzn-RequestId: mine-7\r\nContent-Type: a\r\nContent-Type: b\r\n", "mine-7"),
+        (b"Content-Type: a\r\nContent-Type: b\r\nX-Amzn-RequestId: mine-7\r\n", None),  # not read: refused before
+        (b"X-Amzn-RequestId: " + b"r" * 300 + b"\r\nHost: y\r\n", None),  # not one the app echoes
+    ],
+    ids=["id-first", "id-after", "id-too-long"],
+)
+def test_a_refused_request_carries_a_request_id(app, head, sent_id):
+    """As every answer of the app (issue 49's random traffic found refusals without one): the client's id when it
+    was read before the refused line and is one the app echoes, else a new one."""
+    sock, reader = connect(app)
+    with sock:
+        sock.sendall(b"POST /invocations HTTP/1.1\r\nHost: x\r\n" + head + b"Content-Length: 0\r\n\r\n")
+        status, headers, _ = reader.answer()
+    assert status == 400
+    new_id = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+    assert re.fullmatch(re.escape(sent_id) if sent_id else new_id, headers["x-amzn-requestid"])
+
+
+def test_a_request_refused_before_its_large_body_still_gets_its_answer(app):
+    """The worker refuses at the request line and reads the rest only to drop it (a lingering close): closed at
+    once with 4 MB unread, the connection would be reset under the sender (nginx, which then answered 503; issue
+    49's random traffic found it), and sendall here would fail."""
+    body = b"1" * (4 << 20)
+    sock, reader = connect(app)
+    with sock:
+        sock.sendall(b"FOO /invocations HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+        status, headers, answer = reader.answer()
+        assert (status, headers["connection"]) == (400, "close")
+        assert json.loads(answer)["error"].startswith("Bad Request: Malformed HTTP request: ")
+        assert reader.closed()
 
 
 def test_complete_pipelined_requests_are_answered_before_a_malformed_one_is_refused(app):

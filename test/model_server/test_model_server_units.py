@@ -114,6 +114,17 @@ def test_model_config_errors(text, message):
         parse_config_text(text)
 
 
+def test_a_model_config_nested_past_the_recursion_limit_is_a_model_config_error():
+    # found by fuzz/targets/model_config.py (fuzz/corpus/model_config/finding-any-nested-too-deeply)
+    level = "custom_model_config { [type.googleapis.com/tensorflow.serving.ModelServerConfig] { "
+    with pytest.raises(ModelConfigError) as error:
+        parse_config_text(level * 400, "m.config")
+    assert str(error.value) == (
+        "Invalid protobuf file: 'm.config': Error parsing text-format tensorflow.serving.ModelServerConfig: "
+        "messages nested too deeply"
+    )
+
+
 def test_version_folders(tmp_path):
     for name in ("00000123", "7", ".hidden", "code", "1.5", "-2", "v3", "0001", "1"):
         (tmp_path / name).mkdir()

@@ -47,6 +47,12 @@ def save(model_dir: Path, script: str) -> None:
     write_code(model_dir, script)
 
 
+def old_workers_gone(stack: serve_stack.Stack, old: set[int]) -> None:
+    """Wait until the workers from before a save have exited: until then, each may still answer a request nginx
+    sends on a connection it kept to one (wsgi_server/loop.py, drain), with the old code."""
+    processes.wait_for(lambda: not stack.gunicorn_workers() & old, timeout=60, what="the old workers to exit")
+
+
 def start(model_dir: Path) -> serve_stack.Stack:
     stack = serve_stack.Stack(model_dir, env=RELOAD).start()
     processes.wait_for_log(stack, "reload: watching")  # the watcher's first look is taken: later saves count
@@ -87,8 +93,10 @@ def test_a_script_that_stops_importing_answers_503_saying_where_until_fixed(tmp_
     model = model_with(tmp_path, PAIR.format(version="v1"))
     script = model / "code" / "inference.py"
     with start(model) as stack:
+        old = stack.gunicorn_workers()
         save(model, BROKEN)
         processes.wait_for(lambda: http_status(stack.url + "/ping") == 503, timeout=120, what="/ping 503")
+        old_workers_gone(stack, old)
         ping = requests.get(stack.url + "/ping", timeout=10)
         message = ping.json()["error"]
         assert message.startswith(f"{script} failed to import: SyntaxError: ")
@@ -97,8 +105,10 @@ def test_a_script_that_stops_importing_answers_503_saying_where_until_fixed(tmp_
         assert (invocation.status_code, invocation.json()) == (503, {"error": message})
         assert stack.alive()  # gunicorn did not exit: serve keeps running
 
+        old = stack.gunicorn_workers()
         save(model, PAIR.format(version="fixed"))
         processes.wait_for(lambda: http_status(stack.url + "/ping") == 200, timeout=120, what="/ping 200")
+        old_workers_gone(stack, old)
         answer = requests.post(
             stack.url + "/invocations", data=BODY, headers={"Content-Type": "application/json"}, timeout=10
         )
@@ -129,6 +139,7 @@ def test_a_saved_requirements_txt_is_installed_before_the_workers_restart(tmp_pa
     try:
         with start(model) as stack:
             assert requests.post(stack.url + "/invocations", data=b"x", timeout=30).text == "not installed"
+            old = stack.gunicorn_workers()
             write_wheel(code / "wheels", "reloaddemo", "reloaddemo 0.1, installed at a reload")
             (code / "requirements.txt").write_text(f"--no-index\n--find-links {code / 'wheels'}\nreloaddemo==0.1\n")
             processes.wait_for_log(stack, "Successfully installed reloaddemo-0.1")
@@ -137,6 +148,7 @@ def test_a_saved_requirements_txt_is_installed_before_the_workers_restart(tmp_pa
                 timeout=120,
                 what="the workers to import the new package",
             )
+            old_workers_gone(stack, old)
             answer = requests.post(stack.url + "/invocations", data=b"x", timeout=30)
             assert (answer.status_code, answer.text) == (200, "reloaddemo 0.1, installed at a reload")
     finally:

@@ -94,6 +94,12 @@ NGINX_ERRORS = {
     ),
     "malformed chunk": (post(b"Transfer-Encoding: chunked\r\n", b"zz\r\n"), 400, BAD_REQUEST),
     "unknown Transfer-Encoding": (post(b"Transfer-Encoding: gzip\r\n"), 501, NOT_IMPLEMENTED),
+    # its error page, looked up as a location, once met the body limit: nginx's HTML 413 (issue 49's random traffic)
+    "unknown Transfer-Encoding, Content-Length over the limit": (
+        post(b"Content-Length: 2000\r\nTransfer-Encoding: gzip\r\n", b"1\n" * 1000),
+        501,
+        NOT_IMPLEMENTED,
+    ),
     "URI too long": (get(b"Host: x\r\n", path=b"/" + b"a" * 20_000), 414, "URI Too Long"),
     "HTTP/2.0 request line": (
         get(b"Host: x\r\n", version=b"HTTP/2.0"),

@@ -72,3 +72,13 @@ def test_unsupported_forms_are_refused(path, message):
 def test_paths_that_do_not_fit_a_record_fail_that_record(path, document, message):
     with pytest.raises(JsonPathError, match=message):
         compile_path(path).apply(document)
+
+
+def test_an_index_out_of_range_among_several_is_skipped_not_an_error():
+    """Several indexes make the path indefinite: a missing element is skipped, as for a slice (fuzz/corpus/jsonpath/
+    finding-several-indexes-out-of-range); a single index out of range stays the record's error."""
+    assert compile_path("$[3,0]").apply(["a", "b", "c"]) == ["a"]
+    assert compile_path("$[0,5].x").apply([{"x": 1}]) == [1]
+    assert compile_path("$[*][5]").apply([[1], [1, 2, 3, 4, 5, 6]]) == [6]
+    with pytest.raises(JsonPathError, match=r"^\$\[5\]: index 5 is out of range for 3 elements$"):
+        compile_path("$[5]").apply(["a", "b", "c"])

@@ -282,6 +282,59 @@ def test_numeric_fast_path_and_general_path_agree():
         assert json.loads(fast) == json.loads(codecs._any_csv_instances(text))
 
 
+# ---- NPY ----
+
+
+def npy_body(header: str, data: bytes = b"", version: int = 1) -> bytes:
+    length = len(header).to_bytes(2 if version == 1 else 4, "little")
+    return b"\x93NUMPY" + bytes([version, 0]) + length + header.encode() + data
+
+
+NPY = "application/x-npy"
+
+
+def test_npy_is_the_instances():
+    body = npy_body("{'descr': '<f8', 'fortran_order': False, 'shape': (2,), }", b"\0" * 8 + b"\0\0\0\0\0\0\xf0\x3f")
+    assert request(body, NPY) == b'{"instances": [0.0, 1.0]}'
+
+
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        (  # numpy's header reader lets tokenize's error out (fuzz/corpus/default_npy/finding-header-tokenize-error)
+            npy_body("{'descr': '<f8', 'fortran_ordFalse, 'shape': (2,er': Fa", version=2),
+            "cannot read the NPY body: TokenError: ('EOF in multi-line statement', (2, 0))",
+        ),
+        (
+            npy_body("{'descr': '<f8', 'fortran_order': False, 'shape': (99999999999999999999999,), }"),
+            "cannot read the NPY body: OverflowError: Python int too large to convert to C long",
+        ),
+    ],
+)
+def test_an_npy_header_numpy_cannot_read_is_400(body, message):
+    assert request_error(body, NPY) == (400, message)
+
+
+@pytest.mark.parametrize(
+    "descr, shape, message",
+    [
+        ("<U0", "(1000000000,)", "its shape (1000000000,) of <U0 has 1000000000 elements"),
+        ("<f4", "(1000000000, 0)", "its shape (1000000000, 0) of float32 has 1000000000 elements"),
+    ],
+)
+def test_an_npy_body_of_more_elements_than_bytes_is_400(descr, shape, message):
+    """Elements of no bytes (fuzz/corpus/default_npy/finding-*-billions): a few bytes would be billions of objects."""
+    body = npy_body(f"{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}")
+    assert request_error(body, NPY) == (
+        400,
+        f"cannot read the NPY body: {message} (empty axes counted as one) but the body has {len(body)} bytes",
+    )
+    assert request(npy_body(f"{{'descr': '{descr}', 'fortran_order': False, 'shape': (2, 0), }}"), NPY) in (
+        b'{"instances": [[], []]}',
+        b'{"instances": [["", ""]]}',
+    )
+
+
 # ---- the input handler ----
 
 

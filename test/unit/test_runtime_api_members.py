@@ -110,3 +110,23 @@ def test_a_sensitive_member_s_value_is_not_quoted():
         "1 validation error detected: Value at 'customAttributes' failed to satisfy constraint: Member must satisfy "
         "regular expression pattern: \\p{ASCII}*"
     )
+
+
+def test_an_integer_member_is_ascii_digits_with_an_optional_sign():
+    """Python's int() also reads blanks and '_' separators (fuzz/corpus/runtime_members/finding-integer-*)."""
+    for value in ("3\t", " 60", "6_0", "1_000"):
+        assert check("InvokeEndpointAsync", **{"X-Amzn-SageMaker-InvocationTimeoutSeconds": value}) == (
+            f"1 validation error detected: Value '{value}' at 'invocationTimeoutSeconds' failed to satisfy constraint: "
+            "Member must be an integer"
+        )
+    assert check("InvokeEndpointAsync", **{"X-Amzn-SageMaker-InvocationTimeoutSeconds": "+60"}) is None
+
+
+def test_blank_classes_are_ascii_as_in_java_and_pcre():
+    """\\S takes \\x1d, a blank to Python's Unicode \\s (fuzz/corpus/runtime_members/finding-non-ascii-blank-...)."""
+    assert check("InvokeEndpoint", **{"X-Amzn-SageMaker-Inference-Id": "\x1d3601"}) is None
+    assert check("InvokeEndpoint", **{"X-Amzn-SageMaker-Inference-Id": "\xa0"}) is None
+    assert check("InvokeEndpoint", **{"X-Amzn-SageMaker-Inference-Id": "\t1"}) == (
+        "1 validation error detected: Value '\t1' at 'inferenceId' failed to satisfy constraint: Member must satisfy "
+        "regular expression pattern: \\A\\S[\\p{Print}]*\\z"
+    )

@@ -150,3 +150,67 @@ def test_types_numpy_cannot_hold_and_broken_bytes_are_wire_errors():
     wrong.outputs["y"].tensor_shape.dim[0].size = 3
     with pytest.raises(tensor_proto.WireError, match="tensor_content holds 8 bytes, not 3 x 4"):
         tensor_proto.predict_outputs(wrong.SerializeToString())
+
+
+# Found by fuzz/targets/tensor_proto.py (the inputs are in fuzz/corpus/tensor_proto/finding-*): bytes protobuf and
+# TensorFlow read one way, ours read another way or failed with an error that was not a WireError.
+
+
+def _tensor(dtype: int, dims: tuple[int, ...] = (), **fields) -> bytes:
+    tensor = tensor_pb2.TensorProto(dtype=dtype, **fields)
+    for size in dims:
+        tensor.tensor_shape.dim.add(size=size)
+    return tensor.SerializeToString()
+
+
+def _read(data: bytes) -> np.ndarray:
+    return tensor_proto.tensor_array(memoryview(data))
+
+
+def test_values_come_from_the_typed_field_of_the_tensors_dtype():
+    assert _read(_tensor(types_pb2.DT_COMPLEX64, (2,), float_val=[1.0, 2.0])).tolist() == [0j, 0j]
+    assert _read(_tensor(types_pb2.DT_COMPLEX64, (1,), scomplex_val=[1.0, 2.0, 3.0])).tolist() == [1 + 2j]
+    assert _read(_tensor(types_pb2.DT_INT32, (4,)) + b":\x00").tolist() == [0, 0, 0, 0]  # packed, empty
+    assert _read(_tensor(types_pb2.DT_FLOAT, (2,), float_val=[1.0, 2.0]) + b'"\x00').tolist() == [1.0, 2.0]
+
+
+def test_fields_of_another_wire_type_and_groups_are_skipped_as_protobuf_skips_them():
+    assert _read(_tensor(types_pb2.DT_FLOAT, (2,)) + b"\x28\x05").tolist() == [0.0, 0.0]  # float_val as a varint
+    group = b"\xa3\x01\x08\x01\xa4\x01"  # field 20: a group holding a varint
+    assert _read(_tensor(types_pb2.DT_FLOAT, (1,), float_val=[1.0]) + group).tolist() == [1.0]
+    with pytest.raises(tensor_proto.WireError, match="mismatched end group"):
+        _read(b"\xa3\x01\xac\x01")
+
+
+def test_varints_keep_what_protobuf_keeps_of_them():
+    dtype = b"\x08\x81\x80\x80\x80\x10"  # 2^32 + 1: an enum keeps the low 32 bits, DT_FLOAT
+    assert _read(dtype + _tensor(0, (1,), float_val=[3.0])).tolist() == [3.0]
+    past_64_bits = b"\x50" + b"\xff" * 9 + b"\x7f"  # int64_val
+    assert _read(_tensor(types_pb2.DT_INT64, (1,)) + past_64_bits).tolist() == [-1]
+
+
+def test_a_short_string_field_repeats_its_last_value_whole():
+    assert _read(_tensor(types_pb2.DT_STRING, (3,), string_val=[b"a\x00"])).tolist() == [b"a\x00"] * 3
+
+
+def test_a_tensor_message_given_twice_in_an_answer_is_the_two_merged():
+    tensors = _tensor(types_pb2.DT_FLOAT), _tensor(0, (1,), float_val=[1.0])
+    entry = b"\n\x01y" + b"".join(b"\x12" + bytes([len(t)]) + t for t in tensors)
+    assert tensor_proto.predict_outputs(b"\n" + bytes([len(entry)]) + entry)["y"].tolist() == [1.0]
+
+
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        (_tensor(types_pb2.DT_FLOAT, (1,)) + b"*\x03abc", "packed field 5 of 3 bytes, not 4-byte values"),
+        (_tensor(types_pb2.DT_FLOAT, (2**32, 2**32)), r"more than 9223372036854775807 elements"),
+        (b"\xa3\x01\x08\x01", "truncated group"),
+        (  # 21 bytes that asked for 6.4 GB of zeros
+            b"\x08\x01\x12\x10\x12\x06\x08\x80\x80\x80\x80\x06\x08\x12\x10\x80\x80\x80\x80\x10",
+            r"a tensor of shape \[1610612736\] holds 0 values: padded, more than 67108864 bytes",
+        ),
+    ],
+)
+def test_broken_typed_fields_and_impossible_shapes_are_wire_errors(data, message):
+    with pytest.raises(tensor_proto.WireError, match=message):
+        _read(data)

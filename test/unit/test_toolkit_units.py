@@ -109,3 +109,28 @@ def test_npy_without_numpy_is_415_saying_how_to_get_it(monkeypatch):
         415,
         "application/x-npy needs numpy, which is not installed: add numpy to code/requirements.txt",
     )
+
+
+@pytest.mark.parametrize("content_type", ["application/json", "application/jsonlines"])
+def test_json_nested_too_deeply_is_the_clients_400_not_a_500(content_type):
+    """The default decoder's answer to a body deeper than Python's json can read (issue 49's random traffic found a
+    500 naming RecursionError): the default handler's 400 (codecs.TOO_DEEP)."""
+    from sagemaker_tfs import codecs
+    from sagemaker_tfs.toolkit import arrays
+
+    with pytest.raises(HandlerError) as error:
+        arrays.decode("[" * 20_000 + "1" + "]" * 20_000, content_type)
+    assert (error.value.status, error.value.message) == (400, codecs.TOO_DEEP)
+
+
+def test_a_prediction_of_more_than_2_dimensions_as_csv_is_a_406_not_a_500():
+    """The default encoder's answer when a client's input makes the served model's predictions 3-D or more and its
+    Accept asks for CSV (issue 49's random traffic found a 500): a 406, as NPY's for predictions it cannot write."""
+    from sagemaker_tfs.toolkit import arrays
+
+    with pytest.raises(HandlerError) as error:
+        arrays.encode(np.ones((1, 1, 1)), "text/csv")
+    assert (error.value.status, error.value.message) == (
+        406,
+        "a 3-D prediction cannot be written as CSV: return a 1-D or 2-D array, or write an output_fn",
+    )

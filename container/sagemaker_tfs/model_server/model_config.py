@@ -64,9 +64,11 @@ def parse_config_text(text: str, source: str = "<config>") -> list[ModelConfig]:
     config = model_server_config_pb2.ModelServerConfig()
     try:
         text_format.Parse(text, config)
-    except text_format.ParseError as exc:
+    except (text_format.ParseError, RecursionError) as exc:  # text_format recurses into nested (Any) messages
+        reason = exc if isinstance(exc, text_format.ParseError) else "messages nested too deeply"
         raise ModelConfigError(
-            f"Invalid protobuf file: '{source}': Error parsing text-format tensorflow.serving.ModelServerConfig: {exc}"
+            f"Invalid protobuf file: '{source}': Error parsing text-format tensorflow.serving.ModelServerConfig: "
+            f"{reason}"
         ) from None
     if config.WhichOneof("config") == "custom_model_config":
         raise ModelConfigError(f"{source}: custom_model_config is not supported, use model_config_list")

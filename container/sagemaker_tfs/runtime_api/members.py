@@ -22,6 +22,7 @@ from .errors import validation
 from .service_model import MEMBERS
 
 LOCAL_EXTENSIONS = {("InvokeEndpointAsync", "InputLocation")}  # file:// URIs and local paths too (asynchronous.py)
+_INTEGER = re.compile(r"[+-]?[0-9]+")  # Java's integer text: not Python's int() with its blanks and '_' separators
 _JAVA_CLASSES = {r"\p{ASCII}": r"\x00-\x7f", r"\p{Print}": r"\x20-\x7e"}
 
 T = TypeVar("T")
@@ -47,8 +48,9 @@ class Member:
 
 def python_regex(java: str) -> re.Pattern[str]:
     """A service model pattern (Java's syntax) as a Python regex with the same meaning for the constructs the model
-    uses: \\p{ASCII} and \\p{Print} (inside a class or alone) and \\z."""
-    return re.compile(pcre_pattern(java).replace(r"\z", r"\Z"))
+    uses: \\p{ASCII} and \\p{Print} (inside a class or alone) and \\z. Classes such as \\s and \\S are ASCII's, as in
+    Java's and PCRE's defaults (Python's \\s would also take \\x1c-\\x1f, \\x85 and \\xa0)."""
+    return re.compile(pcre_pattern(java).replace(r"\z", r"\Z"), re.ASCII)
 
 
 def pcre_pattern(java: str) -> str:
@@ -98,10 +100,9 @@ def member(operation: str, name: str) -> Member:
 def _violations(member: Member, value: str) -> list[str]:
     """What the value breaks, in SageMaker's words (a Member must ...)."""
     if member.kind == "integer":
-        try:
-            number = int(value)
-        except ValueError:
+        if not _INTEGER.fullmatch(value):
             return ["Member must be an integer"]
+        number = int(value)
         if member.min is not None and number < member.min:
             return [f"Member must have value greater than or equal to {member.min}"]
         if member.max is not None and number > member.max:

@@ -23,6 +23,7 @@ from typing import Protocol
 from ..config import Settings
 from ..registry.owner import Owner
 from ..registry.source import LoadError
+from ..shared.model_archives import UNPACK_ERRORS, member_filter
 from ..shared.model_names import digest
 from .errors import RuntimeApiError, internal_failure, model_not_ready, validation
 
@@ -150,9 +151,9 @@ class TargetModels:
         partial = Path(tempfile.mkdtemp(dir=unpacked, prefix=".partial-"))
         try:
             with tarfile.open(archive, "r:*") as tar:
-                tar.extractall(partial, filter="data")  # refuses absolute paths and links leaving the folder
+                tar.extractall(partial, filter=member_filter)  # no absolute path, no link leading out
             os.replace(partial, folder)
-        except (tarfile.TarError, OSError) as exc:
+        except UNPACK_ERRORS as exc:
             raise validation(f"cannot unpack TargetModel '{target}': {exc}") from None
         finally:
             if partial.exists():

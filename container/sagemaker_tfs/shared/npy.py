@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 from typing import Any
 
 from ..errors import HandlerError
@@ -29,13 +30,15 @@ def numpy(status: int) -> Any:
 
 
 def load(body: bytes | bytearray | memoryview) -> Any:
-    """The array of an NPY body; HandlerError 400 for an empty, corrupt or pickled one."""
+    """The array of an NPY body; HandlerError 400 for an empty, corrupt or pickled one, or one of more elements than
+    bytes (what only elements of no bytes allow)."""
     if not body:
         raise HandlerError(400, "empty request body")
     if bytes(body[:6]) != MAGIC:  # np.load would try pickle.load on anything else
         raise HandlerError(400, "cannot read the NPY body: it does not start with the NPY magic \\x93NUMPY")
+    np = numpy(415)
     try:
-        return numpy(415).load(io.BytesIO(body), allow_pickle=False)
+        array = np.load(io.BytesIO(body), allow_pickle=False)
     except ValueError as exc:
         if "allow_pickle" in str(exc):  # numpy's text for an object array
             raise HandlerError(
@@ -46,6 +49,18 @@ def load(body: bytes | bytearray | memoryview) -> Any:
         raise HandlerError(400, f"cannot read the NPY body: {exc}") from None
     except (OSError, EOFError) as exc:
         raise HandlerError(400, f"cannot read the NPY body: {exc or type(exc).__name__}") from None
+    except Exception as exc:  # noqa: BLE001 - numpy lets its parsers' errors out (tokenize's TokenError, ...)
+        raise HandlerError(400, f"cannot read the NPY body: {type(exc).__name__}: {exc}") from None
+    # Elements of no bytes (a zero-width dtype, or the axes before an empty one) take no room in the body, yet each
+    # becomes an object in the instances: a header of a few bytes would make billions of them.
+    elements = math.prod(max(length, 1) for length in array.shape)
+    if elements > len(body):
+        raise HandlerError(
+            400,
+            f"cannot read the NPY body: its shape {array.shape} of {array.dtype} has {elements} elements (empty "
+            f"axes counted as one) but the body has {len(body)} bytes",
+        )
+    return array
 
 
 def dump(array: Any) -> bytes:

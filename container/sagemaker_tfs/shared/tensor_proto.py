@@ -12,6 +12,7 @@ tensorflow-serving-api's own classes.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -20,7 +21,7 @@ import numpy as np
 from . import dtypes
 
 # wire types
-_VARINT, _FIXED64, _LEN, _FIXED32 = 0, 1, 2, 5
+_VARINT, _FIXED64, _LEN, _START_GROUP, _END_GROUP, _FIXED32 = 0, 1, 2, 3, 4, 5
 # TensorProto's fields
 _DTYPE, _SHAPE, _CONTENT, _STRING_VAL = 1, 2, 4, 8
 _DIM, _DIM_SIZE = 2, 1  # TensorShapeProto.dim, TensorShapeProto.Dim.size
@@ -39,7 +40,24 @@ _TYPED = {
     _UINT32_VAL: (_VARINT, None),
     _UINT64_VAL: (_VARINT, None),
 }
-_MASK64 = (1 << 64) - 1
+# the typed field TensorFlow reads each dtype's values from (the others are ignored, as it ignores them)
+_FIELD_OF_DTYPE = {
+    dtypes.DT_FLOAT: _FLOAT_VAL,
+    dtypes.DT_DOUBLE: _DOUBLE_VAL,
+    **dict.fromkeys((dtypes.DT_INT32, dtypes.DT_UINT8, dtypes.DT_INT16, dtypes.DT_INT8, dtypes.DT_UINT16), _INT_VAL),
+    dtypes.DT_INT64: _INT64_VAL,
+    dtypes.DT_BOOL: _BOOL_VAL,
+    dtypes.DT_HALF: _HALF_VAL,
+    dtypes.DT_UINT32: _UINT32_VAL,
+    dtypes.DT_UINT64: _UINT64_VAL,
+    8: _SCOMPLEX_VAL,  # complex64
+    18: _DCOMPLEX_VAL,  # complex128
+}
+_MASK64, _MASK32 = (1 << 64) - 1, (1 << 32) - 1
+_MAX_ELEMENTS = (1 << 63) - 1  # TensorFlow's TensorShape limit
+# TensorFlow Serving writes every value of a tensor: a typed field shorter than its shape is a constant, which a
+# few bytes would blow up to any size; past this it is refused
+MAX_PADDED_BYTES = 1 << 26
 
 
 class WireError(ValueError):
@@ -115,20 +133,50 @@ def _read_varint(data: memoryview, pos: int) -> tuple[int, int]:
         pos += 1
         result |= (byte & 0x7F) << shift
         if byte < 0x80:
-            return result, pos
+            return result & _MASK64, pos  # a tenth byte's bits past 64 are dropped, as protobuf drops them
         shift += 7
         if shift > 63:
             raise WireError("varint too long")
 
 
+def _skip_group(data: memoryview, pos: int, field: int) -> int:
+    """The position after the group `field` that starts at pos (an unknown field of the deprecated group wire
+    types, which protobuf skips), groups nested in it included."""
+    open_groups, end = [field], len(data)
+    while open_groups:
+        if pos >= end:
+            raise WireError("truncated group")
+        key, pos = _read_varint(data, pos)
+        field, wire = key >> 3, key & 7
+        if wire == _VARINT:
+            pos = _read_varint(data, pos)[1]
+        elif wire in (_FIXED32, _FIXED64):
+            pos += 4 if wire == _FIXED32 else 8
+        elif wire == _LEN:
+            length, pos = _read_varint(data, pos)
+            pos += length
+        elif wire == _START_GROUP:
+            open_groups.append(field)
+        elif wire == _END_GROUP and open_groups.pop() != field:
+            raise WireError("mismatched end group")
+        elif wire > _FIXED32:
+            raise WireError(f"unsupported wire type {wire}")
+        if pos > end:
+            raise WireError("truncated field")
+    return pos
+
+
 def _fields(data: memoryview) -> Iterator[tuple[int, int, Any]]:
     """(field number, wire type, value) of each field: an int, or the bytes of a length-delimited field or of a
-    fixed-width value (a memoryview), as the wire type says."""
+    fixed-width value (a memoryview), as the wire type says. Groups are skipped."""
     pos, end = 0, len(data)
     while pos < end:
         key, pos = _read_varint(data, pos)
         field, wire = key >> 3, key & 7
         value: Any
+        if wire == _START_GROUP:
+            pos = _skip_group(data, pos, field)
+            continue
         if wire == _VARINT:
             value, pos = _read_varint(data, pos)
         elif wire in (_LEN, _FIXED32, _FIXED64):
@@ -151,24 +199,29 @@ def _signed(value: int) -> int:
 def _varints(payload: memoryview) -> np.ndarray:
     """The values of a packed varint field as uint64, decoded with whole-array operations."""
     raw = np.frombuffer(payload, np.uint8)
+    if not raw.size:
+        return np.zeros(0, np.uint64)
     ends = np.flatnonzero(raw < 0x80)
-    if raw.size and (ends.size == 0 or ends[-1] != raw.size - 1):
+    if ends.size == 0 or ends[-1] != raw.size - 1:
         raise WireError("truncated packed varints")
     starts = np.concatenate(([0], ends[:-1] + 1)).astype(np.intp)
     if ends.size and (ends - starts).max() > 9:
         raise WireError("varint too long")
     position = np.arange(raw.size) - np.repeat(starts, ends - starts + 1)
     bits = (raw & 0x7F).astype(np.uint64) << (7 * position).astype(np.uint64)
-    return np.add.reduceat(bits, starts) if raw.size else np.zeros(0, np.uint64)
+    return np.add.reduceat(bits, starts)
 
 
 def _typed_values(field: int, chunks: list) -> np.ndarray:
-    """The values of a typed field, from its chunks: packed payloads (memoryview) or single values (int, or the
-    bytes of a fixed-width value)."""
+    """The values of a typed field, from its chunks: packed payloads or single values (memoryview: the bytes of
+    either; int: a single varint)."""
     wire, stored = _TYPED[field]
     if wire == _VARINT:
         arrays = [_varints(c) if isinstance(c, memoryview) else np.array([c], np.uint64) for c in chunks]
     else:
+        width = np.dtype(stored).itemsize
+        if any(len(c) % width for c in chunks):
+            raise WireError(f"packed field {field} of {sum(map(len, chunks))} bytes, not {width}-byte values")
         arrays = [np.frombuffer(c, stored).copy() for c in chunks]  # aligned and writable, not the message's bytes
     return np.concatenate(arrays) if len(arrays) != 1 else arrays[0]
 
@@ -177,8 +230,8 @@ def _as(values: np.ndarray, field: int, dtype: np.dtype) -> np.ndarray:
     """Stored values as the tensor's dtype (varints are two's complement 64-bit; half_val holds the bits)."""
     if field == _HALF_VAL:
         return values.astype(np.uint16).view(np.float16)
-    if field in (_SCOMPLEX_VAL, _DCOMPLEX_VAL):
-        return values.view(dtype)  # real and imaginary parts interleaved
+    if field in (_SCOMPLEX_VAL, _DCOMPLEX_VAL):  # real and imaginary parts interleaved (an odd last one: ignored)
+        return values[: values.size // 2 * 2].view(dtype)
     if values.dtype == np.uint64 and dtype.kind == "i":
         values = values.view(np.int64)
     return values.astype(dtype, copy=False)
@@ -186,13 +239,15 @@ def _as(values: np.ndarray, field: int, dtype: np.dtype) -> np.ndarray:
 
 def tensor_array(data: memoryview) -> np.ndarray:
     """A serialized TensorProto as a numpy array. As TensorFlow reads one: `tensor_content` when present, else the
-    typed field, a shorter one padded with its last value (zeros when empty). WireError for a type numpy has no
-    equal of (bfloat16, the quantized types, resources, variants)."""
+    typed field of its dtype, a shorter one padded with its last value (zeros when empty). A field of the wrong
+    wire type is skipped, as protobuf skips it. WireError for a type numpy has no equal of (bfloat16, the quantized
+    types, resources, variants), an unknown (negative) size, a shape of more elements than TensorFlow's limit, and
+    a typed field that would be padded by more than MAX_PADDED_BYTES."""
     dtype_number, dims, content, strings = 0, [], None, []
     typed: dict[int, list[Any]] = {}
     for field, wire, value in _fields(data):
         if field == _DTYPE and wire == _VARINT:
-            dtype_number = value
+            dtype_number = value & _MASK32  # an enum: protobuf keeps the low 32 bits
         elif field == _SHAPE and wire == _LEN:
             for dim_field, dim_wire, dim in _fields(value):
                 if dim_field == _DIM and dim_wire == _LEN:
@@ -205,29 +260,37 @@ def tensor_array(data: memoryview) -> np.ndarray:
             content = value
         elif field == _STRING_VAL and wire == _LEN:
             strings.append(bytes(value))
-        elif field in _TYPED:
+        elif field in _TYPED and wire in (_TYPED[field][0], _LEN):  # a single value, or packed ones
             typed.setdefault(field, []).append(value)
     dtype = dtypes.to_numpy(dtype_number)
     if dtype is None:
         raise WireError(f"a tensor of type {dtypes.enum_name(dtype_number)} cannot be a numpy array")
     if any(size < 0 for size in dims):
         raise WireError(f"a tensor of unknown shape {dims}")
-    count = int(np.prod(dims, dtype=np.int64))
+    count = math.prod(dims)
+    if count > _MAX_ELEMENTS:
+        raise WireError(f"a tensor of shape {dims} has more than {_MAX_ELEMENTS} elements")
     if dtype.kind == "O":
         values = np.empty(len(strings), dtype=object)
         values[:] = strings
-    elif content is not None:
+    elif content:  # (empty bytes are protobuf's default: not there)
         if len(content) != count * dtype.itemsize:
             raise WireError(f"tensor_content holds {len(content)} bytes, not {count} x {dtype.itemsize}")
         return np.frombuffer(content, dtype.newbyteorder("<")).astype(dtype).reshape(dims)  # a writable copy
     else:
-        first = next(iter(typed), None)
-        values = _as(_typed_values(first, typed[first]), first, dtype) if first else np.zeros(0, dtype)
+        field = _FIELD_OF_DTYPE[dtype_number]
+        values = _as(_typed_values(field, typed[field]), field, dtype) if field in typed else np.zeros(0, dtype)
     if values.size != count:
         if values.size > count:
             raise WireError(f"a tensor of {count} values holds {values.size}")
-        fill = values[-1] if values.size else (b"" if dtype.kind == "O" else 0)
-        values = np.concatenate((values, np.full(count - values.size, fill, dtype=dtype)))
+        if (count - values.size) * dtype.itemsize > MAX_PADDED_BYTES:
+            raise WireError(
+                f"a tensor of shape {dims} holds {values.size} values: padded, more than {MAX_PADDED_BYTES} bytes"
+            )
+        padded = np.empty(count, dtype)  # (not np.full: it would read a string fill as numpy bytes, less its NULs)
+        padded[: values.size] = values
+        padded[values.size :] = [values[-1] if values.size else (b"" if dtype.kind == "O" else 0)]
+        values = padded
     return values.reshape(dims)
 
 
@@ -236,11 +299,11 @@ def predict_outputs(data: bytes) -> dict[str, np.ndarray]:
     outputs = {}
     for field, wire, entry in _fields(memoryview(data)):
         if field == 1 and wire == _LEN:  # map<string, TensorProto> outputs
-            alias, tensor = "", memoryview(b"")
+            alias, tensor = "", []
             for entry_field, entry_wire, value in _fields(entry):
                 if entry_field == 1 and entry_wire == _LEN:
                     alias = bytes(value).decode("utf-8", "replace")
                 elif entry_field == 2 and entry_wire == _LEN:
-                    tensor = value
-            outputs[alias] = tensor_array(tensor)
+                    tensor.append(value)  # a message given twice is merged: read as their concatenation
+            outputs[alias] = tensor_array(tensor[0] if len(tensor) == 1 else memoryview(b"".join(tensor)))
     return outputs

@@ -17,6 +17,7 @@ from ..config import Settings
 from ..errors import StartupError
 from ..shared import runtime_dir
 from ..shared.headers import REQUEST_ID_HEADER
+from ..wsgi_server import APP_KEEPALIVE_SECONDS
 from . import direct_metrics, direct_route, runtime_route
 
 log = logging.getLogger("serve")
@@ -68,6 +69,7 @@ def render(
         proxy_read_timeout=settings.nginx_proxy_read_timeout_seconds,
         client_max_body_size=settings.nginx_client_max_body_size,
         gunicorn_socket=runtime / runtime_dir.GUNICORN_SOCKET,
+        app_keepalive_timeout=APP_KEEPALIVE_SECONDS,
         multi_model_upstream=snippet("multi-model-upstream", models_socket=runtime / runtime_dir.MODELS_SOCKET)
         if settings.multi_model
         else "",
@@ -75,7 +77,7 @@ def render(
         if settings.multi_model
         else "",
         runtime_api_http=runtime_route.log_maps(settings) if settings.local_runtime_api else "",
-        runtime_api_location=_runtime_api_location(settings, direct) if settings.local_runtime_api else "",
+        runtime_api_location=_runtime_api_location(settings, direct, app_headers) if settings.local_runtime_api else "",
         direct_http=_direct_http(settings, direct_model) if direct_model is not None else "",
         invocations=_invocations(app_headers, direct),
         direct_entry=DIRECT_ENTRY if direct else "",
@@ -83,15 +85,19 @@ def render(
     )
 
 
-def _runtime_api_location(settings: Settings, direct: bool) -> str:
+def _runtime_api_location(settings: Settings, direct: bool, app_headers: str) -> str:
     """The runtime API's routes, on serve's socket; InvokeEndpoint in a location of its own, which logs it
-    (runtime_route.py) and sends it to the app's workers, or down the direct route where /invocations would take it;
+    (runtime_route.py) and sends it to the app's workers with the headers /invocations sends (`app_headers`: a
+    repeated line read as on the direct route), or down the direct route where /invocations would take it;
     a multi-model worker hands a target it does not route to serve (@runtime_api), which loads it. The read timeout
     covers a target's load and the invocation, each bounded by SAGEMAKER_LOCAL_RUNTIME_TIMEOUT_SECONDS."""
     timeout = 2 * settings.local_runtime_timeout_seconds + 30
     serve = f"http://unix:{Path(settings.runtime_dir) / runtime_dir.RUNTIME_API_SOCKET}"
     switch = textwrap.indent(_switch("sagemaker_runtime_direct"), "    ") if direct else ""
-    realtime = snippet("runtime-api-realtime", timeout=timeout, direct_switch=switch, upstream="http://app")
+    headers = textwrap.indent(app_headers, "    ")
+    realtime = snippet(
+        "runtime-api-realtime", timeout=timeout, direct_switch=switch, app_headers=headers, upstream="http://app"
+    )
     hand_over = snippet("runtime-api-serve", upstream=serve, timeout=timeout) if settings.multi_model else ""
     return snippet("runtime-api-location", upstream=serve, timeout=timeout, realtime_location=realtime) + hand_over
 

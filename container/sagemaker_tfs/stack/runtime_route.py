@@ -28,10 +28,11 @@ LOG_LINE = "            access_log /dev/stdout runtime_invocation if=$sagemaker_
 
 
 def _value_pattern(member: members.Member) -> str:
-    """A PCRE for a member's value within its length and pattern (nginx's: in bytes, as the app's latin-1 text)."""
-    length = f"(?=[\\s\\S]{{{member.min or 0},{member.max}}}$)" if member.max is not None else ""
+    """A PCRE for a member's value within its length and pattern (nginx's: in bytes, as the app's latin-1 text). The
+    end is \\z: PCRE's $ also matches before a final newline, which an EndpointName can end with (%0A in the URI)."""
+    length = f"(?=[\\s\\S]{{{member.min or 0},{member.max}}}\\z)" if member.max is not None else ""
     pattern = members.pcre_pattern(member.pattern) if member.pattern is not None else "[\\s\\S]*"
-    return f"^{length}(?:{pattern})$"
+    return f"^{length}(?:{pattern})\\z"
 
 
 def _taken(member: members.Member, variant: str) -> list[str]:

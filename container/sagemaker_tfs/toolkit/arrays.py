@@ -74,6 +74,8 @@ def _json(text: str) -> Any:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
         raise HandlerError(400, f"the request body is not valid JSON: {exc}") from None
+    except RecursionError:  # the client's nesting, not a fault of the script: the default handler's 400
+        raise HandlerError(400, codecs.TOO_DEEP) from None
     if isinstance(value, dict):
         return value
     return _array(value, "the JSON value")
@@ -86,6 +88,8 @@ def _json_lines(text: str) -> np.ndarray:
             values.append(json.loads(line))
         except json.JSONDecodeError as exc:
             raise not_one_value(number, exc) from None
+        except RecursionError:
+            raise HandlerError(400, codecs.TOO_DEEP) from None
     return _array(values, "the JSON lines")
 
 
@@ -144,10 +148,9 @@ def _json_text(value: Any) -> str:
 def _csv_text(array: np.ndarray) -> str:
     """As numpy.savetxt(fmt="%s", delimiter=","): a line per row, values with str(), for 0-, 1- and 2-D (a 0-d array
     is one line, a 1-D one a value per line)."""
-    if array.ndim > 2:
-        raise ValueError(
-            f"a {array.ndim}-D prediction cannot be written as CSV: return a 1-D or 2-D array, or write an output_fn"
-        )
+    if array.ndim > 2:  # a 406 as NPY's for predictions it cannot write: the client's input can make them so
+        message = f"a {array.ndim}-D prediction cannot be written as CSV"
+        raise HandlerError(406, f"{message}: return a 1-D or 2-D array, or write an output_fn")
     return lines(array.reshape(-1, 1) if array.ndim < 2 else array, csv_line, newline_after_last=True)
 
 

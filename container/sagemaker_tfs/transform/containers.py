@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import PING_TIMEOUT_SECONDS, Settings
+from ..shared.model_archives import UNPACK_ERRORS, member_filter
 from ..shared.sockets import HOST
 from .job import STRATEGY_ENV_NAMES
 from .outcomes import FailureKind
@@ -110,8 +111,8 @@ def prepare_model(model: str, workdir: Path, read_bytes: Callable[[str], bytes])
 def _unpack(archive: Path, target: Path, name: str) -> Path:
     try:
         with tarfile.open(archive, "r:*") as tar:
-            tar.extractall(target, filter="data")  # refuses absolute paths and links leaving the folder
-    except (tarfile.TarError, OSError) as exc:
+            tar.extractall(target, filter=member_filter)  # no absolute path, no link leading out
+    except UNPACK_ERRORS as exc:
         raise ContainerError(f"Unable to unpack the model {name}: {exc}", FailureKind.CLIENT) from None
     return target
 

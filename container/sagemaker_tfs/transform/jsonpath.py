@@ -99,7 +99,7 @@ class JsonPath:
                 selected.extend(node[self._slice(item)])
             elif -len(node) <= item < len(node):
                 selected.append(node[item])
-            elif definite:
+            elif definite and step.kind == "index":  # several indexes make the path indefinite: skipped
                 raise JsonPathError(f"{self.text}: index {item} is out of range for {len(node)} elements")
         return selected
 

@@ -8,6 +8,7 @@ import os
 import socket
 import socketserver
 import threading
+import time
 from pathlib import Path
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler
@@ -16,6 +17,7 @@ from ..shared import runtime_dir
 from ..shared.wsgi_call import WsgiApp
 
 READ_TIMEOUT = 10.0  # seconds a read of a request may wait (nginx sends a request whole, at once)
+LINGER_SECONDS = 5.0  # how long what nginx still sends after the answer is read and dropped (shutdown_request)
 
 
 class _Handler(WSGIRequestHandler):
@@ -51,3 +53,18 @@ class UnixAppServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
 
     def start(self) -> None:
         threading.Thread(target=self.serve_forever, name=self.name, daemon=True).start()
+
+    def shutdown_request(self, request: Any) -> None:
+        """A lingering close: after the answer, read and drop what nginx still sends until it closes (or for
+        LINGER_SECONDS). An answer given before the body was read (a refused request) would otherwise be lost: the
+        socket closed with bytes unread resets the connection, and nginx, still writing the body, answers 502."""
+        try:
+            request.shutdown(socket.SHUT_WR)
+            deadline = time.monotonic() + LINGER_SECONDS
+            while (left := deadline - time.monotonic()) > 0:
+                request.settimeout(left)
+                if not request.recv(65536):
+                    break
+        except OSError:  # reset, or the time is up
+            pass
+        self.close_request(request)

@@ -7,3 +7,7 @@ gunicorn_workers.py   gunicorn's `sync` and `gthread` classes with JSON error bo
 gunicorn_settings.py  gunicorn's settings file: ready marks, heartbeat during start-up, worker slots, restarts
 refusals.py           the JSON answer to a request refused before the app
 """
+
+# nginx's keepalive_timeout for its idle connections to the app: shorter than a stopping worker's wait for its idle
+# connections to close (loop.py, drain), so that nginx, not the worker, ends each one and never sends into a closing one
+APP_KEEPALIVE_SECONDS = 2

@@ -17,9 +17,12 @@ from typing import Any
 from gunicorn import util
 from gunicorn.workers import base, gthread, sync
 
+from ..shared.headers import REQUEST_ID_HEADER, environ_key
+from ..web.request import request_id
 from .refusals import closing_error
 
 _FAILED = (500, "Internal Server Error", "")  # gunicorn wrote nothing readable: what it answers an app's failure
+_REQUEST_ID_KEY = environ_key(REQUEST_ID_HEADER)
 
 
 class JsonRefusals(base.Worker):
@@ -32,9 +35,16 @@ class JsonRefusals(base.Worker):
                 super().handle_error(req, theirs, addr, exc)
             page = b"".join(iter(partial(ours.recv, 65536), b""))  # (closed: read to its end)
         try:
-            util.write_nonblock(client, closing_error(*gunicorn_refusal(page)))
+            util.write_nonblock(client, closing_error(*gunicorn_refusal(page), _request_id(req)))
         except Exception:  # noqa: BLE001 (the client went away: as gunicorn's handle_error, a debug line)
             self.log.debug("Failed to send error message.")
+
+
+def _request_id(req: Any) -> str:
+    """The refused request's id as the app would answer it (gunicorn's parser gives no request when the head is
+    what it refuses: then a new id)."""
+    sent = [value for name, value in getattr(req, "headers", None) or () if name == "X-AMZN-REQUESTID"]
+    return request_id({_REQUEST_ID_KEY: sent[0]} if len(sent) == 1 else {})
 
 
 def gunicorn_refusal(page: bytes) -> tuple[int, str, str]:

@@ -12,13 +12,14 @@ import io
 import socket
 import time
 from typing import Any
-from urllib.parse import unquote_to_bytes
+from urllib.parse import unquote_to_bytes, urlsplit
 
 import httptools
 from gunicorn.workers import base
 
 from ..shared.headers import environ_key
 from ..shared.wsgi_call import CONSTANT_ENVIRON, whole_answer
+from ..web.request import request_id
 
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 
@@ -53,12 +54,15 @@ class Connection:
         self._body: list[bytes] = []
         self._fields = 0
         self._expect = False
+        self._close = False  # the connection ends after the request whatever the client asks
+        self._chunked = False  # a Transfer-Encoding field named chunked
         self._version = "1.1"  # of the request being read, once its head is
 
     # httptools callbacks
     def on_message_begin(self) -> None:
         self._environ = self._base.copy()
         self._url, self._url_size, self._body, self._fields, self._expect = [], 0, [], 0, False
+        self._close = self._chunked = False
         self.head_started = time.monotonic()
 
     def on_url(self, url: bytes) -> None:
@@ -78,13 +82,17 @@ class Connection:
             raise BadRequest(
                 431, "Request Header Fields Too Large", "Error parsing headers: 'limit request headers fields size'"
             )
+        if self.head_started is None:  # a field of a chunked body's trailer: not a header (nor in gunicorn's environ)
+            if name.upper() in _FORBIDDEN_TRAILER:
+                raise BadRequest(400, "Bad Request", f"Invalid HTTP header name: {name.decode('latin-1').upper()!r}")
+            return
         key = _KEYS.get(name)
         if key is None:
             key = _key(name)
         if not key:
             return
         environ = self._environ
-        text = value.decode("latin-1")
+        text = value.rstrip(b" \t").decode("latin-1")  # httptools keeps the blanks after a value (not its: RFC 9112)
         if key not in environ:
             environ[key] = text
         elif key in _SINGLE:
@@ -93,22 +101,63 @@ class Connection:
             )
         else:
             environ[key] += "," + text
+        if key == "HTTP_TRANSFER_ENCODING":
+            self._transfer_codings(text)
         if key == "HTTP_EXPECT":
             if text.lower() != "100-continue":
                 raise BadRequest(417, "Expectation Failed", f"Unable to comply with expectation: {text!r}")
             self._expect = self.parser.get_http_version() != "1.0"  # HTTP/1.0 clients do not wait for it
 
+    def _transfer_codings(self, text: str) -> None:
+        """A Transfer-Encoding field as gunicorn takes it (httptools looks at its last coding only): codings it
+        knows, chunked once and last; a compressed body goes to the app as it is, and the connection ends after."""
+        for coding in (coding.strip(" \t").lower() for coding in text.split(",")):
+            if coding not in _CODINGS:
+                raise BadRequest(501, "Not Implemented", f"Unsupported transfer coding: {text!r}")
+            if self._chunked:
+                raise BadRequest(400, "Bad Request", "Invalid HTTP Header: 'TRANSFER-ENCODING'")
+            self._chunked = coding == "chunked"
+            self._close = self._close or coding in _CODINGS[2:]
+
     def on_headers_complete(self) -> None:
         self.head_started = None
+        self._fields = 0  # a trailer's fields are counted apart, as gunicorn counts them
         version = self._version = self.parser.get_http_version()  # (made by formatting: read once)
+        self._request_target(version)
         if version not in ("1.1", "1.0"):
             major, _, minor = version.partition(".")
             raise BadRequest(400, "Bad Request", f"Invalid HTTP Version 'Invalid HTTP Version: ({major}, {minor})'")
+        if version == "1.0" and "HTTP_TRANSFER_ENCODING" in self._environ:
+            # chunked in HTTP/1.0 (any other coding httptools refuses): framing a 1.0 proxy would not share
+            raise BadRequest(400, "Bad Request", "Invalid HTTP Header: 'TRANSFER-ENCODING'")
         if self._expect:
             self.sock.sendall(_CONTINUE)  # curl waits for it before sending a large body
 
+    def _request_target(self, version: str) -> None:
+        """The target as gunicorn reads it: a path (origin-form), `*` for OPTIONS, or a URL (absolute-form, whose
+        path and query are the request's); another one is refused (httptools takes any)."""
+        target = b"".join(self._url)
+        if target.startswith(b"/"):
+            return
+        method = self.parser.get_method()
+        if target == b"*" and method == b"OPTIONS":
+            return
+        try:
+            parts = urlsplit(target) if b"://" in target else None
+        except ValueError:
+            parts = None
+        if parts is None:
+            line = f"{method.decode('latin-1')} {target.decode('latin-1')} HTTP/{version}"
+            raise BadRequest(400, "Bad Request", f"Invalid HTTP request line: {line!r}")
+        self._url = [parts.path + b"?" + parts.query if parts.query else parts.path]
+
     def on_body(self, body: bytes) -> None:
         self._body.append(body)
+
+    def request_id(self) -> str:
+        """The id of the request being read (a refused one: reading stops at it), as the app would answer it:
+        the client's when sane and already read, else a new one."""
+        return request_id(self._environ)
 
     def feed(self, data: bytes, log: Any) -> tuple[int, str, str] | None:
         """Parse received bytes (complete requests go to `ready`); a refusal (status, reason, message) when the
@@ -131,8 +180,8 @@ class Connection:
     def on_message_complete(self) -> None:
         parser = self.parser
         environ = self._environ
-        path, _, query = b"".join(self._url).partition(b"?")
-        path = path.partition(b"#")[0]
+        # the fragment first: a "#" in the query ends it, a "?" after one is the fragment's
+        path, _, query = b"".join(self._url).partition(b"#")[0].partition(b"?")
         environ["REQUEST_METHOD"] = parser.get_method().decode("latin-1")
         environ["PATH_INFO"] = (unquote_to_bytes(path) if b"%" in path else path).decode("latin-1")
         environ["QUERY_STRING"] = query.decode("latin-1")
@@ -140,7 +189,7 @@ class Connection:
         body, self._body = self._body, []  # the pieces go once joined (a 100 MB body is not held twice for long)
         environ["wsgi.input"] = io.BytesIO(body[0] if len(body) == 1 else b"".join(body))
         self._environ = {}  # the request is `ready`'s alone: answered, it is freed (not kept until the next one)
-        self.ready.append((environ, parser.should_keep_alive()))
+        self.ready.append((environ, parser.should_keep_alive() and not self._close))
 
 
 def call_app(worker: base.Worker, environ: dict, keep_alive: bool) -> tuple[bytes, bytes, bool] | None:
@@ -176,6 +225,9 @@ def base_environ(address: Any, server: Any) -> dict[str, Any]:
     return {**CONSTANT_ENVIRON, "SERVER_NAME": server_name, "SERVER_PORT": server_port, "REMOTE_ADDR": remote}
 
 
+# RFC 9110 section 6.5.1: fields that would change routing, framing or authentication: refused in a trailer (gunicorn)
+_FORBIDDEN_TRAILER = (b"HOST", b"CONTENT-LENGTH", b"TRANSFER-ENCODING", b"TRAILER", b"AUTHORIZATION", b"TE")
+_CODINGS = ("chunked", "identity", "compress", "deflate", "gzip")  # the transfer codings gunicorn takes
 _SINGLE = ("CONTENT_TYPE", "CONTENT_LENGTH", "HTTP_HOST")  # a second one is refused, as gunicorn does
 _KEYS: dict[bytes, str] = {}  # header name -> environ key ("" for a dropped name), filled as names are seen
 

@@ -16,7 +16,7 @@ blocks holds only its own request.
 Requests are read as gunicorn's own workers read them (http_connection.py parses, call_app answers): gunicorn's
 limits and refusals (as JSON, refusals.py), a request head that must arrive within --keep-alive seconds, a
 connection silent that long closed, --worker-connections, and at SIGTERM every connection ended after its current
-request within the graceful timeout.
+request within the graceful timeout (an idle connection left a few seconds to its peer to close, see drain).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from typing import Any
 from gunicorn.workers import base
 
 from ..shared import cooperative
+from . import APP_KEEPALIVE_SECONDS
 from .http_connection import Connection, base_environ, call_app
 from .refusals import closing_error
 
@@ -39,6 +40,8 @@ READ_SIZE = 65536  # larger reads allocate (and fault in) a large buffer per cal
 LARGE_BODY = 1 << 20  # after a body this large, the worker gives free memory back (_Malloc.trim)
 SWEEP_SECONDS = 0.25  # how often idle and slow connections are looked at (and gunicorn's heartbeat kept)
 PIPELINE_LIMIT = 8  # complete requests queued on one connection before its reading pauses
+LINGER_SECONDS = 5.0  # how long a refused request's remaining bytes are read and dropped (LoopWorker.linger)
+DRAIN_IDLE_SECONDS = APP_KEEPALIVE_SECONDS + 1.0  # a stopping worker's wait for its idle peers to close (drain)
 
 
 class _Malloc:
@@ -97,6 +100,7 @@ class Client:
         "head_bytes",
         "waiter",
         "seq",
+        "linger_until",
     )
 
     def __init__(self, worker: LoopWorker, sock: socket.socket, connection: Connection):
@@ -112,6 +116,7 @@ class Client:
         self.head_bytes = 0  # bytes of the request head being read
         self.waiter: Any = None  # the greenlet waiting to write (shared/cooperative.Watch's fields)
         self.seq = 0
+        self.linger_until: float | None = None  # after a refusal: read and dropped until then (LoopWorker.linger)
 
     def ready(self, mask: int) -> None:  # an event of its socket
         if self.waiter is not None:  # its greenlet waits to write (cooperative.Hub.wait): only for that
@@ -266,12 +271,32 @@ class LoopWorker(base.Worker):
                 return
         if client.refusal is not None:
             if client.refusal[0]:
-                self.send(client, closing_error(*client.refusal))
-            self.close(client)
+                self.send(client, closing_error(*client.refusal, client.connection.request_id()))
+                self.linger(client)
+            else:  # the client went away
+                self.close(client)
         elif client.ended:
             self.close(client)
         else:
             client.busy = False
+
+    def linger(self, client: Client) -> None:
+        """End a connection after a refusal: shut our side, then read what the client still sends and drop it, until
+        it closes or for LINGER_SECONDS (sweep). Closed at once with bytes unread (a body nginx is still writing), the
+        connection would be reset, and nginx, failing to write, would answer 502 instead of passing on our answer."""
+        if client.ended:
+            self.close(client)
+            return
+        try:
+            client.sock.shutdown(socket.SHUT_WR)
+        except OSError:
+            self.close(client)
+            return
+        if client.paused:
+            client.paused = False
+            self.hub.register(client.sock, client)
+        client.linger_until = time.monotonic() + LINGER_SECONDS
+        client.busy = False
 
     def send(self, client: Client, head: bytes, body: bytes = b"") -> bool:
         """Write an answer, waiting through the loop while the client does not take it; False when it is gone."""
@@ -297,11 +322,16 @@ class LoopWorker(base.Worker):
             self._accepting(True)
 
     def sweep(self, now: float) -> None:
-        """Close connections silent for --keep-alive seconds, and those whose request head has taken that long
-        (however slowly it trickles in: a client sending a byte now and then cannot hold a connection for ever)."""
+        """Close connections silent for --keep-alive seconds, those whose request head has taken that long (however
+        slowly it trickles in: a client sending a byte now and then cannot hold a connection for ever), and those
+        whose linger after a refusal is over."""
         keepalive, head_time = self.keepalive, self.idle_time
         for client in list(self.clients.values()):
             if client.busy:
+                continue
+            if client.linger_until is not None:
+                if now >= client.linger_until:
+                    self.close(client)
                 continue
             started = client.connection.head_started
             if started is not None:
@@ -311,17 +341,22 @@ class LoopWorker(base.Worker):
                 self.close(client)
 
     def drain(self) -> None:
-        """Stop accepting; every connection ends after its current request: idle ones at once (a shut read side
-        reads as end of stream once what was received is read), busy ones once answered."""
+        """Stop accepting; every connection ends after its current request, whose answer says Connection: close.
+        An idle connection is left to its peer to close for DRAIN_IDLE_SECONDS, and what it still sends is answered:
+        closing it (or shutting its read side) ourselves races with a request nginx may be writing into it that
+        moment, a POST nginx does not send again (a 503 to the client, seen at a reload). nginx closes the app's
+        idle connections after APP_KEEPALIVE_SECONDS, sooner, so it ends every one itself."""
         for entry in self.listeners:
             self.hub.unregister(entry.listener)
             entry.listener.close()
-        for client in list(self.clients.values()):
-            try:
-                client.sock.shutdown(socket.SHUT_RD)
-            except OSError:
-                pass
-        deadline = time.monotonic() + self.cfg.graceful_timeout
+        started = time.monotonic()
+        deadline = started + self.cfg.graceful_timeout
+        idle_until: float | None = started + DRAIN_IDLE_SECONDS
         while self.clients and time.monotonic() < deadline:
             self.notify()
             self.hub.poll(0.05)
+            if idle_until is not None and time.monotonic() >= idle_until:
+                idle_until = None
+                for client in list(self.clients.values()):
+                    if not client.busy:
+                        self.close(client)
