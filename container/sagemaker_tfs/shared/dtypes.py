@@ -37,6 +37,7 @@ _BY_NUMPY = {
 
 DT_FLOAT, DT_DOUBLE, DT_INT32, DT_UINT8, DT_INT16, DT_INT8, DT_STRING = 1, 2, 3, 4, 5, 6, 7
 DT_INT64, DT_BOOL, DT_UINT16, DT_HALF, DT_UINT32, DT_UINT64 = 9, 10, 17, 19, 22, 23
+DT_COMPLEX64, DT_COMPLEX128 = 8, 18
 
 # The integer types TFS's REST API reads JSON integers into, and the range of each (one outside it is refused).
 INT_RANGES = {

@@ -50,8 +50,8 @@ _FIELD_OF_DTYPE = {
     dtypes.DT_HALF: _HALF_VAL,
     dtypes.DT_UINT32: _UINT32_VAL,
     dtypes.DT_UINT64: _UINT64_VAL,
-    8: _SCOMPLEX_VAL,  # complex64
-    18: _DCOMPLEX_VAL,  # complex128
+    dtypes.DT_COMPLEX64: _SCOMPLEX_VAL,
+    dtypes.DT_COMPLEX128: _DCOMPLEX_VAL,
 }
 _MASK64, _MASK32 = (1 << 64) - 1, (1 << 32) - 1
 _MAX_ELEMENTS = (1 << 63) - 1  # TensorFlow's TensorShape limit

@@ -117,7 +117,7 @@ class Connection:
             if self._chunked:
                 raise BadRequest(400, "Bad Request", "Invalid HTTP Header: 'TRANSFER-ENCODING'")
             self._chunked = coding == "chunked"
-            self._close = self._close or coding in _CODINGS[2:]
+            self._close = self._close or coding in _COMPRESSED
 
     def on_headers_complete(self) -> None:
         self.head_started = None
@@ -227,7 +227,8 @@ def base_environ(address: Any, server: Any) -> dict[str, Any]:
 
 # RFC 9110 section 6.5.1: fields that would change routing, framing or authentication: refused in a trailer (gunicorn)
 _FORBIDDEN_TRAILER = (b"HOST", b"CONTENT-LENGTH", b"TRANSFER-ENCODING", b"TRAILER", b"AUTHORIZATION", b"TE")
-_CODINGS = ("chunked", "identity", "compress", "deflate", "gzip")  # the transfer codings gunicorn takes
+_COMPRESSED = ("compress", "deflate", "gzip")  # passed to the app as sent; the connection ends after it
+_CODINGS = ("chunked", "identity", *_COMPRESSED)  # the transfer codings gunicorn takes
 _SINGLE = ("CONTENT_TYPE", "CONTENT_LENGTH", "HTTP_HOST")  # a second one is refused, as gunicorn does
 _KEYS: dict[bytes, str] = {}  # header name -> environ key ("" for a dropped name), filled as names are seen
 
