@@ -52,6 +52,14 @@ handler (session) vs pair at concurrency 8 (target >= 90%); the pair's requests/
         request to each target in turn on keep-alive connections: drift cancels); target <= 15 µs
   .venv/bin/python scripts/benchmark_proxy.py --fallback-rounds 5 --duration 2   # only: a flat list (nginx sends it
         to the app by its body) against the real model server at c8, route off vs on, alternating rounds
+  .venv/bin/python scripts/benchmark_proxy.py --before fa3611f [--rounds 3] [--duration 5]   # only: this tree against
+        the code of a commit (a git worktree of it, its package first on serve's PYTHONPATH), side by side on the
+        stand-in, in alternating rounds (the order turning each round): no script, named model and pair (--targets
+        picks among them) at each --concurrency, and the reference; medians of the per-round ratios. Targets
+        (issue "The default path back at the limit"): no script and named model >= 0.95x the commit's at every
+        level, >= 0.85x the reference at c8, p50 at c1 within 20 µs of the reference's; the pair >= 0.95x the
+        commit's. With --guard F, no reference, and exit 1 when a median ratio to the commit is below 1 - F
+        (scripts/bench-guard.sh)
 
 Needs nginx and wrk (scripts/install.sh installs both). Timings on a shared machine are noisy: compare figures
 of one run.
@@ -473,6 +481,137 @@ def direct_rounds(root: Path, lua: Path, standin: Path, env: dict[str, str], dur
         )
 
 
+@contextlib.contextmanager
+def before_tree(root: Path, revision: str | None) -> Iterator[dict[str, str] | None]:
+    """The settings of a stack running `revision`'s code (a git worktree of it under `root`), or None."""
+    if revision is None:
+        yield None
+        return
+    tree = root / "before-tree"
+    subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", "--quiet", str(tree), revision], check=True)
+    try:
+        yield {"PYTHONPATH": str(tree / "container")}
+    finally:
+        subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(tree)], check=False)
+
+
+# --before: what each target sends (wrk's script) and the stack it goes to
+BEFORE_TARGETS = {"no script": (None, {}), "named model": (None, NAMED), "pair": ("pair", {})}
+BEFORE_BOUNDS = {"no script": 0.95, "named model": 0.95, "pair": 0.95}  # of the commit's rate, at every level
+DIRECT_TARGETS = ("no script", "named model")  # also held to the reference: >= 0.85x at c8, p50 +20 µs at c1
+
+
+def _median(values: list[float]) -> float:
+    return sorted(values)[len(values) // 2]
+
+
+def before_rounds(
+    root: Path,
+    standin: Path,
+    env: dict[str, str],
+    revision: str,
+    targets: list[str],
+    concurrency: list[int],
+    duration: int,
+    rounds: int,
+    guard: float | None,
+) -> bool:
+    """This tree's stacks against `revision`'s, on the stand-in, in alternating rounds (the order turning each
+    round, so that neither side always runs first); the reference too, unless `guard`. Prints each round and the
+    medians of the per-round ratios with their targets; True when all are met (with `guard`: no ratio to the
+    commit below 1 - guard)."""
+    scripts = {
+        target: wrk_script(root, REQUEST_BODY, "application/json", BEFORE_TARGETS[target][1]) for target in targets
+    }
+    scripts[REFERENCE] = wrk_script(root, REQUEST_BODY, "application/json")
+    sides = ("tree", revision)
+    rates: dict[tuple[str, str, int], list[float]] = {}
+    p50s: dict[tuple[str, str, int], list[float]] = {}
+    with contextlib.ExitStack() as started:
+        before = started.enter_context(before_tree(root, revision))
+        assert before is not None
+        stacks: dict[tuple[str, str | None], serve_stack.Stack] = {}
+        for side, side_env in zip(sides, ({}, before), strict=True):
+            for script in dict.fromkeys(BEFORE_TARGETS[target][0] for target in targets):
+                folder = model_folder(root / f"{side}-{script}", SCRIPTS[script] if script else None)
+                stack = serve_stack.Stack(folder, env={**env, **side_env})
+                started.callback(shutil.rmtree, stack.runtime_dir, ignore_errors=True)
+                started.callback(stack.log_path.unlink, missing_ok=True)
+                stacks[side, script] = started.enter_context(stack)
+        urls = {
+            (side, target): f"{stacks[side, BEFORE_TARGETS[target][0]].url}/invocations"
+            for side in sides
+            for target in targets
+        }
+        if guard is None:
+            urls["reference", REFERENCE] = started.enter_context(reference_proxy(root, standin))
+        for (side, target), url in urls.items():
+            try:
+                check_answer(url, headers=BEFORE_TARGETS.get(target, (None, {}))[1])
+            except WrongAnswer as exc:
+                raise SystemExit(f"{target} ({side}) failed: {exc}") from None
+        order = list(urls)
+        for number in range(1, rounds + 1):
+            shown = []
+            for connections in concurrency:
+                for side, target in order:
+                    row = wrk(urls[side, target], scripts[target], connections, duration)
+                    if row["non_2xx"] or row["socket_errors"]:
+                        raise SystemExit(f"{target} ({side}) at c{connections}: {row}")
+                    rates.setdefault((side, target, connections), []).append(row["requests_per_s"])
+                    p50s.setdefault((side, target, connections), []).append(row["p50_ms"])
+                    shown.append(f"{target} ({side}) c{connections} {row['requests_per_s']}/s p50 {row['p50_ms']:.3f}")
+            print(f"round {number}: " + "; ".join(shown), flush=True)
+            order = order[1:] + order[:1]
+    met = True
+
+    def line(text: str, value: float, bound: float, higher: bool = True) -> None:
+        nonlocal met
+        ok = value >= bound if higher else value <= bound
+        met = met and ok
+        print(f"{text} {'✓' if ok else '✗'}")
+
+    print(f"\nmedians of {rounds} rounds, {duration} s each, against {revision}:")
+    for target in targets:
+        for connections in concurrency:
+            ratio = _median(
+                [
+                    tree / then
+                    for tree, then in zip(
+                        rates["tree", target, connections], rates[revision, target, connections], strict=True
+                    )
+                ]
+            )
+            bound = 1 - guard if guard is not None else BEFORE_BOUNDS[target]
+            line(
+                f"{target} at c{connections}: {ratio:.2f}x {revision}'s requests/s "
+                f"({_median(rates['tree', target, connections]):.0f} vs "
+                f"{_median(rates[revision, target, connections]):.0f}; target >= {bound:.2f}x)",
+                ratio,
+                bound,
+            )
+    if guard is not None:
+        return met
+    for target in (t for t in targets if t in DIRECT_TARGETS):
+        for side in sides:
+            if 8 in concurrency:
+                ratio = _median(
+                    [a / b for a, b in zip(rates[side, target, 8], rates["reference", REFERENCE, 8], strict=True)]
+                )
+                bound = 0.85 if side == "tree" else 0.0  # the commit's are shown, not held to the targets
+                line(f"{target} ({side}) at c8: {ratio:.2f}x the reference (target >= 0.85x)", ratio, bound)
+            if 1 in concurrency:
+                reference = p50s["reference", REFERENCE, 1]
+                added = _median([(a - b) * 1000 for a, b in zip(p50s[side, target, 1], reference, strict=True)])
+                line(
+                    f"{target} ({side}) at c1: p50 {added:+.0f} µs over the reference's (target <= 20 µs)",
+                    added,
+                    20 if side == "tree" else float("inf"),
+                    higher=False,
+                )
+    return met
+
+
 class KeptAlive:
     """One keep-alive connection sending one prepared POST again and again (reopened when the server closes it)."""
 
@@ -803,8 +942,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backends", default="stand-in,model server", help="comma-separated (default: both)")
     parser.add_argument(
         "--targets",
-        default=",".join(TARGETS),
-        help=f"comma-separated among: {', '.join(TARGETS)} (default: all; quote the argument)",
+        help=f"comma-separated among: {', '.join(TARGETS)} (default: all; quote the argument); with --before, "
+        f"among {', '.join(BEFORE_TARGETS)}",
     )
     parser.add_argument("--concurrency", default=",".join(map(str, CONCURRENCY)), help="comma-separated levels")
     parser.add_argument(
@@ -835,13 +974,22 @@ def main(argv: list[str] | None = None) -> int:
         help="only a flat list against the real model server at c8, the direct route off vs on (nginx "
         "sends it to the app by its body), in this many alternating rounds",
     )
+    parser.add_argument("--before", metavar="REV", help="only: this tree against the code of REV (see above)")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds, with --before")
+    parser.add_argument(
+        "--guard",
+        type=float,
+        metavar="F",
+        help="with --before: no reference, and exit 1 on a median ratio to REV below 1 - F",
+    )
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))  # stop what was started, as on ^C
     backends = args.backends.split(",")
-    unknown = set(args.targets.split(",")) - set(TARGETS)
+    named = (args.targets or ",".join(TARGETS)).split(",")
+    unknown = set(named) - set(BEFORE_TARGETS if args.before else TARGETS)
     if unknown:
         parser.error(f"unknown targets {', '.join(sorted(unknown))}: choose among {', '.join(TARGETS)}")
-    targets = [t for t in TARGETS if t in args.targets.split(",")]
+    targets = [t for t in TARGETS if t in named]
     concurrency = [int(c) for c in args.concurrency.split(",")]
     for tool in ("nginx", "wrk"):
         if not shutil.which(tool):
@@ -860,6 +1008,17 @@ def main(argv: list[str] | None = None) -> int:
         flush=True,
     )
     table: list[dict] = []
+    if args.before:
+        chosen = [t for t in BEFORE_TARGETS if t in (args.targets or ",".join(BEFORE_TARGETS)).split(",")]
+        if not chosen:
+            parser.error(f"with --before, --targets chooses among {', '.join(BEFORE_TARGETS)}")
+        try:
+            met = before_rounds(
+                root, standin, standin_env, args.before, chosen, concurrency, args.duration, args.rounds, args.guard
+            )
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+        return 0 if met or args.guard is None else 1
     if args.direct_rounds:
         try:
             direct_rounds(root, lua, standin, standin_env, args.duration, args.direct_rounds)

@@ -212,21 +212,6 @@ def rounds(name: str, found: dict, lua: Path, connections: int, duration: int, c
     return medians
 
 
-@contextlib.contextmanager
-def before_tree(root: Path, revision: str | None):
-    """The settings of a stack running `revision`'s code (a git worktree of it under `root`), or None."""
-    if revision is None:
-        yield None
-        return
-    tree = root / "before-tree"
-    repo = Path(__file__).resolve().parent.parent
-    subprocess.run(["git", "-C", str(repo), "worktree", "add", "--detach", "--quiet", str(tree), revision], check=True)
-    try:
-        yield {"PYTHONPATH": str(tree / "container")}
-    finally:
-        subprocess.run(["git", "-C", str(repo), "worktree", "remove", "--force", str(tree)], check=False)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--duration", type=int, default=4, help="seconds per measurement")
@@ -252,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
     stack = contextlib.ExitStack()
     variants = {worker_class: {"SAGEMAKER_GUNICORN_WORKER_CLASS": worker_class} for worker_class in CLASSES}
     try:
-        before = stack.enter_context(before_tree(root, args.before))
+        before = stack.enter_context(proxy.before_tree(root, args.before))
         if before is not None:
             variants[BEFORE] = before
         references = []

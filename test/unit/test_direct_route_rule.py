@@ -1,7 +1,8 @@
 """The direct route's rule, run by the engines nginx runs it with, without a stack: fast.
 
 A bare nginx reads the config serve writes (nginx.write_config), in front of two stand-ins of one component each:
-a model server that says which path it was asked for (404 for the model `missing`), and an app on gunicorn's socket
+a model server that says which path it was asked for (with the status a model `status-<code>` names, else 200), and
+an app on gunicorn's socket
 that says which header lines it was handed. nginx's regexes run in its PCRE2, so the body and attribute tables here
 are checked by the engine that decides in production; pcre2test checks Server-Timing's comparison. The full stacks'
 test (test/stack/test_stack_direct_route.py) proves that both routes give the same answers.
@@ -40,7 +41,8 @@ class _StandIn(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length", 0))
         self.rfile.read(length)
         handed = {name: self.headers.get_all(name) for name in direct_route.HANDED_OVER}
-        status = 404 if self.path.startswith("/v1/models/missing") else 200
+        named = re.match(r"/v1/models/status-(\d+)", self.path)
+        status = int(named.group(1)) if named else 200
         body = json.dumps({"route": self.route, "path": self.path, "length": length, "headers": handed}).encode()
         self.send_response(status)
         self.send_header("Content-Type", JSON)
@@ -94,9 +96,12 @@ class Route:
 
     def send(self, body: bytes | str = TFS, headers: list[tuple[str, str]] | None = None) -> tuple[int, dict]:
         """POST /invocations with these header lines (in order, repeats kept), Content-Type JSON unless given."""
-        headers = headers if headers is not None else [("Content-Type", JSON)]
-        answer = clients.http_call(self.port, "POST", "/invocations", body, headers, timeout=60)
+        answer = self.answer(body, headers)
         return answer.status, answer.json()
+
+    def answer(self, body: bytes | str = TFS, headers: list[tuple[str, str]] | None = None) -> clients.Answer:
+        headers = headers if headers is not None else [("Content-Type", JSON)]
+        return clients.http_call(self.port, "POST", "/invocations", body, headers, timeout=60)
 
     def log(self) -> str:
         return self.nginx.log()
@@ -194,10 +199,24 @@ def test_a_repeated_header_is_read_alike_by_both_routes(route, headers):
     assert (said["route"], said["path"]) == (alone["route"], alone["path"])
 
 
-def test_a_model_the_model_servers_do_not_serve_falls_back_to_the_app(route):
-    status, said = route.send(TFS, [("Content-Type", JSON), (ATTRIBUTES, "tfs-model-name=missing")])
-    assert (status, said["route"], said["path"]) == (200, APP, "/invocations")
-    assert said["headers"][ATTRIBUTES] == ["tfs-model-name=missing"]
+@pytest.mark.parametrize("status", direct_route.MODEL_SERVER_ERRORS)
+def test_only_the_errors_the_app_may_answer_otherwise_go_to_it(route, status):
+    """A model server's 400 (and nginx's 502 and 504) goes to the app, with the body and headers nginx kept; nginx
+    then ends the client's connection after the app's answer, as it does after any 400 it intercepts. Every other
+    error passes through untouched, on a connection kept alive."""
+    attributes = f"tfs-model-name=status-{status}"
+    answer = route.answer(TFS, [("Content-Type", JSON), (ATTRIBUTES, attributes)])
+    said = answer.json()
+    if status in direct_route.INVOCATIONS_TO_APP:
+        assert (answer.status, said["route"], said["path"]) == (200, APP, "/invocations")
+        assert said["headers"][ATTRIBUTES] == [attributes]
+    else:
+        assert (answer.status, said["route"], said["path"]) == (
+            status,
+            MODEL_SERVER,
+            f"/v1/models/status-{status}:predict",
+        )
+    assert answer.headers.get("connection") == ("close" if status == 400 else "keep-alive")
 
 
 def _filled(size: int, head: str, unit: str, tail: str) -> bytes:

@@ -28,18 +28,29 @@ def test_the_route_calls_the_default_model_on_every_instance(tmp_path):
     assert "server 127.0.0.1:20001;\n        server 127.0.0.1:20003;\n        keepalive 64;" in config
     assert (
         "rewrite ^ /v1/models/$sagemaker_direct_model$sagemaker_direct_version:$sagemaker_direct_method break;\n"
-        "            proxy_pass http://direct_hop;"
+        "            proxy_pass http://model_servers;"
     ) in config
-    # the hop turns the model servers' errors into the hand-over
-    assert (
-        "proxy_pass http://model_servers;\n            proxy_intercept_errors on;\n"
-        "            error_page 400 401 403 404 409 413 429 500 501 502 503 504 = @hand_over;"
-    ) in config
-    assert "error_page 418 502 504 = @app;" in config
+    # only a body the rule refuses, a 400 (the app may word it otherwise) and nginx's own 502 and 504 go to the app
+    assert "error_page 405 = @model_server;" in config
+    assert config.count("proxy_intercept_errors on;") == 1
+    assert "            error_page 418 400 502 504 = @app;\n" in config
     assert (
         'map $http_x_amzn_sagemaker_custom_attributes $sagemaker_direct_model {\n        default "half_plus_three";'
     ) in config
     assert "error_page 418 = @direct;" in config
+
+
+def test_invoke_endpoint_hands_every_model_server_error_to_the_app(tmp_path):
+    """The local runtime API's InvokeEndpoint takes the route through a location of its own: the app answers every
+    error of the container as the operation's ModelError."""
+    config = nginx.render(_settings(tmp_path, SAGEMAKER_LOCAL_RUNTIME_API="true"), "half_plus_three", nginx.version())
+    assert "error_page 405 = $sagemaker_model_server;" in config
+    assert (
+        '    map $sagemaker_runtime_variant $sagemaker_model_server {\n        "" @model_server;\n'
+        "        default @operation_model_server;\n    }\n"
+    ) in config
+    assert "            error_page 418 400 502 504 = @app;\n" in config
+    assert "            error_page 418 400 401 403 404 409 413 429 500 501 502 503 504 = @app;\n" in config
 
 
 def test_batch_transform_takes_the_route(tmp_path):

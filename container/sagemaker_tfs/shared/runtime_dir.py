@@ -27,7 +27,6 @@ REGISTRY_SOCKET = "registry.sock"  # the multi-model registry in serve: each wor
 MODELS_SOCKET = "models.sock"  # the registry's /models API in serve: nginx
 RUNTIME_API_SOCKET = "runtime.sock"  # the local runtime API in serve: nginx
 DIRECT_LOG_SOCKET = "direct-log.sock"  # serve's direct-route metrics: nginx's access log of the direct route
-DIRECT_HOP_SOCKET = "direct-hop.sock"  # nginx's hop between the direct route and the model servers: nginx
 
 
 class RuntimeDirError(StartupError):

@@ -2,7 +2,8 @@
 
 When no handler script applies, a request that needs nothing the default handler does goes from nginx to
 `/v1/models/<name>[/versions/<version>]:<method>` on the model servers, body unchanged; any other request, and any
-error answer of the model servers, goes to the app, which answers it as it always would. When in doubt, the app:
+error answer of the model servers that the app could give otherwise, goes to the app, which answers it as it always
+would. When in doubt, the app:
 the rules below only ever pick a route, they never shape an answer. docs/ARCHITECTURE.md (The direct route) draws
 the locations and their hand-overs; stack/nginx.py puts these pieces into nginx.conf.
 """
@@ -186,13 +187,21 @@ SERVER_TIMING = (
     '"model_server;dur=$sagemaker_header_ms, total;dur=$sagemaker_total_ms" always;\n'
 )
 
-# Every error status the model servers answer with (TensorFlow Serving's map of gRPC codes to HTTP) and those
-# nginx gives when it cannot reach them (502, 504): each sends the request, with the body nginx kept, to the app.
-# (CANCELLED, 499, is not among them: nginx's error_page cannot take it, and the model servers answer it only to a
-# client that has gone.) The hop (nginx-direct-hop.template) intercepts them and answers HAND_OVER instead: nginx
-# drops the keep-alive of a connection on which it intercepted a 400, 413, 500 or 501, and so it is the hop's
-# connection that closes, not the client's.
+# ---- 4. The model servers' errors --------------------------------------------------------------------------------
+# Every error status the model servers answer with (TensorFlow Serving's map of gRPC codes to HTTP). CANCELLED (499)
+# is not among them: nginx's error_page cannot take it, and the model servers answer it only to a client that has gone.
 MODEL_SERVER_ERRORS = (400, 401, 403, 404, 409, 413, 429, 500, 501, 502, 503, 504)
-HAND_OVER = 418
-# What @model_server hands to the app: the hop's HAND_OVER, or nginx failing to reach or hear from the hop.
-HOP_ERRORS = (HAND_OVER, 502, 504)
+# The ones the app may answer otherwise, for /invocations: the app reads the body before the model server does, and
+# answers a body that is not UTF-8 or not valid JSON (which the pattern above cannot tell) 400 in its own words, where
+# the model servers answer 400 in theirs. Every other error the app would pass on byte for byte (the default output
+# handler passes a model server's error answer on as it is), so nginx passes it straight through, untouched: an
+# error nginx intercepts costs a second round trip, and after a 400, 413, 500 or 501 the client's connection (nginx
+# drops keep-alive then). The tests of one behaviour decide this list: with 400 passed through, test_stack_direct_route
+# finds the rows "invalid json" and "not utf-8" answered differently by the two routes.
+APP_ANSWERS_OTHERWISE = (400,)
+UNREACHED = (502, 504)  # nginx's own, when it cannot reach or hear from the model servers: the app asks again
+BODY_REFUSED = 418  # @model_server's hand-over of a body the pattern refuses
+# InvokeEndpoint on the direct route (runtime_route.py): the app turns every error of the container into the
+# operation's ModelError, so all of them go to it.
+OPERATION_TO_APP = (BODY_REFUSED, *MODEL_SERVER_ERRORS)
+INVOCATIONS_TO_APP = (BODY_REFUSED, *APP_ANSWERS_OTHERWISE, *UNREACHED)

@@ -135,9 +135,9 @@ def _app_headers(nginx_version: tuple[int, ...]) -> str:
 
 
 # The direct route (direct_route.py holds its rules; docs/ARCHITECTURE.md draws it). Every hop between its
-# locations is an error page, nginx's way to hand a request and its body to a named location without closing the
-# client's connection: 418 from /invocations to @direct, 405 from @direct to @model_server, then 418 (a body the
-# rule refuses) or the model servers' error to @app. @app never intercepts the app's answers, so it cannot loop.
+# locations is an error page, nginx's way to hand a request and its body to a named location: 418 from /invocations
+# to @direct, 405 from @direct to @model_server, then 418 (a body the rule refuses), or a model server error that the
+# app could answer otherwise, to @app. @app never intercepts the app's answers, so it cannot loop.
 def _direct_http(settings: Settings, model: str) -> str:
     upstream = "".join(f"        server 127.0.0.1:{port};\n" for port in settings.model_server_rest_ports or ())
     return (
@@ -145,17 +145,9 @@ def _direct_http(settings: Settings, model: str) -> str:
         + direct_route.target_maps(model)
         + snippet(REQUEST_ID_MAPS, client_request_id=direct_route.http_variable(REQUEST_ID_HEADER))
         + f"    upstream model_servers {{\n{upstream}        keepalive 64;\n    }}\n"
-        + snippet(
-            "direct-hop",
-            socket=Path(settings.runtime_dir) / runtime_dir.DIRECT_HOP_SOCKET,
-            sniff_buffer=direct_route.SNIFF_BUFFER,
-            proxy_read_timeout=settings.nginx_proxy_read_timeout_seconds,
-            model_server_errors=" ".join(str(status) for status in direct_route.MODEL_SERVER_ERRORS),
-            hand_over=direct_route.HAND_OVER,
-        )
         + (DIRECT_METRICS_FORMAT if settings.metrics else "")
         + (direct_route.SERVER_TIMING_MAPS if settings.server_timing else "")
-        + (runtime_route.maps(settings) if settings.local_runtime_api else "")
+        + (runtime_route.maps(settings) + OPERATION_MODEL_SERVER_MAP if settings.local_runtime_api else "")
     )
 
 
@@ -164,6 +156,13 @@ def _invocations(app_headers: str, direct: bool) -> str:
 
 
 DIRECT_ENTRY = "        error_page 418 = @direct;\n"
+# @model_server for /invocations; InvokeEndpoint's own (OPERATION_MODEL_SERVER) hands every model server error to the
+# app, which answers it as the operation's ModelError. A request of the operation has a variant (runtime_route.py).
+MODEL_SERVER, OPERATION_MODEL_SERVER = "@model_server", "@operation_model_server"
+OPERATION_MODEL_SERVER_MAP = (
+    "    map $sagemaker_runtime_variant $sagemaker_model_server {\n"
+    f'        "" {MODEL_SERVER};\n        default {OPERATION_MODEL_SERVER};\n    }}\n'
+)
 # The client's request id, else one nginx makes (UUID layout, from $request_id's 32 random hex digits).
 REQUEST_ID_MAPS = "request-id-maps"
 
@@ -177,18 +176,32 @@ def _direct_locations(settings: Settings, app_headers: str) -> str:
     )
     server_timing = direct_route.SERVER_TIMING if settings.server_timing else ""
     runtime = settings.local_runtime_api  # the locations carry InvokeEndpoint too (runtime_route.py)
+    locations: dict[str, tuple[int, ...]] = {MODEL_SERVER: direct_route.INVOCATIONS_TO_APP}
+    if runtime:
+        locations[OPERATION_MODEL_SERVER] = direct_route.OPERATION_TO_APP
+    model_servers = "".join(
+        snippet(
+            "direct-model-server",
+            location=location,
+            single_tfs_object=direct_route.quoted(direct_route.SINGLE_TFS_OBJECT),
+            body_refused=direct_route.BODY_REFUSED,
+            model_server_path=direct_route.MODEL_SERVER_PATH,
+            request_id_header=REQUEST_ID_HEADER,
+            server_timing=server_timing,
+            metrics_log=metrics_log,
+            runtime_variant_header=runtime_route.VARIANT_HEADER_LINE if runtime else "",
+            runtime_log=("" if settings.metrics else TIMED_LOG) + runtime_route.LOG_LINE if runtime else "",
+            to_app=" ".join(str(status) for status in to_app),
+        )
+        for location, to_app in locations.items()
+    )
     return snippet(
         "direct-locations",
         sniff_buffer=direct_route.SNIFF_BUFFER,
-        single_tfs_object=direct_route.quoted(direct_route.SINGLE_TFS_OBJECT),
-        model_server_path=direct_route.MODEL_SERVER_PATH,
+        model_server="$sagemaker_model_server" if runtime else MODEL_SERVER,
+        model_server_locations=model_servers,
         request_id_header=REQUEST_ID_HEADER,
-        server_timing=server_timing,
-        metrics_log=metrics_log,
         app_headers=app_headers,
-        hop_errors=" ".join(str(status) for status in direct_route.HOP_ERRORS),
-        runtime_variant_header=runtime_route.VARIANT_HEADER_LINE if runtime else "",
-        runtime_log=("" if settings.metrics else TIMED_LOG) + runtime_route.LOG_LINE if runtime else "",
         app_log=TIMED_LOG + runtime_route.LOG_LINE if runtime else "",
         app_uri=runtime_route.APP_URI if runtime else "/invocations",
     )
@@ -219,8 +232,6 @@ def write_config(settings: Settings, direct_model: str | None, nginx_version: tu
     user = worker_user()
     if user is not None and not _open_to(user, runtime, temp):
         user = None
-    # A socket left by an nginx that was killed: nginx removes its unix sockets when it exits, or else cannot bind
-    (runtime / runtime_dir.DIRECT_HOP_SOCKET).unlink(missing_ok=True)
     path = runtime / "nginx.conf"
     runtime_dir.write_file(path, render(settings, direct_model, nginx_version, user))
     return path
