@@ -985,10 +985,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))  # stop what was started, as on ^C
     backends = args.backends.split(",")
-    named = (args.targets or ",".join(TARGETS)).split(",")
+    named = (args.targets or ",".join(BEFORE_TARGETS if args.before else TARGETS)).split(",")
     unknown = set(named) - set(BEFORE_TARGETS if args.before else TARGETS)
     if unknown:
-        parser.error(f"unknown targets {', '.join(sorted(unknown))}: choose among {', '.join(TARGETS)}")
+        choices = ", ".join(BEFORE_TARGETS if args.before else TARGETS)
+        parser.error(f"unknown targets {', '.join(sorted(unknown))}: choose among {choices}")
     targets = [t for t in TARGETS if t in named]
     concurrency = [int(c) for c in args.concurrency.split(",")]
     for tool in ("nginx", "wrk"):
@@ -1009,9 +1010,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     table: list[dict] = []
     if args.before:
-        chosen = [t for t in BEFORE_TARGETS if t in (args.targets or ",".join(BEFORE_TARGETS)).split(",")]
-        if not chosen:
-            parser.error(f"with --before, --targets chooses among {', '.join(BEFORE_TARGETS)}")
+        chosen = [t for t in BEFORE_TARGETS if t in named]
         try:
             met = before_rounds(
                 root, standin, standin_env, args.before, chosen, concurrency, args.duration, args.rounds, args.guard
