@@ -285,22 +285,24 @@ http {{
 
 
 @contextlib.contextmanager
-def reference_proxy(root: Path, standin: Path) -> Iterator[str]:
-    """The reference nginx and a stand-in of its own (started as serve starts one), each on a free loopback port;
-    yields the reference's /invocations URL. Both are stopped and their logs removed on the way out, error or not
+def reference_proxy(root: Path, standin: Path, backend: int | None = None) -> Iterator[str]:
+    """The reference nginx and a stand-in of its own (started as serve starts one), each on a free loopback port, or
+    in front of the stand-in listening on `backend` (a stack's: the same backend process for both); yields the
+    reference's /invocations URL. What it started is stopped and its logs removed on the way out, error or not
     (their other files are in `root`)."""
     folder = root / "reference"
     folder.mkdir()
     port, backend_port = ports.free_port_range(2)
     config = folder / "nginx.conf"
-    config.write_text(reference_config(folder, port, backend_port))
+    config.write_text(reference_config(folder, port, backend or backend_port))
+    own_standin = (
+        [standin / "bin" / "tensorflow_model_server", f"--rest_api_port={backend_port}"],
+        {"STANDIN_DIR": str(standin)},
+        backend_port,
+    )
     with contextlib.ExitStack() as started:
         for args, env, listening in (
-            (
-                [standin / "bin" / "tensorflow_model_server", f"--rest_api_port={backend_port}"],
-                {"STANDIN_DIR": str(standin)},
-                backend_port,
-            ),
+            *((own_standin,) if backend is None else ()),
             (nginx.command(config, nginx.version()), {}, port),
         ):
             process = processes.Background(args, env=env, stop_timeout=10)
@@ -543,8 +545,10 @@ def before_rounds(
             for side in sides
             for target in targets
         }
-        if guard is None:
-            urls["reference", REFERENCE] = started.enter_context(reference_proxy(root, standin))
+        if guard is None:  # in front of the tree's stand-in: both sides of the comparison call one backend process
+            tree = next(stack for (side, _), stack in stacks.items() if side == "tree")
+            backend = int(tree.env["SAGEMAKER_SAFE_PORT_RANGE"].split("-")[0]) + 1  # its first REST port
+            urls["reference", REFERENCE] = started.enter_context(reference_proxy(root, standin, backend))
         for (side, target), url in urls.items():
             try:
                 check_answer(url, headers=BEFORE_TARGETS.get(target, (None, {}))[1])

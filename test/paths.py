@@ -20,3 +20,5 @@ BAD_HALF_PLUS_TWO = TESTDATA / "bad_half_plus_two"  # no saved_model.pb: must fa
 # tensor `tflite_input:0`) in its signature_defs_metadata
 HALF_PLUS_TWO_TFLITE = TESTDATA / "saved_model_half_plus_two_tflite"
 HALF_PLUS_TWO_TFLITE_WITH_SIGDEF = TESTDATA / "saved_model_half_plus_two_tflite_with_sigdef"
+# The prefix of each test process's own folder for the defaults that follow $XDG_RUNTIME_DIR (test/conftest.py)
+TEST_RUNTIME_PREFIX = "sagemaker-tfs-tests-"

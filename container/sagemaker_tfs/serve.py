@@ -121,11 +121,15 @@ def main(argv: list[str] | None = None) -> int:
 
             runtime_api = RuntimeApi(settings, stack.runtime, getattr(stack, "owner", None))
             runtime_api.start()
-        stack.start()
+        watcher = None
         if settings.reload and settings.multi_model:
             log.warning("SAGEMAKER_RELOAD is not supported on a multi-model endpoint: ignored")
         elif settings.reload:
-            stack.watch_code()
+            # its first look at code/ is taken before the workers import it: a save made while they start is seen
+            watcher = stack.code_watcher()
+        stack.start()
+        if watcher is not None:
+            watcher.start()
         stack.supervise()
     except StopRequested:
         pass

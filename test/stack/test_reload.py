@@ -89,6 +89,37 @@ def test_a_save_restarts_the_workers_and_no_request_fails(tmp_path):
     assert {text for _, text in answers} == {"v1 [2.5, 3.0]", "v2 [2.5, 3.0]"}
 
 
+# Saves itself as v2 when first imported: the save lands after the worker imported v1, before serve is ready, as an
+# editor's save made while serve starts would (the marker, outside code/, makes it once).
+SAVES_ITSELF = """
+    from pathlib import Path
+
+    MARKER = Path({marker!r})
+    if not MARKER.exists():
+        MARKER.touch()
+        Path(__file__).write_text({v2!r})
+
+    def handler(data, context):
+        return "v1", "text/plain"
+"""
+
+
+def test_a_save_made_while_serve_starts_is_not_lost(tmp_path):
+    """The watcher's first look at code/ is taken before the workers import it: a save made after their import,
+    before serve is ready, restarts them as any later save does (else they would serve the old code until the
+    next save)."""
+    v2 = 'def handler(data, context):\n    return "v2", "text/plain"\n'
+    model = model_with(tmp_path, SAVES_ITSELF.format(marker=str(tmp_path / "saved"), v2=v2))
+    with serve_stack.Stack(model, env={**RELOAD, "SAGEMAKER_GUNICORN_WORKERS": "1"}) as stack:
+        assert (tmp_path / "saved").exists()  # the worker imported v1 and saved v2
+        processes.wait_for_log(stack, f"reload: {model / 'code' / 'inference.py'} changed; restarting the app's")
+        processes.wait_for(
+            lambda: requests.post(stack.url + "/invocations", data=b"x", timeout=30).text == "v2",
+            timeout=120,
+            what="the saved script's answer",
+        )
+
+
 def test_a_script_that_stops_importing_answers_503_saying_where_until_fixed(tmp_path):
     model = model_with(tmp_path, PAIR.format(version="v1"))
     script = model / "code" / "inference.py"

@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
 
+import paths
 import pytest
 from sagemaker_tfs.shared import runtime_dir
 from sagemaker_tfs.shared.runtime_dir import RuntimeDirError
@@ -29,6 +34,33 @@ def test_a_missing_folder_is_created_private_and_locked(tmp_path):
             runtime_dir.claim(path)
     finally:
         lock.close()
+
+
+def test_serve_pid_names_only_a_serve_that_holds_the_folder(tmp_path):
+    """A serve that has exited (stopped with Ctrl-C, or killed) leaves its lock file, with its pid, unlocked: no
+    serve holds the folder then, and no ModelError may name that pid."""
+    exited = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = int(exited.stdout)
+    path = tmp_path / "runtime"
+    path.mkdir(mode=0o700)
+    (path / "serve.lock").write_text(f"{dead}\n")
+    assert runtime_dir.serve_pid(path) is None
+    lock = runtime_dir.claim(path)  # a serve holding it: this process
+    try:
+        assert runtime_dir.serve_pid(path) == os.getpid()
+    finally:
+        lock.close()
+    assert runtime_dir.serve_pid(path) is None
+    assert runtime_dir.serve_pid(tmp_path / "none") is None
+
+
+def test_the_suite_reads_no_runtime_folder_of_the_machine():
+    """Every test's default runtime folder is in the session's own temporary folder (test/conftest.py), not the
+    machine's: a serve run there earlier (scripts/serve-example.sh) leaves its files in the machine's."""
+    default = Path(runtime_dir.default_path(8080))
+    assert default.parent == Path(os.environ["XDG_RUNTIME_DIR"])
+    assert default.parent.name.startswith(paths.TEST_RUNTIME_PREFIX)
+    assert default.parent.parent == Path(tempfile.gettempdir())
 
 
 def test_an_existing_folder_others_can_read_but_not_write_is_accepted(tmp_path):

@@ -77,9 +77,15 @@ def claim(path: Path) -> IO[str]:
 
 
 def serve_pid(path: Path) -> int | None:
-    """The pid of the serve that holds the folder (its lock file says), None when it cannot be read."""
+    """The pid of the serve that holds the folder (its lock file says); None when no serve holds it (a serve that
+    has exited leaves its lock file, unlocked) or it cannot be read."""
     try:
-        return int((path / LOCK_FILE).read_text().split()[0])
+        with open(path / LOCK_FILE) as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_SH | fcntl.LOCK_NB)  # taken: no serve holds the folder
+            except BlockingIOError:
+                return int(lock.read().split()[0])
+            return None  # (closing the file releases the lock)
     except (OSError, ValueError, IndexError):
         return None
 

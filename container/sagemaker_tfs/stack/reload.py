@@ -41,7 +41,7 @@ class CodeWatcher:
 
     def __init__(self, folder: Path, on_change: Callable[[list[Path]], None], stopping: threading.Event):
         self.folder, self.on_change, self.stopping = folder, on_change, stopping
-        self._known = snapshot(folder)  # taken now, so that a change after start() returns is seen
+        self._known = snapshot(folder)  # taken now (before the workers import the code): a later change is seen
 
     def start(self) -> None:
         threading.Thread(target=self._run, name="code-watcher", daemon=True).start()

@@ -380,9 +380,10 @@ class Stack:
 
     # ---- SAGEMAKER_RELOAD (development) ----
 
-    def watch_code(self) -> None:
-        """Restart gunicorn's workers whenever code/ changes (after pip when requirements.txt did)."""
-        reload.CodeWatcher(self.code_dir, self._reload_app, self.stopping).start()
+    def code_watcher(self) -> reload.CodeWatcher:
+        """What restarts gunicorn's workers whenever code/ changes (after pip when requirements.txt did), from the
+        state of code/ now, once started."""
+        return reload.CodeWatcher(self.code_dir, self._reload_app, self.stopping)
 
     def _reload_app(self, changed: list[Path]) -> None:
         if self.code_dir / "requirements.txt" in changed and not self._reinstall_requirements():
