@@ -16,8 +16,18 @@ ARG WHEELHOUSE=build/wheelhouse
 # what the mounted build context holds (scripts/build-image.sh): a change builds the install steps again
 ARG SOURCES_DIGEST=
 
+# what the image was built from (scripts/build-image.sh): serve's first log line names the same version and commit
+ARG VERSION=unknown
+ARG REVISION=unknown
+ARG SOURCE_URL=unknown
+
 LABEL com.amazonaws.sagemaker.capabilities.accept-bind-to-port=true \
-      com.amazonaws.sagemaker.capabilities.multi-models=true
+      com.amazonaws.sagemaker.capabilities.multi-models=true \
+      org.opencontainers.image.title=sagemaker-tfs \
+      org.opencontainers.image.version=${VERSION} \
+      org.opencontainers.image.revision=${REVISION} \
+      org.opencontainers.image.source=${SOURCE_URL} \
+      org.opencontainers.image.licenses=Apache-2.0
 
 WORKDIR /opt/sagemaker-tfs
 RUN --mount=type=bind,source=scripts,target=/tmp/build-scripts \

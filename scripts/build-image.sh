@@ -5,6 +5,7 @@
 #   BASE_IMAGE=...  another base (default tensorflow/serving:2.20.0, or its -gpu); also --base-image IMAGE
 #   TFS_VERSION=... the TensorFlow Serving release of the default bases (2.20.0 or newer: Python >= 3.10)
 #   CONTAINERS_STORAGE_CONF, PODMAN_ARGS: podman's storage and extra global options (test/image uses both)
+#   SOURCE_URL=...  the org.opencontainers.image.source label (default: the git remote `origin`)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 base=${BASE_IMAGE:-}
@@ -29,9 +30,16 @@ scripts/wheelhouse.sh build/wheelhouse
 # What the install step installs, for the build's layer cache, which does not look into mounted files: the
 # sources, the pins and the scripts (not the wheels' bytes: a wheel built again differs in its timestamps only)
 sources=$(tar -c --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner --exclude=__pycache__ \
-    --exclude='*.egg-info' pyproject.toml README.md container tensorflow-protos scripts | sha256sum | cut -c1-16)
+    --exclude='*.egg-info' pyproject.toml setup.py README.md LICENSE NOTICE container tensorflow-protos scripts \
+    | sha256sum | cut -c1-16)
+# The image's OCI labels: the version (pyproject.toml's, the one source), the commit and where the code lives
+version=$(sed -n 's/^version = "\(.*\)"$/\1/p' pyproject.toml)
+revision=$(git rev-parse HEAD 2>/dev/null || echo unknown)
+[ -z "$(git status --porcelain --untracked-files=no 2>/dev/null)" ] || revision="$revision+dirty"
+source_url=${SOURCE_URL:-$(git remote get-url origin 2>/dev/null || echo unknown)}
 build_args=(--build-arg "BASE_IMAGE=${base}" --build-arg WHEELHOUSE=build/wheelhouse
-            --build-arg "SOURCES_DIGEST=${sources}" -t "$tag" .)
+            --build-arg "SOURCES_DIGEST=${sources}" --build-arg "VERSION=${version}"
+            --build-arg "REVISION=${revision}" --build-arg "SOURCE_URL=${source_url}" -t "$tag" .)
 if command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then
     DOCKER_BUILDKIT=1 docker build "${build_args[@]}"
 elif command -v podman >/dev/null 2>&1; then

@@ -44,7 +44,8 @@ fi
     || "${pip[@]}" 'setuptools>=77' \
     || fail "no setuptools 77 or newer to build the repo with: put a setuptools wheel in the wheel folder"
 mkdir "$work/src"
-tar -c --exclude='*.egg-info' --exclude=__pycache__ pyproject.toml README.md container | tar -x -C "$work/src"
+tar -c --exclude='*.egg-info' --exclude=__pycache__ pyproject.toml setup.py README.md LICENSE NOTICE container \
+    | tar -x -C "$work/src"
 "${pip[@]}" "$work/src" || fail "the repo does not install: the wheel folder lacks some of its dependencies (pip says which above)"
 
 if ! command -v nginx >/dev/null; then

@@ -59,9 +59,12 @@ if [ "$profile" = image ]; then
         # Built from a copy, so that setuptools leaves no build/ folder (stale files included) in the source tree.
         src=$(mktemp -d)
         trap 'rm -rf "$src"' EXIT
-        tar -c --exclude='*.egg-info' --exclude=__pycache__ pyproject.toml README.md container tensorflow-protos \
-            | tar -x -C "$src"
-        "${pip[@]}" "${constraints[@]}" "$src" "$src/tensorflow-protos"
+        tar -c --exclude='*.egg-info' --exclude=__pycache__ pyproject.toml setup.py README.md LICENSE NOTICE \
+            container tensorflow-protos | tar -x -C "$src"
+        # the commit the wheel names (setup.py): the copy has no .git
+        commit=$(git rev-parse HEAD 2>/dev/null || echo unknown)
+        [ -z "$(git status --porcelain --untracked-files=no 2>/dev/null)" ] || commit="$commit+dirty"
+        SAGEMAKER_TFS_BUILD_COMMIT=$commit "${pip[@]}" "${constraints[@]}" "$src" "$src/tensorflow-protos"
     fi
     # tensorflow-serving-api requires tensorflow: its protos and stubs only, without its dependencies
     "${pip[@]}" --no-deps "$tfs_api"

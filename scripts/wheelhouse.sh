@@ -32,7 +32,11 @@ rm -rf "$out"; mkdir -p "$out"
 cp "$cache"/*.whl "$out"/
 src=$(mktemp -d)
 trap 'rm -rf "$src"' EXIT
-tar -c --exclude='*.egg-info' --exclude=__pycache__ pyproject.toml README.md container tensorflow-protos \
+tar -c --exclude='*.egg-info' --exclude=__pycache__ pyproject.toml setup.py README.md LICENSE NOTICE container \
+    tensorflow-protos \
     | tar -x -C "$src"
-"${pip[@]}" wheel --no-deps --wheel-dir "$out" "$src" "$src/tensorflow-protos"
+# the commit the wheel names (setup.py): the copy has no .git
+commit=$(git rev-parse HEAD 2>/dev/null || echo unknown)
+[ -z "$(git status --porcelain --untracked-files=no 2>/dev/null)" ] || commit="$commit+dirty"
+SAGEMAKER_TFS_BUILD_COMMIT=$commit "${pip[@]}" wheel --no-deps --wheel-dir "$out" "$src" "$src/tensorflow-protos"
 echo "wheelhouse: $(ls "$out" | wc -l) wheels in $out" >&2

@@ -29,6 +29,7 @@ SLOW = [
     HERE / name
     for name in (
         "stack",
+        "distribution",
         "multi_model",
         "examples",
         "image",

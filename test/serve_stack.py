@@ -18,7 +18,7 @@ class Stack(Background):
     """The full container stack (`serve`: model servers, gunicorn + Falcon app, nginx) on free loopback ports.
 
     `env` adds SAGEMAKER_* settings. `url` is nginx's base URL; `runtime_dir` holds the stack's files. `serve` is
-    the command (another environment's, for the serving image's test).
+    the command (another environment's, for the serving image's and the wheel's tests), run in `cwd`.
     """
 
     def __init__(
@@ -27,6 +27,7 @@ class Stack(Background):
         env: dict[str, str] | None = None,
         instances: int = 1,
         serve: Path = VENV_BIN / "serve",
+        cwd: Path | None = None,
     ):
         self.port = free_port()
         low, high = free_port_range(2 * instances)
@@ -40,7 +41,7 @@ class Stack(Background):
             tfs_instance_count=instances,
             runtime_dir=str(self.runtime_dir),
         )
-        super().__init__([serve], env={**settings, **(env or {})}, stop_timeout=60)
+        super().__init__([serve], env={**settings, **(env or {})}, cwd=cwd, stop_timeout=60)
 
     def start(self, wait: bool = True) -> Stack:
         super().start()

@@ -14,8 +14,6 @@ import sys
 from collections.abc import Callable
 from typing import NamedTuple
 
-from . import __version__
-
 PROG = "sagemaker-tfs"
 
 
@@ -85,7 +83,7 @@ def help_text() -> str:
         "",
         "options:",
         f"  {'-h, --help':<{width}} show this help and exit",
-        f"  {'--version':<{width}} show the version and exit",
+        f"  {'--version':<{width}} show the version and the commit it was built from, and exit",
         "",
         f"A command's own help: {PROG} COMMAND --help. `serve` and `tfs-model-server` are also commands of their own.",
     ]
@@ -102,7 +100,9 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.write(help_text())
         return 0
     if first == "--version":
-        print(f"{PROG} {__version__}")
+        from .shared import build_info  # (a command's modules are imported when it runs, this one too)
+
+        print(f"{PROG} {build_info.describe()}")
         return 0
     command = COMMANDS.get(first)
     if command is None:

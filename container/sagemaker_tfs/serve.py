@@ -18,10 +18,9 @@ import threading
 from pathlib import Path
 from types import FrameType
 
-from . import __version__
 from .config import ConfigError, Settings
 from .errors import StartupError
-from .shared import gpus, logs, model_tree, process_title, runtime_dir
+from .shared import build_info, gpus, logs, model_tree, process_title, runtime_dir
 from .shared.handler_contract import is_toolkit_script, script_loads_model
 from .shared.model_tree import ModelTree, ModelTreeError
 from .stack import commands, reaper
@@ -95,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, handlers=[handler])
     logs.quiet_tensorflow()  # for every child: the model servers, and gunicorn's workers if a script imports it
     process_title.set_title("serve")  # ps shows `serve`, not `python .../serve`; before any child starts
-    log.info("sagemaker-tfs %s starting", __version__)
+    log.info("sagemaker-tfs %s starting", build_info.describe())
     stopping = threading.Event()
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:

@@ -29,6 +29,7 @@ import ports
 import pytest
 import sagemaker_tfs
 from direct_route_cases import APP, ATTRIBUTE_FORMS, ATTRIBUTES, BODIES, MODEL_SERVER
+from sagemaker_tfs.shared import build_info
 
 pytestmark = pytest.mark.slow
 
@@ -151,6 +152,18 @@ def test_the_image_holds_what_serve_runs_on_and_no_build_settings(image):
         "PYTHONUNBUFFERED",
     ]  # no INSTALL_PROFILE, DEBIAN_FRONTEND, wheelhouse
     assert config["Labels"]["com.amazonaws.sagemaker.capabilities.multi-models"] == "true"
+    # what it was built from: the version, this checkout's commit (the one its serve logs first), the licence
+    origin = subprocess.run(
+        ["git", "-C", str(paths.REPO), "remote", "get-url", "origin"], capture_output=True, text=True
+    )
+    oci = {name.rsplit(".", 1)[1]: value for name, value in config["Labels"].items() if ".opencontainers." in name}
+    assert oci == {
+        "title": "sagemaker-tfs",
+        "version": build_info.version(),
+        "revision": build_info.commit(),
+        "source": origin.stdout.strip() if origin.returncode == 0 else "unknown",
+        "licenses": "Apache-2.0",
+    }
     result = podman(
         "run",
         "--rm",

@@ -54,7 +54,12 @@ def test_the_help_lists_each_subcommand_in_one_line():
     )
     assert result.stderr == ""
     assert script("sagemaker-tfs", "-h", expect=0).stdout == result.stdout
-    assert script("sagemaker-tfs", "--version", expect=0).stdout == "sagemaker-tfs 0.1.0\n"
+    # an install from the checkout (editable): the checkout's HEAD, +dirty when its tracked files differ from it
+    git = ["git", "-C", str(paths.REPO)]
+    head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    changed = subprocess.run([*git, "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True)
+    commit = head + ("+dirty" if changed.stdout.strip() else "")
+    assert script("sagemaker-tfs", "--version", expect=0).stdout == f"sagemaker-tfs 0.1.0 (commit {commit})\n"
 
 
 @pytest.mark.parametrize(
