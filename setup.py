@@ -42,6 +42,8 @@ def commit() -> str:
 class BuildPyWithCommit(build_py):
     def run(self) -> None:
         super().run()
+        if self.editable_mode:  # an editable install runs the checkout's files: build_info reads its HEAD instead
+            return
         target = Path(self.build_lib) / COMMIT_FILE
         target.write_text(commit() + "\n")
 

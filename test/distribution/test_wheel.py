@@ -25,7 +25,7 @@ import serve_stack
 from clients import invoke
 
 PYTHON = Path(sys.executable)
-SOURCES = ("pyproject.toml", "README.md", "LICENSE", "NOTICE", "CHANGELOG.md", "container")
+SOURCES = ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "LICENSE", "NOTICE", "CHANGELOG.md", "container")
 
 
 # The commit a build names when built from a copy without .git (as scripts/wheelhouse.sh builds): any id will do
@@ -136,7 +136,8 @@ def test_serve_from_the_wheel(installed, tmp_path):
         assert stack.log().splitlines()[0].endswith(f"sagemaker-tfs 0.1.0 (commit {COMMIT}) starting")
         answer = invoke(stack, '{"instances": [1.0, 2.0, 5.0]}')
         assert (answer.status, answer.json()) == (200, {"predictions": [3.5, 4.0, 5.5]})
-        assert f"{installed.parent}/lib/" in stack.log()  # gunicorn's workers run the wheel's app
+        # the embedded model server runs on the wheel's environment too (gunicorn's workers import the same package)
+        assert f"starting model server 0: {installed}/python -m sagemaker_tfs.model_server " in stack.log()
 
 
 def test_transform_from_the_wheel(installed, archive, tmp_path):

@@ -163,7 +163,7 @@ def test_defaults_match_the_original_container():
     s = Settings.from_env({})
     assert s.bind_port == 8080
     assert s.model_dir == "/opt/ml/model"
-    assert s.runtime_dir == f"/tmp/sagemaker-tfs-{os.geteuid()}-8080"
+    assert s.runtime_dir == f"{os.environ['XDG_RUNTIME_DIR']}/sagemaker-tfs-8080"  # the suite's own (conftest)
     assert s.tfs_instance_count == 1
     assert s.ports() == [(9000, 8501)]
     assert s.tfs_default_model_name is None
@@ -224,7 +224,8 @@ def test_safe_port_range_gives_two_ports_per_instance():
 
 def test_runtime_dir_follows_the_bind_port():
     assert (
-        Settings.from_env({"SAGEMAKER_BIND_TO_PORT": "9090"}).runtime_dir == f"/tmp/sagemaker-tfs-{os.geteuid()}-9090"
+        Settings.from_env({"SAGEMAKER_BIND_TO_PORT": "9090"}).runtime_dir
+        == f"{os.environ['XDG_RUNTIME_DIR']}/sagemaker-tfs-9090"
     )
     assert Settings.from_env({"SAGEMAKER_RUNTIME_DIR": "/x"}).runtime_dir == "/x"
 
