@@ -508,6 +508,37 @@ def _median(values: list[float]) -> float:
     return sorted(values)[len(values) // 2]
 
 
+Latencies = dict[tuple[str, str], list[int]]
+
+
+def paired_latencies(
+    urls: dict[tuple[str, str], str], headers: dict[tuple[str, str], dict[str, str]], turns: int
+) -> Latencies:
+    """c1 latency in paired turns: one request to each URL in turn (the order turning), each on its own keep-alive
+    connection, `turns` times; nanoseconds per request. The p50s of separate wrk runs drift with the machine by more
+    than the differences measured; within a turn the drift is the same for all."""
+    clients = {}
+    for key, url in urls.items():
+        port, path = int(url.split(":")[2].split("/")[0]), "/" + url.split("/", 3)[3]
+        clients[key] = KeptAlive(port, path, headers.get(key))
+    for client in clients.values():
+        for _ in range(200):  # warm-up
+            client.exchange()
+    times: Latencies = {key: [] for key in clients}
+    order = list(clients)
+    for _ in range(turns):
+        order = order[1:] + order[:1]
+        for key in order:
+            times[key].append(clients[key].exchange())
+    return times
+
+
+def _paired(times: Latencies, plus: tuple[str, str], minus: tuple[str, str], *more: tuple[str, str]) -> float:
+    """The median over the turns of plus - minus (+ more[0] - more[1]...: alternately added and taken), in µs."""
+    signed = [(plus, 1), (minus, -1), *((key, -1 if i % 2 == 0 else 1) for i, key in enumerate(more))]
+    return _median([sum(sign * times[key][i] for key, sign in signed) / 1000 for i in range(len(times[plus]))])
+
+
 def before_rounds(
     root: Path,
     standin: Path,
@@ -518,6 +549,7 @@ def before_rounds(
     duration: int,
     rounds: int,
     guard: float | None,
+    turns: int = 5000,
 ) -> bool:
     """This tree's stacks against `revision`'s, on the stand-in, in alternating rounds (the order turning each
     round, so that neither side always runs first); the reference too, unless `guard`. Prints each round and the
@@ -579,6 +611,8 @@ def before_rounds(
                     shown.append(f"{target} ({side}) c{connections} {row['requests_per_s']}/s p50 {row['p50_ms']:.3f}")
             print(f"round {number}: " + "; ".join(shown), flush=True)
             order = order[1:] + order[:1]
+        if 1 in concurrency and guard is None:
+            latencies = paired_latencies(urls, {key: BEFORE_TARGETS.get(key[1], (None, {}))[1] for key in urls}, turns)
     met = True
 
     def line(text: str, value: float, bound: float, higher: bool = True) -> None:
@@ -616,16 +650,13 @@ def before_rounds(
                 )
                 bound = 0.85 if side == "tree" else 0.0  # the commit's are shown, not held to the targets
                 line(f"{target} ({side}) at c8: {ratio:.2f}x the reference (target >= 0.85x)", ratio, bound)
-            if 1 in concurrency:  # what each adds over the stand-in behind it (the reference's: the tree's)
-                reference = [
-                    r - s for r, s in zip(p50s["reference", REFERENCE, 1], p50s["tree", STANDIN, 1], strict=True)
-                ]
-                own = [t - s for t, s in zip(p50s[side, target, 1], p50s[side, STANDIN, 1], strict=True)]
-                added = _median([(a - b) * 1000 for a, b in zip(own, reference, strict=True)])
+            if 1 in concurrency:  # what each adds over the stand-in behind it, less what the reference adds
+                own = _paired(latencies, (side, target), (side, STANDIN))
+                reference = _paired(latencies, ("reference", REFERENCE), ("tree", STANDIN))
+                added = _paired(latencies, (side, target), (side, STANDIN), ("reference", REFERENCE), ("tree", STANDIN))
                 line(
-                    f"{target} ({side}) at c1: adds {_median(own) * 1000:.0f} µs to the p50 of its stand-in, the "
-                    f"reference {_median(reference) * 1000:.0f} µs; the difference, median of the rounds: "
-                    f"{added:+.0f} µs (target <= 20 µs)",
+                    f"{target} ({side}) at c1: adds {own:.1f} µs to its stand-in's latency, the reference "
+                    f"{reference:.1f} µs: {added:+.1f} µs more, median of {turns} paired turns (target <= 20 µs)",
                     added,
                     20 if side == "tree" else float("inf"),
                     higher=False,

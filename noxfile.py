@@ -1,0 +1,89 @@
+"""The test matrix (CONTRIBUTING, "The test matrix"): the quick suite against the installed wheel, on every CPython
+the package claims (`tests-3.10` to `tests-3.13`), and on the lowest versions pyproject.toml allows (`lowest`).
+
+Each session builds the wheel from a copy of the sources, installs it with its extras into a fresh virtual
+environment (uv: its installs take seconds where pip takes minutes), checks that `sagemaker_tfs` is imported from
+there and not from the tree, and runs the tests that start no whole stack (`-m "not slow"`), the embedded model
+server's among them (TensorFlow 2.21 has wheels for all four). The style checks (test/unit/test_checks.py) run once,
+in the main suite: they read the tree, not the package.
+
+    .venv/bin/nox                      # every session (what .ci/run runs after the main suite)
+    .venv/bin/nox -s tests-3.13        # one
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import nox
+
+nox.options.default_venv_backend = "uv"
+nox.options.error_on_missing_interpreters = True  # a Python the README names must be tested, not skipped
+
+ROOT = Path(__file__).resolve().parent
+PYTHONS = ("3.10", "3.11", "3.12", "3.13")
+# uv's downloads and wheels stay in the repository's .nox folder, like the sessions' environments
+os.environ.setdefault("UV_CACHE_DIR", str(ROOT / ".nox" / "uv-cache"))
+
+
+def _pyenv_interpreters() -> None:
+    """pyenv's CPythons first on PATH (its shims answer `python3.10` only for the versions made global): each
+    session finds its Python by name, on this kind of machine and on one with the Pythons on PATH alike."""
+    try:
+        root = subprocess.run(["pyenv", "root"], capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return
+    found = [max(Path(root, "versions").glob(f"{version}.*"), default=None) for version in PYTHONS]
+    folders = [str(path / "bin") for path in found if path is not None]
+    os.environ["PATH"] = os.pathsep.join([*folders, os.environ.get("PATH", "")])
+
+
+_pyenv_interpreters()
+EXTRAS = "model-server,s3,test,examples"
+SOURCES = ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "LICENSE", "NOTICE", "CHANGELOG.md", "container")
+QUICK = ("-m", "not slow", "--deselect", "test/unit/test_checks.py", "-p", "no:cacheprovider")
+
+
+def _wheel(session: nox.Session) -> Path:
+    """The wheel of the working tree, built in the session's temporary folder from a copy of the sources (so that
+    setuptools leaves nothing in the tree)."""
+    work = Path(session.create_tmp())
+    source, dist = work / "source", work / "dist"
+    shutil.rmtree(source, ignore_errors=True)
+    shutil.rmtree(dist, ignore_errors=True)
+    source.mkdir()
+    for name in SOURCES:
+        path = ROOT / name
+        if path.is_dir():
+            shutil.copytree(path, source / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+        else:
+            shutil.copy2(path, source / name)
+    session.run("uv", "build", "--quiet", "--wheel", "--out-dir", str(dist), str(source), external=True)
+    (wheel,) = dist.glob("sagemaker_tfs-*.whl")
+    return wheel
+
+
+def _run_quick_suite(session: nox.Session) -> None:
+    where = session.run(
+        "python", "-c", "import sagemaker_tfs; print(sagemaker_tfs.__file__)", silent=True, external=False
+    )
+    assert where is not None and where.strip().startswith(session.virtualenv.location), where
+    session.run("python", "-m", "pytest", "-n", "2", "--max-worker-restart=0", *QUICK, *session.posargs)
+
+
+@nox.session(python=PYTHONS)
+def tests(session: nox.Session) -> None:
+    """The quick suite against the wheel installed with its extras, on this Python."""
+    session.install(f"sagemaker-tfs[{EXTRAS}] @ {_wheel(session).as_uri()}")
+    _run_quick_suite(session)
+
+
+@nox.session(python=PYTHONS[0])
+def lowest(session: nox.Session) -> None:
+    """The quick suite on the lowest version of each direct dependency that pyproject.toml allows (uv's
+    lowest-direct resolution), on the lowest Python: a floor that does not hold fails here."""
+    session.install("--resolution", "lowest-direct", f"sagemaker-tfs[{EXTRAS}] @ {_wheel(session).as_uri()}")
+    _run_quick_suite(session)
