@@ -27,6 +27,8 @@ ROOT = Path(__file__).resolve().parent
 PYTHONS = ("3.10", "3.11", "3.12", "3.13")
 # uv's downloads and wheels stay in the repository's .nox folder, like the sessions' environments
 os.environ.setdefault("UV_CACHE_DIR", str(ROOT / ".nox" / "uv-cache"))
+# the tests' temporary folder: the system's (nox points TMPDIR into .nox, too deep for the tests' unix sockets)
+TESTS_TMPDIR = os.environ.get("TMPDIR") or "/tmp"
 
 
 def _pyenv_interpreters() -> None:
@@ -50,7 +52,7 @@ QUICK = ("-m", "not slow", "--deselect", "test/unit/test_checks.py", "-p", "no:c
 def _wheel(session: nox.Session) -> Path:
     """The wheel of the working tree, built in the session's temporary folder from a copy of the sources (so that
     setuptools leaves nothing in the tree)."""
-    work = Path(session.create_tmp())
+    work = Path(session.create_tmp()).resolve()
     source, dist = work / "source", work / "dist"
     shutil.rmtree(source, ignore_errors=True)
     shutil.rmtree(dist, ignore_errors=True)
@@ -61,7 +63,22 @@ def _wheel(session: nox.Session) -> Path:
             shutil.copytree(path, source / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
         else:
             shutil.copy2(path, source / name)
-    session.run("uv", "build", "--quiet", "--wheel", "--out-dir", str(dist), str(source), external=True)
+    # the commit the wheel names (setup.py): the copy has no .git, so it is given, as scripts/wheelhouse.sh gives it
+    git = ("git", "-C", str(ROOT))
+    head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip() or "unknown"
+    changed = subprocess.run([*git, "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True)
+    commit = head + ("+dirty" if changed.stdout.strip() else "")
+    session.run(
+        "uv",
+        "build",
+        "--quiet",
+        "--wheel",
+        "--out-dir",
+        str(dist),
+        str(source),
+        external=True,
+        env={"SAGEMAKER_TFS_BUILD_COMMIT": commit},
+    )
     (wheel,) = dist.glob("sagemaker_tfs-*.whl")
     return wheel
 
@@ -71,7 +88,17 @@ def _run_quick_suite(session: nox.Session) -> None:
         "python", "-c", "import sagemaker_tfs; print(sagemaker_tfs.__file__)", silent=True, external=False
     )
     assert where is not None and where.strip().startswith(session.virtualenv.location), where
-    session.run("python", "-m", "pytest", "-n", "2", "--max-worker-restart=0", *QUICK, *session.posargs)
+    session.run(
+        "python",
+        "-m",
+        "pytest",
+        "-n",
+        "2",
+        "--max-worker-restart=0",
+        *QUICK,
+        *session.posargs,
+        env={"TMPDIR": TESTS_TMPDIR},
+    )
 
 
 @nox.session(python=PYTHONS)

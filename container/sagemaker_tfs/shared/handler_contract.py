@@ -84,6 +84,8 @@ def script_names(script: Path) -> set[str]:
         tree = ast.parse(script.read_bytes(), filename=str(script))
     except SyntaxError as exc:
         raise UncompilableScript(f"{script} does not compile: {exc.msg} (line {exc.lineno})") from None
+    except ValueError as exc:  # a null byte, on Python 3.10 (a SyntaxError from 3.11 on)
+        raise UncompilableScript(f"{script} does not compile: {exc}") from None
     names = set()
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
