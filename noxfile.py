@@ -19,6 +19,7 @@ import subprocess
 from pathlib import Path
 
 import nox
+import tomllib
 
 nox.options.default_venv_backend = "uv"
 nox.options.error_on_missing_interpreters = True  # a Python the README names must be tested, not skipped
@@ -108,9 +109,20 @@ def tests(session: nox.Session) -> None:
     _run_quick_suite(session)
 
 
+def _requirements() -> list[str]:
+    """pyproject.toml's dependencies and those of the extras installed: each a direct requirement of the install, so
+    that uv's lowest-direct resolution takes its floor (the wheel's own would be transitive, and resolved highest)."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"]
+    return [*project["dependencies"], *(line for extra in EXTRAS.split(",") for line in extras[extra])]
+
+
 @nox.session(python=PYTHONS[0])
 def lowest(session: nox.Session) -> None:
-    """The quick suite on the lowest version of each direct dependency that pyproject.toml allows (uv's
-    lowest-direct resolution), on the lowest Python: a floor that does not hold fails here."""
-    session.install("--resolution", "lowest-direct", f"sagemaker-tfs[{EXTRAS}] @ {_wheel(session).as_uri()}")
+    """The quick suite on the lowest version of each dependency that pyproject.toml allows (uv's lowest-direct
+    resolution), on the lowest Python: a floor that does not hold fails here."""
+    requirements = Path(session.create_tmp()).resolve() / "lowest-requirements.txt"
+    requirements.write_text("".join(f"{line}\n" for line in _requirements()))
+    wheel = _wheel(session)
+    session.install("--resolution", "lowest-direct", "-r", str(requirements), f"sagemaker-tfs @ {wheel.as_uri()}")
     _run_quick_suite(session)

@@ -55,7 +55,9 @@ handler (session) vs pair at concurrency 8 (target >= 90%); the pair's requests/
   .venv/bin/python scripts/benchmark_proxy.py --before fa3611f [--rounds 3] [--duration 5]   # only: this tree against
         the code of a commit (a git worktree of it, its package first on serve's PYTHONPATH), side by side on the
         stand-in, in alternating rounds (the order turning each round): no script, named model and pair (--targets
-        picks among them) at each --concurrency, and the reference; medians of the per-round ratios. Targets
+        picks among them) at each --concurrency, and the reference (a bare nginx in front of the tree's stand-in);
+        medians of the per-round ratios; at c1 also the latency each adds over its own stand-in, in 5,000 paired
+        turns (one request to each in turn), against what the reference adds over the same stand-in. Targets
         (issue "The default path back at the limit"): no script and named model >= 0.95x the commit's at every
         level, >= 0.85x the reference at c8, p50 at c1 within 20 µs of the reference's; the pair >= 0.95x the
         commit's. With --guard F, no reference, and exit 1 when a median ratio to the commit is below 1 - F

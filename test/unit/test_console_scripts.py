@@ -97,7 +97,8 @@ def test_each_subcommand_shows_its_own_help_under_its_name(args, first_line, own
     result = script("sagemaker-tfs", *args, "--help", expect=0)
     lines = result.stdout.splitlines()
     assert lines[0].startswith(first_line)  # a usage line that argparse wraps ends where it wraps it
-    assert own_line in lines
+    # (argparse's help column moves by a space between Pythons: 3.13 puts it nearer)
+    assert " ".join(own_line.split()) in [" ".join(line.split()) for line in lines]
     assert result.stderr == ""
 
 
