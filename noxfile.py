@@ -14,6 +14,7 @@ in the main suite: they read the tree, not the package.
 from __future__ import annotations
 
 import os
+import runpy
 import shutil
 import subprocess
 from pathlib import Path
@@ -65,10 +66,7 @@ def _wheel(session: nox.Session) -> Path:
         else:
             shutil.copy2(path, source / name)
     # the commit the wheel names (setup.py): the copy has no .git, so it is given, as scripts/wheelhouse.sh gives it
-    git = ("git", "-C", str(ROOT))
-    head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip() or "unknown"
-    changed = subprocess.run([*git, "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True)
-    commit = head + ("+dirty" if changed.stdout.strip() else "")
+    commit = runpy.run_path(str(ROOT / "container" / "sagemaker_tfs" / "shared" / "build_info.py"))["commit"]()
     session.run(
         "uv",
         "build",

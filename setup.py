@@ -1,14 +1,14 @@
 """The build's one addition to pyproject.toml: the commit the wheel is built from, in sagemaker_tfs/commit.txt
 (shared/build_info.py reads it; `serve` logs it first, `sagemaker-tfs --version` prints it).
 
-The commit is SAGEMAKER_TFS_BUILD_COMMIT when set (scripts/wheelhouse.sh builds from a copy without .git), else the
-git checkout's HEAD (marked +dirty when tracked files differ from it), else the commit.txt an sdist carries. The
+The commit is SAGEMAKER_TFS_BUILD_COMMIT when set (the build scripts build from a copy without .git), else the
+commit.txt an sdist carries, else the git checkout's HEAD (marked +dirty when tracked files differ from it). The
 sdist gets it the same way, so that a wheel built from the sdist names the same commit."""
 
 from __future__ import annotations
 
 import os
-import subprocess
+import runpy
 from pathlib import Path
 
 from setuptools import setup
@@ -19,24 +19,13 @@ HERE = Path(__file__).resolve().parent
 COMMIT_FILE = Path("sagemaker_tfs") / "commit.txt"
 
 
-def _git(*args: str) -> str | None:
-    try:
-        done = subprocess.run(["git", "-C", str(HERE), *args], capture_output=True, text=True, timeout=30)
-    except OSError:
-        return None
-    return done.stdout.strip() if done.returncode == 0 else None
-
-
 def commit() -> str:
+    """SAGEMAKER_TFS_BUILD_COMMIT, else what the package's own rule says (shared/build_info.py, run as a file: the
+    commit.txt an sdist carries, or this checkout's HEAD)."""
     given = os.environ.get("SAGEMAKER_TFS_BUILD_COMMIT", "").strip()
     if given:
         return given
-    if _git("rev-parse", "--show-toplevel") == str(HERE):  # this checkout's own repository, not one around it
-        head = _git("rev-parse", "HEAD")
-        if head:
-            return head + ("+dirty" if _git("status", "--porcelain", "--untracked-files=no") else "")
-    carried = HERE / "container" / COMMIT_FILE
-    return carried.read_text().strip() if carried.is_file() else "unknown"
+    return runpy.run_path(str(HERE / "container" / "sagemaker_tfs" / "shared" / "build_info.py"))["commit"]()
 
 
 class BuildPyWithCommit(build_py):

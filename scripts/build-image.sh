@@ -34,8 +34,7 @@ sources=$(tar -c --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner --ex
     | sha256sum | cut -c1-16)
 # The image's OCI labels: the version (pyproject.toml's, the one source), the commit and where the code lives
 version=$(sed -n 's/^version = "\(.*\)"$/\1/p' pyproject.toml)
-revision=$(git rev-parse HEAD 2>/dev/null || echo unknown)
-[ -z "$(git status --porcelain --untracked-files=no 2>/dev/null)" ] || revision="$revision+dirty"
+revision=$(python3 container/sagemaker_tfs/shared/build_info.py)  # the commit the wheel names too
 source_url=${SOURCE_URL:-$(git remote get-url origin 2>/dev/null || echo unknown)}
 build_args=(--build-arg "BASE_IMAGE=${base}" --build-arg WHEELHOUSE=build/wheelhouse
             --build-arg "SOURCES_DIGEST=${sources}" --build-arg "VERSION=${version}"

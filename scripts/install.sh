@@ -62,8 +62,7 @@ if [ "$profile" = image ]; then
         tar -c --exclude='*.egg-info' --exclude=__pycache__ pyproject.toml setup.py README.md LICENSE NOTICE \
             container tensorflow-protos | tar -x -C "$src"
         # the commit the wheel names (setup.py): the copy has no .git
-        commit=$(git rev-parse HEAD 2>/dev/null || echo unknown)
-        [ -z "$(git status --porcelain --untracked-files=no 2>/dev/null)" ] || commit="$commit+dirty"
+        commit=$(python3 container/sagemaker_tfs/shared/build_info.py)
         SAGEMAKER_TFS_BUILD_COMMIT=$commit "${pip[@]}" "${constraints[@]}" "$src" "$src/tensorflow-protos"
     fi
     # tensorflow-serving-api requires tensorflow: its protos and stubs only, without its dependencies

@@ -36,7 +36,6 @@ tar -c --exclude='*.egg-info' --exclude=__pycache__ pyproject.toml setup.py READ
     tensorflow-protos \
     | tar -x -C "$src"
 # the commit the wheel names (setup.py): the copy has no .git
-commit=$(git rev-parse HEAD 2>/dev/null || echo unknown)
-[ -z "$(git status --porcelain --untracked-files=no 2>/dev/null)" ] || commit="$commit+dirty"
+commit=$("$python" container/sagemaker_tfs/shared/build_info.py)
 SAGEMAKER_TFS_BUILD_COMMIT=$commit "${pip[@]}" wheel --no-deps --wheel-dir "$out" "$src" "$src/tensorflow-protos"
 echo "wheelhouse: $(ls "$out" | wc -l) wheels in $out" >&2

@@ -4,7 +4,8 @@ not: TFS#206).
 
 The version has one source, the package's metadata (pyproject.toml's `version`). The commit is the one the wheel
 was built from (commit.txt, written by setup.py's build step), or, for an install from a checkout (editable), the
-checkout's HEAD, read when asked."""
+checkout's HEAD, read when asked. `commit()` is the one implementation of that rule: setup.py, noxfile.py and the
+build scripts run this file (`python container/sagemaker_tfs/shared/build_info.py` prints it)."""
 
 from __future__ import annotations
 
@@ -32,6 +33,9 @@ def commit() -> str:
         return built.read_text().strip() or "unknown"
     git = ["git", "-C", str(PACKAGE)]
     try:
+        top = subprocess.run([*git, "rev-parse", "--show-toplevel"], capture_output=True, text=True, timeout=10)
+        if top.returncode != 0 or Path(top.stdout.strip()) != PACKAGE.parent.parent:
+            return "unknown"  # not a checkout of this project (a copy inside another repository, an installed tree)
         head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
         changed = subprocess.run(
             [*git, "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True, timeout=10
@@ -46,3 +50,7 @@ def commit() -> str:
 def describe() -> str:
     """`0.1.0 (commit 1ce66f0...)`: the version and the commit, as printed and logged."""
     return f"{version()} (commit {commit()})"
+
+
+if __name__ == "__main__":  # run as a file by the build: no package import
+    print(commit())
