@@ -563,7 +563,7 @@ def before_rounds(
     scripts[REFERENCE] = scripts[STANDIN] = wrk_script(root, REQUEST_BODY, "application/json")
     sides = ("tree", revision)
     rates: dict[tuple[str, str, int], list[float]] = {}
-    p50s: dict[tuple[str, str, int], list[float]] = {}
+    paired = 1 in concurrency and guard is None  # the c1 latency in paired turns, over each side's stand-in
     with contextlib.ExitStack() as started:
         before = started.enter_context(before_tree(root, revision))
         assert before is not None
@@ -580,19 +580,17 @@ def before_rounds(
             for side in sides
             for target in targets
         }
-        # each side's stand-in called directly (c1 only): a stack's stand-in answers tens of µs slower or faster than
-        # another's for the stack's lifetime (where its processes landed), so a c1 latency is compared as what it
-        # adds over the stand-in behind it
-        for side in sides:
-            low = int(
-                next(stack for (s, _), stack in stacks.items() if s == side)
-                .env["SAGEMAKER_SAFE_PORT_RANGE"]
-                .split("-")[0]
-            )
-            urls[side, STANDIN] = f"http://127.0.0.1:{low + 1}/v1/models/{MODEL}:predict"  # its first REST port
-        if guard is None:  # in front of the tree's stand-in: both sides of the comparison call one backend process
-            backend = int(urls["tree", STANDIN].split(":")[2].split("/")[0])
-            urls["reference", REFERENCE] = started.enter_context(reference_proxy(root, standin, backend))
+        # each side's stand-in (its first REST port), which the reference calls too: both sides of a comparison call
+        # one backend process. A stack's stand-in answers tens of µs slower or faster than another's for the stack's
+        # lifetime (where its processes landed), so a c1 latency is compared as what it adds over the one behind it.
+        backends = {
+            side: next(stack for (s, _), stack in stacks.items() if s == side).model_server_ports[1] for side in sides
+        }
+        if paired:
+            for side, port in backends.items():
+                urls[side, STANDIN] = f"http://127.0.0.1:{port}/v1/models/{MODEL}:predict"
+        if guard is None:
+            urls["reference", REFERENCE] = started.enter_context(reference_proxy(root, standin, backends["tree"]))
         for (side, target), url in urls.items():
             try:
                 check_answer(url, headers=BEFORE_TARGETS.get(target, (None, {}))[1])
@@ -609,11 +607,10 @@ def before_rounds(
                     if row["non_2xx"] or row["socket_errors"]:
                         raise SystemExit(f"{target} ({side}) at c{connections}: {row}")
                     rates.setdefault((side, target, connections), []).append(row["requests_per_s"])
-                    p50s.setdefault((side, target, connections), []).append(row["p50_ms"])
                     shown.append(f"{target} ({side}) c{connections} {row['requests_per_s']}/s p50 {row['p50_ms']:.3f}")
             print(f"round {number}: " + "; ".join(shown), flush=True)
             order = order[1:] + order[:1]
-        if 1 in concurrency and guard is None:
+        if paired:
             latencies = paired_latencies(urls, {key: BEFORE_TARGETS.get(key[1], (None, {}))[1] for key in urls}, turns)
     met = True
 
@@ -652,7 +649,7 @@ def before_rounds(
                 )
                 bound = 0.85 if side == "tree" else 0.0  # the commit's are shown, not held to the targets
                 line(f"{target} ({side}) at c8: {ratio:.2f}x the reference (target >= 0.85x)", ratio, bound)
-            if 1 in concurrency:  # what each adds over the stand-in behind it, less what the reference adds
+            if paired:  # what each adds over the stand-in behind it, less what the reference adds
                 own = _paired(latencies, (side, target), (side, STANDIN))
                 reference = _paired(latencies, ("reference", REFERENCE), ("tree", STANDIN))
                 added = _paired(latencies, (side, target), (side, STANDIN), ("reference", REFERENCE), ("tree", STANDIN))
