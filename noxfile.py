@@ -3,9 +3,10 @@ the package claims (`tests-3.10` to `tests-3.13`), and on the lowest versions py
 
 Each session builds the wheel from a copy of the sources, installs it with its extras into a fresh virtual
 environment (uv: its installs take seconds where pip takes minutes), checks that `sagemaker_tfs` is imported from
-there and not from the tree, and runs the tests that start no whole stack (`-m "not slow"`), the embedded model
-server's among them (TensorFlow 2.21 has wheels for all four). The style checks (test/unit/test_checks.py) run once,
-in the main suite: they read the tree, not the package.
+there and not from the tree, and runs the tests that start no whole stack (`-m "not slow"`) and all the embedded model
+server's tests, its slow ones too (`model_server`: TensorFlow 2.21 has wheels for all four Pythons); `lowest` runs the
+first part only. The style checks (test/unit/test_checks.py) run once, in the main suite: they read the tree, not the
+package.
 
     .venv/bin/nox                      # every session (what .ci/run runs after the main suite)
     .venv/bin/nox -s tests-3.13        # one
@@ -48,7 +49,8 @@ def _pyenv_interpreters() -> None:
 _pyenv_interpreters()
 EXTRAS = "model-server,s3,test,examples"
 SOURCES = ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "LICENSE", "NOTICE", "CHANGELOG.md", "container")
-QUICK = ("-m", "not slow", "--deselect", "test/unit/test_checks.py", "-p", "no:cacheprovider")
+QUICK = "not slow"  # the tests that start no whole stack
+WITH_MODEL_SERVER = "not slow or model_server"  # and the embedded model server's slow ones
 
 
 def _wheel(session: nox.Session) -> Path:
@@ -82,7 +84,7 @@ def _wheel(session: nox.Session) -> Path:
     return wheel
 
 
-def _run_quick_suite(session: nox.Session) -> None:
+def _run_suite(session: nox.Session, marks: str) -> None:
     where = session.run(
         "python", "-c", "import sagemaker_tfs; print(sagemaker_tfs.__file__)", silent=True, external=False
     )
@@ -94,7 +96,12 @@ def _run_quick_suite(session: nox.Session) -> None:
         "-n",
         "2",
         "--max-worker-restart=0",
-        *QUICK,
+        "-m",
+        marks,
+        "--deselect",
+        "test/unit/test_checks.py",
+        "-p",
+        "no:cacheprovider",
         *session.posargs,
         env={"TMPDIR": TESTS_TMPDIR},
     )
@@ -102,9 +109,10 @@ def _run_quick_suite(session: nox.Session) -> None:
 
 @nox.session(python=PYTHONS)
 def tests(session: nox.Session) -> None:
-    """The quick suite against the wheel installed with its extras, on this Python."""
+    """The quick suite and the embedded model server's tests against the wheel installed with its extras, on this
+    Python."""
     session.install(f"sagemaker-tfs[{EXTRAS}] @ {_wheel(session).as_uri()}")
-    _run_quick_suite(session)
+    _run_suite(session, WITH_MODEL_SERVER)
 
 
 def _requirements() -> list[str]:
@@ -123,4 +131,4 @@ def lowest(session: nox.Session) -> None:
     requirements.write_text("".join(f"{line}\n" for line in _requirements()))
     wheel = _wheel(session)
     session.install("--resolution", "lowest-direct", "-r", str(requirements), f"sagemaker-tfs @ {wheel.as_uri()}")
-    _run_quick_suite(session)
+    _run_suite(session, QUICK)

@@ -514,24 +514,27 @@ Latencies = dict[tuple[str, str], list[int]]
 
 
 def paired_latencies(
-    urls: dict[tuple[str, str], str], headers: dict[tuple[str, str], dict[str, str]], turns: int
+    urls: dict[tuple[str, str], str], headers: dict[tuple[str, str], dict[str, str]], turns: int, connections: int = 4
 ) -> Latencies:
-    """c1 latency in paired turns: one request to each URL in turn (the order turning), each on its own keep-alive
-    connection, `turns` times; nanoseconds per request. The p50s of separate wrk runs drift with the machine by more
-    than the differences measured; within a turn the drift is the same for all."""
-    clients = {}
+    """c1 latency in paired turns: one request to each URL in turn (the order turning), `turns` times; nanoseconds
+    per request. The p50s of separate wrk runs drift with the machine by more than the differences measured; within
+    a turn the drift is the same for all. Each URL has `connections` keep-alive connections, used in turn: one
+    connection stays with one nginx worker, and a target measured through one worker only differed from the same
+    stack's other target by 20 µs."""
+    clients: dict[tuple[str, str], list[KeptAlive]] = {}
     for key, url in urls.items():
         port, path = int(url.split(":")[2].split("/")[0]), "/" + url.split("/", 3)[3]
-        clients[key] = KeptAlive(port, path, headers.get(key))
-    for client in clients.values():
-        for _ in range(200):  # warm-up
-            client.exchange()
+        clients[key] = [KeptAlive(port, path, headers.get(key)) for _ in range(connections)]
+    for kept in clients.values():
+        for client in kept:
+            for _ in range(50):  # warm-up
+                client.exchange()
     times: Latencies = {key: [] for key in clients}
     order = list(clients)
-    for _ in range(turns):
+    for turn in range(turns):
         order = order[1:] + order[:1]
         for key in order:
-            times[key].append(clients[key].exchange())
+            times[key].append(clients[key][turn % connections].exchange())
     return times
 
 

@@ -45,17 +45,23 @@ SLOW = [
 ]
 
 
+MODEL_SERVER = HERE / "model_server"
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         path = Path(item.fspath)
         if any(path == slow or slow in path.parents for slow in SLOW):
             item.add_marker(pytest.mark.slow)
+        if MODEL_SERVER in path.parents:
+            item.add_marker(pytest.mark.model_server)
 
 
 # Under pytest-xdist (scripts/test.sh runs two processes), the tests that share a session fixture stay in one
-# process, so that it is set up once: these folders' tests go together (a model server, built models, packaged
-# examples, images, a multi-model stack), and any other module's tests (its module-scoped stack).
-SHARED_BY_FOLDER = ("app", "gunicorn_app", "model_server", "examples", "image", "multi_model", "transform")
+# process, so that it is set up once: these folders' tests go together (packaged examples, images, a multi-model
+# stack), and any other module's tests (its module-scoped stack). test/model_server goes by module: its slow modules
+# start servers of their own and mostly wait on them, so the folder in one process took 193 s, by module 107 s.
+SHARED_BY_FOLDER = ("app", "gunicorn_app", "examples", "image", "multi_model", "transform")
 
 
 @pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook
