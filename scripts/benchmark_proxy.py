@@ -74,6 +74,7 @@ import contextlib
 import json
 import operator
 import os
+import random
 import re
 import shutil
 import signal
@@ -250,12 +251,15 @@ http {{
 
 
 def reference_config(folder: Path, port: int, backend_port: int) -> str:
-    """A bare nginx with the product's front settings (worker_processes, access log format, keep-alive upstream)
-    proxying POST /invocations straight to the stand-in's :predict: what any proxy costs at the least."""
-    timed = re.search(r"^\s*(log_format timed .*?;)$", nginx.TEMPLATE.read_text(), re.M | re.S)
-    logged_id = re.search(r"^\s*(map \$\$sent_http_x_amzn_requestid .*?\})$", nginx.TEMPLATE.read_text(), re.M | re.S)
-    if timed is None or logged_id is None:
-        raise SystemExit(f"no `log_format timed` or its id map in {nginx.TEMPLATE}: update reference_config")
+    """A bare nginx with the product's front settings (worker_processes, the access log's format and buffer,
+    keep-alive upstream) proxying POST /invocations straight to the stand-in's :predict: what any proxy costs at the
+    least."""
+    template = nginx.TEMPLATE.read_text()
+    timed = re.search(r"^\s*(log_format timed .*?;)$", template, re.M | re.S)
+    logged_id = re.search(r"^\s*(map \$\$sent_http_x_amzn_requestid .*?\})$", template, re.M | re.S)
+    logged = re.search(r"^\s*access_log /dev/stdout timed( [^;]*)?;$", template, re.M)
+    if timed is None or logged_id is None or logged is None:
+        raise SystemExit(f"no log_format timed, its id map or access_log in {nginx.TEMPLATE}: update reference_config")
     temp = " ".join(f"{kind}_temp_path {folder}/{kind};" for kind in nginx.TEMP_FOLDERS)
     return f"""daemon off;
 {nginx.user_directive(None)}worker_processes auto;
@@ -265,7 +269,7 @@ events {{ worker_connections 4096; }}
 http {{
     {timed.group(1).replace("$$", "$")}
     {logged_id.group(1).replace("$$", "$")}
-    access_log {folder}/access.log timed;
+    access_log {folder}/access.log timed{logged.group(1) or ""};
     {temp}
     client_body_buffer_size 1m;
     keepalive_timeout 75s;
@@ -516,11 +520,12 @@ Latencies = dict[tuple[str, str], list[int]]
 def paired_latencies(
     urls: dict[tuple[str, str], str], headers: dict[tuple[str, str], dict[str, str]], turns: int, connections: int = 4
 ) -> Latencies:
-    """c1 latency in paired turns: one request to each URL in turn (the order turning), `turns` times; nanoseconds
-    per request. The p50s of separate wrk runs drift with the machine by more than the differences measured; within
-    a turn the drift is the same for all. Each URL has `connections` keep-alive connections, used in turn: one
-    connection stays with one nginx worker, and a target measured through one worker only differed from the same
-    stack's other target by 20 µs."""
+    """c1 latency in paired turns: one request to each URL in turn, `turns` times; nanoseconds per request. The p50s
+    of separate wrk runs drift with the machine by more than the differences measured; within a turn the drift is
+    the same for all. The order is shuffled at each turn (seeded): in an order that only turned, each URL always
+    followed the same one, and the first of a stack's targets, called after another stack's, measured 15 to 28 µs
+    slower than the second, which found the same nginx warm. Each URL has `connections` keep-alive connections,
+    used in turn, so that it is measured through every nginx worker."""
     clients: dict[tuple[str, str], list[KeptAlive]] = {}
     for key, url in urls.items():
         port, path = int(url.split(":")[2].split("/")[0]), "/" + url.split("/", 3)[3]
@@ -531,8 +536,9 @@ def paired_latencies(
                 client.exchange()
     times: Latencies = {key: [] for key in clients}
     order = list(clients)
+    shuffled = random.Random(turns)
     for turn in range(turns):
-        order = order[1:] + order[:1]
+        shuffled.shuffle(order)
         for key in order:
             times[key].append(clients[key][turn % connections].exchange())
     return times

@@ -13,6 +13,7 @@ import http.client
 import os
 import re
 import signal
+import uuid
 from collections import Counter
 
 import clients
@@ -242,12 +243,22 @@ def test_exact_answers(direct):
 
 
 def test_every_answer_carries_a_request_id(direct):
-    """The client's, else one nginx makes (UUID layout), on the direct route and on its fallback to the app."""
+    """The client's, else one nginx makes (a version 4 UUID's layout, as the app's), on the direct route and on its
+    fallback to the app; each new, on new connections and on one kept alive."""
     assert invoke(direct, TFS, X_Amzn_RequestId="mine").headers["x-amzn-requestid"] == "mine"
     assert invoke(direct, "[1.0]", X_Amzn_RequestId="mine-too").headers["x-amzn-requestid"] == "mine-too"
-    made = {invoke(direct, body).headers["x-amzn-requestid"] for body in (TFS, TFS, "[1.0]")}
-    assert len(made) == 3
-    assert all(re.fullmatch(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", rid) for rid in made)
+    made = [invoke(direct, body).headers["x-amzn-requestid"] for body in (TFS, TFS, "[1.0]")]
+    kept = http.client.HTTPConnection("127.0.0.1", direct.port, timeout=30)
+    for _ in range(3):
+        kept.request("POST", "/invocations", TFS, {"Content-Type": JSON})
+        answer = kept.getresponse()
+        assert (answer.status, answer.read().decode()) == (200, PREDICTIONS)
+        made.append(answer.headers["x-amzn-requestid"])
+    kept.close()
+    assert len(set(made)) == 6
+    for rid in made:
+        parsed = uuid.UUID(rid)
+        assert (str(parsed), parsed.version, parsed.variant) == (rid, 4, uuid.RFC_4122)
     fallback = invoke(direct, "[2.0]")
     rid = fallback.headers["x-amzn-requestid"]
     # nginx's access line (written once the answer is sent) and the app agree on the id

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
+import uuid
 from pathlib import Path
 
 import pytest
@@ -38,6 +40,34 @@ def test_the_route_calls_the_default_model_on_every_instance(tmp_path):
         'map $http_x_amzn_sagemaker_custom_attributes $sagemaker_direct_model {\n        default "half_plus_three";'
     ) in config
     assert "error_page 418 = @direct;" in config
+
+
+def _made_id(config: str, key: str) -> str:
+    """The id the config's request id map makes for its key ("<pid>:<connection>:<request>", as nginx pads them),
+    its regex read as Python reads it (PCRE's syntax here, but for Python's `?P<name>`)."""
+    found = re.findall(r'map "([^"]+)" \$sagemaker_new_request_id \{\n\s+"~([^"]+)" "([^"]+)";', config)
+    [(source, pattern, value)] = found
+    assert source == "0000000$pid:0000000$connection:0000$connection_requests"
+    pid, connection, request = key.split(":")
+    match = re.fullmatch(pattern.replace("(?<", "(?P<"), f"0000000{pid}:0000000{connection}:0000{request}")
+    assert match is not None, key
+    return re.sub(r"\$(\w+)", lambda name: match[name[1]], value)
+
+
+def test_the_ids_nginx_makes_are_version_4_uuids_unique_in_a_run_and_drawn_anew_at_each_start(tmp_path):
+    settings = _settings(tmp_path)
+    config, again = (nginx.render(settings, "half_plus_three", nginx.version()) for _ in range(2))
+    keys = ("1:1:1", "4194304:1:1", "4194304:2:1", "4194304:1:2", "77:9999999:1000", "77:12345678:98765")
+    made = [_made_id(config, key) for key in keys]
+    assert len(set(made)) == len(made)
+    for rid in made:
+        parsed = uuid.UUID(rid)
+        assert (str(parsed), parsed.version, parsed.variant) == (rid, 4, uuid.RFC_4122)
+    # the pid's 7 digits, the connection's 7 and the request's 4 (the last digits of larger numbers) end the id
+    assert (made[1][14:19], made[1][20:]) == ("4419-", "430-400000010001")  # (20: after the variant's digit)
+    assert made[5][23:] == "-723456788765"
+    # 48 bits drawn at each start head the ids
+    assert made[0][:13] != _made_id(again, "1:1:1")[:13]
 
 
 def test_invoke_endpoint_hands_every_model_server_error_to_the_app(tmp_path):
