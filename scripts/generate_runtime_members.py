@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Writes container/sagemaker_tfs/runtime_api/service_model.py: the input members of InvokeEndpoint and
-InvokeEndpointAsync with their constraints, as botocore's `sagemaker-runtime` service model states them (the
-serving image has no botocore, so the local runtime API reads this table instead).
+"""Writes container/sagemaker_tfs/runtime_api/service_model.py: the input members of InvokeEndpoint,
+InvokeEndpointWithResponseStream and InvokeEndpointAsync with their constraints, as botocore's `sagemaker-runtime`
+service model states them (the serving image has no botocore, so the local runtime API reads this table instead).
 
     .venv/bin/python scripts/generate_runtime_members.py          # after botocore is upgraded
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-OPERATIONS = ("InvokeEndpoint", "InvokeEndpointAsync")
+OPERATIONS = ("InvokeEndpoint", "InvokeEndpointWithResponseStream", "InvokeEndpointAsync")
 TARGET = Path(__file__).resolve().parent.parent / "container" / "sagemaker_tfs" / "runtime_api" / "service_model.py"
 KEYS = ("min", "max", "pattern", "sensitive")
 

@@ -628,15 +628,19 @@ def test_the_answers_of_the_runtime_api(tmp_path):
                 [f"[INFO] sagemaker_tfs.app: {R}: GET {path}: 405 Method Not Allowed"],
             )
             stream = "/endpoints/e/invocations-response-stream"
-            refused = (
-                "InvokeEndpointWithResponseStream is not served by the local runtime API "
-                "(SAGEMAKER_LOCAL_RUNTIME_API): use InvokeEndpoint or InvokeEndpointAsync"
+            empty = (
+                "1 validation error detected: Value at 'body' failed to satisfy constraint: Member must not be empty"
             )
-            assert exchange(app, log, "POST", stream) == (
+            refused = json.dumps({"Message": empty}).encode()
+            assert exchange(app, log, "POST", stream, body=b"") == (
                 "400 Bad Request",
-                rid(("content-type", JSON), ("x-amzn-errortype", "ValidationError"), ("content-length", "159")),
-                json.dumps({"Message": refused}).encode(),
-                [f"[INFO] sagemaker_tfs.runtime_api: {R}: POST {stream}: ValidationError {refused}"],
+                rid(
+                    ("content-type", JSON),
+                    ("x-amzn-errortype", "ValidationError"),
+                    ("content-length", str(len(refused))),
+                ),
+                refused,
+                [f"[INFO] sagemaker_tfs.runtime_api: {R}: POST {stream}: ValidationError {empty}"],
             )
     finally:
         api.server.server_close()

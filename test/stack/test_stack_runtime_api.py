@@ -1,5 +1,6 @@
-"""SageMaker Runtime's InvokeEndpoint on a local container (SAGEMAKER_LOCAL_RUNTIME_API=true), called with boto3's
-own `sagemaker-runtime` client: the same answers as `/invocations`, SageMaker's errors as botocore raises them."""
+"""SageMaker Runtime's InvokeEndpoint and InvokeEndpointWithResponseStream on a local container
+(SAGEMAKER_LOCAL_RUNTIME_API=true), called with boto3's own `sagemaker-runtime` client: the same answers as
+`/invocations`, SageMaker's errors as botocore raises them."""
 
 from __future__ import annotations
 
@@ -395,14 +396,104 @@ def test_a_burst_of_concurrent_calls_is_answered_whole(stack):
     assert bodies == [expected] * 64
 
 
-def test_the_streaming_operation_is_refused_with_a_clear_message(stack):
+def streamed(answer: dict) -> list[bytes]:
+    """The PayloadParts of InvokeEndpointWithResponseStream's answer, read through boto3's EventStream."""
+    parts = []
+    for event in answer["Body"]:
+        assert list(event) == ["PayloadPart"], event
+        parts.append(event["PayloadPart"]["Bytes"])
+    return parts
+
+
+def lines_of(answer: dict) -> list[bytes]:
+    """The answer's lines as AWS's LineIterator example reads them: the parts buffered, since SageMaker does not
+    align them with the container's writes (nor with lines)."""
+    buffer, lines = b"", []
+    for part in streamed(answer):
+        buffer += part
+        *whole, buffer = buffer.split(b"\n")
+        lines.extend(whole)
+    return [*lines, buffer] if buffer else lines
+
+
+@pytest.mark.parametrize(
+    "body, content_type, accept",
+    [
+        (BODY, "application/json", None),  # the direct route
+        (b"1.0\n2.0\n", "text/csv", "text/csv"),  # the app's codecs
+    ],
+)
+def test_the_streaming_operation_answers_what_invocations_answers(stack, body, content_type, accept):
+    expected = invoke(stack, body, content_type, None, **({"Accept": accept} if accept else {}))
+    assert expected.status == 200
+    answer = clients.runtime_client(stack.port).invoke_endpoint_with_response_stream(
+        EndpointName="local-endpoint", Body=body, ContentType=content_type, **({"Accept": accept} if accept else {})
+    )
+    assert streamed(answer) == [expected.body]
+    assert answer["ContentType"] == expected.content_type
+    assert answer["InvokedProductionVariant"] == "AllTraffic"
+    assert answer["ResponseMetadata"]["HTTPHeaders"]["content-type"] == "application/vnd.amazon.eventstream"
+    assert "CustomAttributes" not in answer
+
+
+def test_a_large_answer_comes_in_parts_that_a_line_reader_joins(stack):
+    rows = b"\n".join(b"%d.0" % value for value in range(60_000))  # an answer of about 420 kB: 7 parts
+    expected = invoke(stack, rows, "text/csv", None, Accept="text/csv")
+    assert expected.status == 200 and len(expected.body) > 6 * 65536
+    answer = clients.runtime_client(stack.port).invoke_endpoint_with_response_stream(
+        EndpointName="local-endpoint", Body=rows, ContentType="text/csv", Accept="text/csv"
+    )
+    parts = streamed(answer)
+    assert [len(part) for part in parts[:-1]] == [65536] * (len(parts) - 1)
+    assert b"".join(parts) == expected.body
+    again = clients.runtime_client(stack.port).invoke_endpoint_with_response_stream(
+        EndpointName="local-endpoint", Body=rows, ContentType="text/csv", Accept="text/csv"
+    )
+    assert lines_of(again) == expected.body.split(b"\n")
+
+
+def test_the_streaming_operation_passes_its_accept_member_as_the_container_s_accept(scripted):
+    answer = clients.runtime_client(scripted.port).invoke_endpoint_with_response_stream(
+        EndpointName="e", Body=b"echo", ContentType="text/plain", Accept="text/x-mine"
+    )
+    assert (streamed(answer), answer["ContentType"], answer["InvokedProductionVariant"]) == (
+        [b"echo"],
+        "text/x-mine",
+        "Blue",
+    )
+
+
+def test_the_streaming_operation_s_errors_are_sagemaker_s(stack):
+    client = clients.runtime_client(stack.port)
+    bad = b'{"instances": ["a"]}'
+    container = invoke(stack, bad)
     error = clients.client_error(
-        lambda: clients.runtime_client(stack.port).invoke_endpoint_with_response_stream(
-            EndpointName="e", Body=BODY, ContentType="application/json"
+        lambda: client.invoke_endpoint_with_response_stream(EndpointName="e", Body=bad, ContentType="application/json")
+    )
+    assert (error["Error"]["Code"], error["ResponseMetadata"]["HTTPStatusCode"]) == ("ModelError", 424)
+    assert (error["OriginalStatusCode"], error["OriginalMessage"]) == (400, container.text)
+    empty = clients.client_error(lambda: client.invoke_endpoint_with_response_stream(EndpointName="e", Body=b""))
+    assert (empty["Error"]["Code"], empty["Error"]["Message"]) == (
+        "ValidationError",
+        "1 validation error detected: Value at 'body' failed to satisfy constraint: Member must not be empty",
+    )
+    session = clients.client_error(
+        lambda: client.invoke_endpoint_with_response_stream(EndpointName="e", Body=BODY, SessionId="session-1")
+    )
+    assert (session["Error"]["Code"], session["Error"]["Message"]) == (
+        "ValidationError",
+        "SessionId is not supported by the local endpoint e: it has no stateful sessions",
+    )
+
+
+def test_a_stream_later_than_the_timeout_is_a_model_stream_error(scripted):
+    error = clients.client_error(
+        lambda: clients.runtime_client(scripted.port).invoke_endpoint_with_response_stream(
+            EndpointName="e", Body=BODY, ContentType="application/json", CustomAttributes="sleep"
         )
     )
-    assert (error["Error"]["Code"], error["ResponseMetadata"]["HTTPStatusCode"]) == ("ValidationError", 400)
+    assert (error["Error"]["Code"], error["ResponseMetadata"]["HTTPStatusCode"]) == ("ModelStreamError", 424)
     assert error["Error"]["Message"] == (
-        "InvokeEndpointWithResponseStream is not served by the local runtime API "
-        "(SAGEMAKER_LOCAL_RUNTIME_API): use InvokeEndpoint or InvokeEndpointAsync"
+        "Your model primary did not complete sending the inference response in the allotted time."
     )
+    assert error["ErrorCode"] == "ModelInvocationTimeExceeded"

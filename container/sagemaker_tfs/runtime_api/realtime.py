@@ -3,6 +3,9 @@
 with the headers SageMaker passes on; a 2xx answer is passed back with the production variant, any other is
 SageMaker's ModelError (424) quoting the container's status and body.
 
+InvokeEndpointWithResponseStream (`/invocations-response-stream`) checks and calls alike, and answers the container's
+answer as an event stream of PayloadParts (event_stream.py), its content type in X-Amzn-SageMaker-Content-Type.
+
 Where it runs: in the app's workers (`serve_in`: nginx sends the route to gunicorn, and the worker calls its own app
 in-process, container.InProcess), or down the direct route (stack/runtime_route.py); a multi-model target that the
 worker's registry view does not route yet is handed to `serve` (server.py), which owns the registry that loads it,
@@ -24,15 +27,17 @@ from ..shared.media_types import JSON
 from ..web.answers import Reply
 from ..web.app import WebApp
 from ..web.metrics import Timings
-from . import members
+from . import event_stream, members
 from .container import Answer, Container, InProcess, passed_on
-from .errors import model_error, service_unavailable, validation
+from .errors import RuntimeApiError, model_error, service_unavailable, validation
 from .target_models import LoadedTargets, LoadFailed, NotLoadedHere, Targets
 
 log = logging.getLogger("sagemaker_tfs.runtime_api")
 
 OPERATION = "InvokeEndpoint"
 ROUTE = "/endpoints/{endpoint}/invocations"
+STREAM_OPERATION = "InvokeEndpointWithResponseStream"
+STREAM_ROUTE = "/endpoints/{endpoint}/invocations-response-stream"
 TARGET_VARIANT_HEADER = members.member(OPERATION, "TargetVariant").location_name
 # member -> why: what the service model offers and one container cannot do (headers from the service model's table)
 UNSUPPORTED = {
@@ -43,10 +48,16 @@ UNSUPPORTED = {
     "PrefixAwareId": "it has no prefix-aware routing",
 }
 
-# (member, its header's key in a WSGI environ, why)
-_UNSUPPORTED_KEYS = tuple(
-    (name, environ_key(members.member(OPERATION, name).location_name), what) for name, what in UNSUPPORTED.items()
-)
+
+def _unsupported_keys(operation: str) -> tuple[tuple[str, str, str], ...]:
+    """(member, its header's key in a WSGI environ, why) for the UNSUPPORTED members the operation has."""
+    names = {member.name for member in members.OPERATIONS[operation]}
+    return tuple(
+        (name, environ_key(members.member(operation, name).location_name), what)
+        for name, what in UNSUPPORTED.items()
+        if name in names
+    )
+
 
 # A worker hands a request to serve's InvokeEndpoint with nginx's internal redirect to a named location, which keeps
 # the method and the body (stack/nginx.py defines the location).
@@ -59,6 +70,9 @@ TIMED_OUT = (
     "Your invocation timed out while waiting for a response from container primary. Review the latency "
     "metrics for each container, resolve the issue, and try again."
 )
+STREAM_TIMED_OUT = "Your model primary did not complete sending the inference response in the allotted time."
+STREAM_ACCEPT_HEADER = members.member(STREAM_OPERATION, "Accept").location_name  # X-Amzn-SageMaker-Accept
+STREAM_CONTENT_TYPE_HEADER = "X-Amzn-SageMaker-Content-Type"  # the answer's ContentType member
 
 
 def log_stream_of(settings: Settings) -> Callable[[str], str]:
@@ -83,26 +97,40 @@ def _sent(req: falcon.Request) -> Callable[[str], str | None]:
 
 
 class InvokeEndpoint:
+    operation = OPERATION
+
     def __init__(self, settings: Settings, container: Container, models: Targets | None):
         self.settings = settings
         self.container = container
         self.models = models
         self.limit = settings.local_runtime_max_payload_mb * MIB
         self.log_stream = log_stream_of(settings)
+        self._unsupported = _unsupported_keys(self.operation)
 
     def answer(self, env: dict, rid: str, timings: Timings | None, endpoint: str) -> Reply:
         """The operation's answer (POST); its errors are RuntimeApiErrors, which answer themselves."""
-        req = falcon.Request(env)  # Falcon's parser of the headers and of Content-Length
-        members.check(OPERATION, endpoint, header := _sent(req))
-        self._check_supported(req, header, endpoint)
+        header, body = self._checked(env, rid, endpoint)
         target = header(TARGET_MODEL_HEADER)  # (nginx logs the operation: stack/runtime_route.py)
-        body = self._body(req, rid)
         try:
             path = self._path(target, endpoint)
         except NotLoadedHere:  # nginx sends the request, its body kept, to serve's InvokeEndpoint
             return Reply(200, b"", JSON, [(HAND_OVER_HEADER, SERVE_HAND_OVER)])
         headers = passed_on(env)
         headers[REQUEST_ID_HEADER] = rid  # one id in the client's answer and in every log line of the stack
+        result = self._answered(path, body, headers, endpoint)
+        content_type = JSON if result.content_type is None else result.content_type
+        return Reply(200, result.body, content_type, self._own_headers(result))
+
+    def _checked(self, env: dict, rid: str, endpoint: str) -> tuple[Callable[[str], str | None], bytes]:
+        """The request's headers by name and its body, once the members, what is supported and the body's size
+        have been checked."""
+        req = falcon.Request(env)  # Falcon's parser of the headers and of Content-Length
+        members.check(self.operation, endpoint, header := _sent(req))
+        self._check_supported(req, header, endpoint)
+        return header, self._body(req, rid)
+
+    def _answered(self, path: str, body: bytes, headers: dict[str, str], endpoint: str) -> Answer:
+        """The container's 2xx answer, else the operation's error."""
         result = self._call(path, body, headers, endpoint)
         if not 200 <= result.status < 300:
             # SageMaker routes no request to a container whose /ping fails: then the error is the endpoint's (asked
@@ -112,10 +140,14 @@ class InvokeEndpoint:
                     f"The endpoint {endpoint} is not ready: its container does not answer GET /ping with 200"
                 )
             raise model_error(result.status, result.body, self.log_stream(endpoint))
+        return result
+
+    def _own_headers(self, result: Answer) -> list[tuple[str, str]]:
+        """The production variant, and the custom attributes the container answered with."""
         own = [(VARIANT_HEADER, self.settings.local_runtime_variant)]
         if result.custom_attributes is not None:
             own.append((CUSTOM_ATTRIBUTES_HEADER, result.custom_attributes))
-        return Reply(200, result.body, JSON if result.content_type is None else result.content_type, own)
+        return own
 
     def _check_supported(self, req: falcon.Request, header: Callable[[str], str | None], endpoint: str) -> None:
         """Members that ask for what one local container with one variant does not have are refused, not ignored:
@@ -127,7 +159,7 @@ class InvokeEndpoint:
                 f"one variant is {self.settings.local_runtime_variant} (SAGEMAKER_LOCAL_RUNTIME_VARIANT)"
             )
         env = req.env
-        for name, key, what in _UNSUPPORTED_KEYS:
+        for name, key, what in self._unsupported:
             if env.get(key):
                 raise validation(f"{name} is not supported by the local endpoint {endpoint}: {what}")
 
@@ -165,9 +197,43 @@ class InvokeEndpoint:
         try:
             return self.container.call("POST", path, body, headers, timeout)
         except TimeoutError:
-            raise model_error(0, TIMED_OUT.encode(), self.log_stream(endpoint)) from None
+            raise self._timed_out(endpoint) from None
         except OSError as exc:
             log.warning("InvokeEndpoint %s: the container cannot be reached: %s", endpoint, exc)
             raise service_unavailable(
                 f"The endpoint {endpoint} is not ready: its container cannot be reached"
             ) from None
+
+    def _timed_out(self, endpoint: str) -> RuntimeApiError:
+        return model_error(0, TIMED_OUT.encode(), self.log_stream(endpoint))
+
+
+class InvokeEndpointWithResponseStream(InvokeEndpoint):
+    """The answer as SageMaker streams it: the container's answer in PayloadPart events, each of
+    event_stream.PART_SIZE bytes at most, read by boto3's EventStream. The container's answer is read whole first
+    (its errors, a timeout included, are then the operation's own); a multi-model endpoint is refused, as in
+    SageMaker, where the operation has no TargetModel."""
+
+    operation = STREAM_OPERATION
+
+    def answer(self, env: dict, rid: str, timings: Timings | None, endpoint: str) -> Reply:
+        header, body = self._checked(env, rid, endpoint)
+        if self.models is not None:
+            raise validation(
+                f"{STREAM_OPERATION} is not supported by the multi-model endpoint {endpoint} "
+                "(SAGEMAKER_MULTI_MODEL=true): it names no TargetModel; use InvokeEndpoint"
+            )
+        headers = passed_on(env)
+        headers.pop(TARGET_MODEL_HEADER, None)  # not members of this operation: SageMaker passes them on not
+        headers.pop("Accept", None)
+        accept = header(STREAM_ACCEPT_HEADER)
+        if accept is not None:
+            headers["Accept"] = accept
+        headers[REQUEST_ID_HEADER] = rid
+        result = self._answered("/invocations", body, headers, endpoint)
+        content_type = JSON if result.content_type is None else result.content_type
+        own = [(STREAM_CONTENT_TYPE_HEADER, content_type), *self._own_headers(result)]
+        return Reply(200, b"".join(event_stream.payload_parts(result.body)), event_stream.MEDIA_TYPE, own)
+
+    def _timed_out(self, endpoint: str) -> RuntimeApiError:
+        return RuntimeApiError(424, "ModelStreamError", STREAM_TIMED_OUT, ErrorCode="ModelInvocationTimeExceeded")

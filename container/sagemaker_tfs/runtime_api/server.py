@@ -6,39 +6,23 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import NoReturn
 
 from ..config import Settings
 from ..registry.owner import Owner
 from ..shared import runtime_dir
 from ..web.app import WebApp
-from ..web.metrics import Timings
 from ..web.unix_server import UnixAppServer
 from .asynchronous import AsyncInvocations
 from .container import Container
-from .errors import validation
-from .realtime import ROUTE, InvokeEndpoint
+from .realtime import ROUTE, STREAM_ROUTE, InvokeEndpoint, InvokeEndpointWithResponseStream
 from .target_models import TargetModels
 
 log = logging.getLogger("sagemaker_tfs.runtime_api")
 
 
-class NotServed:
-    """An operation of SageMaker Runtime this twin does not run: a clear ValidationError rather than a bare 404."""
-
-    def __init__(self, operation: str):
-        self.operation = operation
-
-    def answer(self, env: dict, rid: str, timings: Timings | None, endpoint: str) -> NoReturn:
-        raise validation(
-            f"{self.operation} is not served by the local runtime API (SAGEMAKER_LOCAL_RUNTIME_API): "
-            "use InvokeEndpoint or InvokeEndpointAsync"
-        )
-
-
 class RuntimeApi:
-    """InvokeEndpoint and InvokeEndpointAsync of one endpoint (this container); `owner` is the multi-model
-    registry's, None on a single-model endpoint."""
+    """InvokeEndpoint (a multi-model endpoint's), InvokeEndpointWithResponseStream and InvokeEndpointAsync of one
+    endpoint (this container); `owner` is the multi-model registry's, None on a single-model endpoint."""
 
     def __init__(self, settings: Settings, runtime: Path, owner: Owner | None):
         container = Container(settings.bind_port)
@@ -48,10 +32,7 @@ class RuntimeApi:
         if models is not None:  # a multi-model endpoint's: its TargetModel loads through the registry, here
             app.add_route(ROUTE, POST=InvokeEndpoint(settings, container, models).answer)
         app.add_route("/endpoints/{endpoint}/async-invocations", POST=self.asynchronous.answer)
-        app.add_route(
-            "/endpoints/{endpoint}/invocations-response-stream",
-            POST=NotServed("InvokeEndpointWithResponseStream").answer,
-        )
+        app.add_route(STREAM_ROUTE, POST=InvokeEndpointWithResponseStream(settings, container, models).answer)
         self.server = UnixAppServer(runtime / runtime_dir.RUNTIME_API_SOCKET, app, "runtime-api")
 
     def start(self) -> None:
