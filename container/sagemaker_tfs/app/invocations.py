@@ -11,7 +11,7 @@ import falcon
 
 from ..errors import HandlerError
 from ..model_client.model_servers import ModelServer, ModelServerClient, round_robin
-from ..shared.cooperative import call_script
+from ..shared.cooperative import call_script, script_step
 from ..shared.handler_contract import Contract
 from ..shared.tfs_api import model_path
 from ..web import answers
@@ -43,6 +43,7 @@ class Invocations:
         self._with_channel = handlers.contract is not Contract.DEFAULT
         # a script's functions may block (cooperative.py decides where they run); the default handler's never do
         self._run = _call if handlers.contract is Contract.DEFAULT else call_script
+        self._step = answers.next_item if handlers.contract is Contract.DEFAULT else script_step(answers.END)
         self._next_server = round_robin(servers)
         if handlers.handler is not None:
             self._handler = handlers.handler
@@ -95,7 +96,7 @@ class Invocations:
         result = self._run(self._handler, data, context)
         if timings is not None:
             timings.add("handler", started)
-        return answers.from_return_value(result, context.accept_header, "handler")
+        return answers.from_return_value(result, context.accept_header, "handler", self._step)
 
     def _call_pair(
         self, data: Body, context: Context, server: ModelServer, path: str, rid: str, timings: Timings | None
@@ -133,7 +134,7 @@ class Invocations:
                 exc_info=True,
             )
             return (response.status_code, response.content, response.headers.get("Content-Type") or answers.JSON)
-        return answers.from_return_value(result, context.accept_header, self._output_name)
+        return answers.from_return_value(result, context.accept_header, self._output_name, self._step)
 
 
 def _call(fn: Callable, *args: Any) -> Any:

@@ -56,7 +56,8 @@ class ModelInvocations(Invocations):
             if exc.status == 502:  # the instance is down: serve is restarting it
                 raise HandlerError(503, "model server restarting") from None
             raise
-        if status == 429 and (b"OOM" in body or b"out of memory" in body.lower()):  # RESOURCE_EXHAUSTED: memory
+        # RESOURCE_EXHAUSTED for memory (a script's streamed answer is not looked into)
+        if status == 429 and isinstance(body, bytes) and (b"OOM" in body or b"out of memory" in body.lower()):
             return answers.error(507, f"Memory exhausted: {body.decode(errors='replace')}")
         return status, body, content_type
 

@@ -101,6 +101,27 @@ def call_script(fn: Callable, *args: Any) -> Any:
     return fn(*args) if current is None else current.call_script(fn, args)
 
 
+def script_step(end: object) -> Callable[[Any], Any]:
+    """The next item of an iterator a script returned (`end` after its last), taken as a script function is called:
+    a generator's code runs then, and may block. Each generator function is judged apart (one step function per
+    code object), so that one that blocks sends only its own steps to threads."""
+    steps: dict[Any, Callable[[Any], Any]] = {}
+
+    def step(parts: Any) -> Any:
+        key = getattr(parts, "gi_code", None) or type(parts)
+        fn = steps.get(key)
+        if fn is None:
+
+            def fn(iterator: Any) -> Any:
+                return next(iterator, end)
+
+            fn.__qualname__ = str(getattr(key, "co_qualname", None) or getattr(key, "__qualname__", "an iterator"))
+            steps[key] = fn
+        return call_script(fn, parts)
+
+    return step
+
+
 class Watch:
     """A socket registered with the hub for good: a request greenlet may wait on it; when none does, an event
     means the peer closed it (or sent what nobody asked for) and `on_idle` runs."""

@@ -1,5 +1,7 @@
-"""Calling a WSGI app for one request and taking its whole answer: the app workers' servers do it for every request
-(wsgi_server/http_connection.py), and InvokeEndpoint for the worker's own app in-process (runtime_api/container.py)."""
+"""Calling a WSGI app for one request and taking its answer: whole (InvokeEndpoint calling the worker's own app
+in-process, runtime_api/container.py; the testing Endpoint), or, by the app workers' servers
+(wsgi_server/http_connection.py), whole when the app gives a list and part by part otherwise (a streamed answer,
+web/app.py)."""
 
 from __future__ import annotations
 
@@ -24,6 +26,14 @@ CONSTANT_ENVIRON: dict[str, Any] = {
 
 def whole_answer(app: WsgiApp, environ: dict) -> tuple[str, list[tuple[str, str]], bytes]:
     """The app's status line, headers and body (its iterable joined, then closed); what the app raises, raised."""
+    status, headers, body = answer(app, environ)
+    return status, headers, body if isinstance(body, bytes) else _joined(body)
+
+
+def answer(app: WsgiApp, environ: dict) -> tuple[str, list[tuple[str, str]], Any]:
+    """The app's status line, headers and body: bytes when the app gives a list (its items joined) or starts its
+    answer only once iterated, else the app's iterable as it is, for the caller to iterate and close (a streamed
+    answer); what the app raises, raised."""
     started: list = []
 
     def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Callable:
@@ -33,14 +43,24 @@ def whole_answer(app: WsgiApp, environ: dict) -> tuple[str, list[tuple[str, str]
         return _no_write
 
     result = app(environ, start_response)
+    if isinstance(result, list):
+        body: Any = result[0] if len(result) == 1 else b"".join(result)
+    elif not started:
+        body = _joined(result)
+    else:
+        body = result
+    status, headers = started
+    return status, headers, body
+
+
+def _joined(result: Any) -> bytes:
+    """An app's iterable joined, then closed."""
     try:
-        body = b"".join(result)
+        return b"".join(result)
     finally:
         close = getattr(result, "close", None)
         if close is not None:
             close()
-    status, headers = started
-    return status, headers, body
 
 
 def _no_write(data: bytes) -> None:

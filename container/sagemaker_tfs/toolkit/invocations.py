@@ -12,6 +12,7 @@ from typing import Any
 from ..errors import HandlerError
 from ..model_client.model_servers import ModelServer, ModelServerClient
 from ..shared import gpus, media_types
+from ..shared.cooperative import script_step
 from ..web import answers
 from ..web.bodies import body_stream
 from ..web.metrics import Timings
@@ -49,6 +50,7 @@ class ToolkitInvocations:
     def __init__(self, loaded: Loaded, default_accept: str):
         self._loaded = loaded
         self._default_accept = default_accept
+        self._step = script_step(answers.END)  # an output_fn or transform_fn may return an iterator (answers.py)
         functions = loaded.functions
         if not functions.transform_fn and not (functions.input_fn and functions.output_fn):
             from . import arrays  # the defaults use numpy (ImportError without it): only scripts that need them
@@ -71,7 +73,7 @@ class ToolkitInvocations:
         loaded = self._loaded
         context = Context(loaded.system_properties, loaded.model_name, env)
         result = self._call(context, data, content_type, accept)
-        status, body, response_type = answers.from_return_value(result, accept, self._who)
+        status, body, response_type = answers.from_return_value(result, accept, self._who, self._step)
         if context.response_status is not None:
             status = context.response_status[0]
         return status, body, context.response_content_type or response_type

@@ -1,16 +1,21 @@
 """What the client gets: a handler's return value, or an error, as an Answer (status, body, content type), or a
-Reply when it has headers of its own. web/app.py sends either; its headers always name the content type."""
+Reply when it has headers of its own. web/app.py sends either; its headers always name the content type.
+
+A body is bytes, or the parts of an answer sent as they are made (an iterator of bytes): a script that returns an
+iterator or a generator of bytes or str (alone, or as a tuple's first item) streams its answer. Its first part is
+taken here, so that what the script raises before it is the request's ordinary error answer."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NamedTuple
 
 from .. import codecs
 from ..shared import json_bodies
 from ..shared.media_types import JSON
 
-Answer = tuple[int, bytes, str]  # status, body, content type
+Answer = tuple[int, "bytes | Iterator[bytes]", str]  # status, body (whole, or its parts as made), content type
+Step = Callable[[Iterator[Any]], Any]  # the next item of a script's iterator, END after its last
 Headers = Sequence[tuple[str, str]]  # (name, value) pairs, in the order they are sent
 
 
@@ -36,18 +41,27 @@ class BadReturnValue(TypeError):
     """A handler returned something that cannot be sent; the message says what it returned."""
 
 
-def error(status: int, message: Any) -> Answer:
+END = object()  # a Step's value after an iterator's last item
+
+
+def next_item(parts: Iterator[Any]) -> Any:
+    return next(parts, END)
+
+
+def error(status: int, message: Any) -> tuple[int, bytes, str]:
     """The JSON error answer {"error": message}."""
     return status, json_bodies.error(message), JSON
 
 
-def from_return_value(result: Any, accept: str, who: str) -> Answer:
+def from_return_value(result: Any, accept: str, who: str, step: Step = next_item) -> Answer:
     """The answer for what `who` (handler or output_handler) returned:
       (body, content_type)            200; content type None means application/json
       (body, content_type, status)    that status
       body                            200; str/bytes with the Accept header's preferred concrete type (else
                                       application/json), dict/list as JSON
-    A body is bytes, str (sent as UTF-8), or a dict or list (sent as JSON). Anything else is BadReturnValue."""
+    A body is bytes, str (sent as UTF-8), a dict or list (sent as JSON), or an iterator of bytes or str, whose
+    items `step` takes (the script's code runs then) and which is sent part by part. Anything else is
+    BadReturnValue."""
     if isinstance(result, tuple):
         if len(result) == 2:
             body, content_type = result
@@ -74,9 +88,35 @@ def from_return_value(result: Any, accept: str, who: str) -> Answer:
             )
     else:
         body, status = result, 200
-        text = isinstance(body, (str, bytes, bytearray, memoryview))
+        text = isinstance(body, (str, bytes, bytearray, memoryview, Iterator))
         content_type = (codecs.preferred_type(accept) or JSON) if text else JSON
+    if isinstance(body, Iterator) and not isinstance(body, (str, bytes, bytearray, memoryview)):
+        return int(status), _parts(step(body), body, who, step), content_type
     return int(status), _body(body, result, who), content_type
+
+
+def _parts(first: Any, rest: Iterator[Any], who: str, step: Step) -> Iterator[bytes]:
+    """A script's parts as bytes, the first already taken; its iterator closed at the end, or when the client goes
+    away (a generator's `finally` runs then)."""
+    try:
+        item = first
+        while item is not END:
+            yield _part(item, who)
+            item = step(rest)
+    finally:
+        close = getattr(rest, "close", None)
+        if close is not None:
+            close()
+
+
+def _part(item: Any, who: str) -> bytes:
+    if isinstance(item, bytes):
+        return item
+    if isinstance(item, str):
+        return item.encode()
+    if isinstance(item, (bytearray, memoryview)):
+        return bytes(item)
+    raise BadReturnValue(f"{who}'s iterator gave {_preview(item)}: each part must be bytes or str")
 
 
 def _body(body: Any, result: Any, who: str) -> bytes:

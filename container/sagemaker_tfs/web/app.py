@@ -27,7 +27,7 @@ from __future__ import annotations
 import contextvars
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import NoReturn
 
 import falcon
@@ -120,7 +120,7 @@ class WebApp:
         """`responders` by method name (GET=..., POST=...) for the URI template (Falcon's syntax: `/models/{name}`)."""
         self._router.add_route(template, _Route(responders))
 
-    def __call__(self, env: dict, start_response: Callable) -> list[bytes]:
+    def __call__(self, env: dict, start_response: Callable) -> Iterable[bytes]:
         rid = request_id(env)
         scope = self._scope
         token, timings = scope.begin(rid) if scope is not None else (None, None)
@@ -141,8 +141,12 @@ class WebApp:
         return _send(start_response, answer, rid, timing, method == "HEAD")
 
 
-def _send(start_response: Callable, answer: Answer | Reply, rid: str, timing: str | None, head: bool) -> list[bytes]:
-    """Start the answer with its headers, in their order; its body (none for HEAD)."""
+def _send(
+    start_response: Callable, answer: Answer | Reply, rid: str, timing: str | None, head: bool
+) -> Iterable[bytes]:
+    """Start the answer with its headers, in their order; its body (none for HEAD): whole, with its length, or its
+    parts as they are made, with none, and nginx told not to buffer them (X-Accel-Buffering)."""
+    body: bytes | Iterator[bytes]
     if isinstance(answer, Reply):
         status, body, content_type, own = answer
     else:
@@ -156,9 +160,33 @@ def _send(start_response: Callable, answer: Answer | Reply, rid: str, timing: st
             headers.append((name, value))
     if timing is not None:
         headers.append((_SERVER_TIMING_NAME, timing))
+    if not isinstance(body, bytes):
+        headers.append(("x-accel-buffering", "no"))
+        start_response(falcon.code_to_http_status(status), headers)
+        if head:
+            getattr(body, "close", _no_close)()  # (answers._parts: a generator, which runs the script's finally)
+            return []
+        return _streamed(body, rid)
     headers.append(("content-length", str(len(body))))
     start_response(falcon.code_to_http_status(status), headers)
     return [] if head else [body]
+
+
+def _no_close() -> None:
+    pass
+
+
+def _streamed(parts: Iterator[bytes], rid: str) -> Iterator[bytes]:
+    """A streamed answer's parts, with what ends it early logged: the script's error after its first part (the
+    server then ends the answer unfinished, without its last chunk), or the client gone."""
+    try:
+        yield from parts
+    except GeneratorExit:
+        log.info("request %s: the client went away before the answer's last part; the script's iterator is closed", rid)
+        raise
+    except Exception:
+        log.exception("request %s: the answer's stream failed after its first part; it ends unfinished", rid)
+        raise
 
 
 def error_answer(exc: Exception, rid: str, method: str, path: str) -> Answer | Reply:

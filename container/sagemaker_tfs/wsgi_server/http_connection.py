@@ -18,7 +18,7 @@ import httptools
 from gunicorn.workers import base
 
 from ..shared.headers import environ_key
-from ..shared.wsgi_call import CONSTANT_ENVIRON, whole_answer
+from ..shared.wsgi_call import CONSTANT_ENVIRON, answer
 from ..web.request import request_id
 
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
@@ -192,11 +192,12 @@ class Connection:
         self.ready.append((environ, parser.should_keep_alive() and not self._close))
 
 
-def call_app(worker: base.Worker, environ: dict, keep_alive: bool) -> tuple[bytes, bytes, bool] | None:
-    """The worker's app called for one request: the answer's head and body, and whether the connection stays open
-    (the client's choice, unless the worker is stopping); None when the app failed (logged)."""
+def call_app(worker: base.Worker, environ: dict, keep_alive: bool) -> tuple[bytes, Any, bool] | None:
+    """The worker's app called for one request: the answer's head, its body (bytes, or the app's iterable of a
+    streamed answer, sent chunked: the caller iterates and closes it), and whether the connection stays open (the
+    client's choice, unless the worker is stopping); None when the app failed (logged)."""
     try:
-        status, headers, body = whole_answer(worker.wsgi, environ)
+        status, headers, body = answer(worker.wsgi, environ)
     except Exception:
         worker.log.exception("Error handling request %s", environ.get("PATH_INFO"))
         return None
@@ -206,11 +207,16 @@ def call_app(worker: base.Worker, environ: dict, keep_alive: bool) -> tuple[byte
         if len(name) == 14 and name.lower() == "content-length":
             has_length = True
         lines.append(f"{name}: {value}\r\n")
-    if not has_length and not status.startswith(("1", "204", "304")):
+    keep_alive = keep_alive and worker.alive  # a stopping worker ends each connection after its current request
+    if not isinstance(body, bytes):
+        if environ["SERVER_PROTOCOL"] == "HTTP/1.0":  # no chunks in HTTP/1.0: the body ends with the connection
+            keep_alive = False
+        else:
+            lines.append("Transfer-Encoding: chunked\r\n")
+    elif not has_length and not status.startswith(("1", "204", "304")):
         lines.append(f"Content-Length: {len(body)}\r\n")
-    keep_alive = keep_alive and worker.alive  # a stopping worker ends each connection after its request
     lines.append("\r\n" if keep_alive else "Connection: close\r\n\r\n")
-    if environ["REQUEST_METHOD"] == "HEAD":
+    if environ["REQUEST_METHOD"] == "HEAD" and isinstance(body, bytes):
         body = b""
     return "".join(lines).encode("latin-1"), body, keep_alive
 
