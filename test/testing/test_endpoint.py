@@ -95,6 +95,22 @@ def test_a_handler_script_with_its_session(tmp_path):
     assert result.json() == {"y": [3.5, 4.5], "accept": "application/json"}
 
 
+STREAMING = """
+    def handler(data, context):
+        words = data.read().decode().split()
+        return (word + "\\n" for word in words), "text/plain"
+"""
+
+
+def test_a_streamed_answer_is_read_whole_in_process_and_through_the_stack(tmp_path):
+    model = write_code(copy_model(HALF_PLUS_THREE, tmp_path, "model"), STREAMING)
+    with Endpoint(model) as in_process, Endpoint(model, stack=True) as stack:
+        answers = [endpoint.invoke("a b c", content_type="text/plain") for endpoint in (in_process, stack)]
+    assert [(answer.status, answer.body, answer.headers["content-type"]) for answer in answers] == [
+        (200, b"a\nb\nc\n", "text/plain")
+    ] * 2
+
+
 def test_a_toolkit_script_without_a_savedmodel(tmp_path):
     model = write_code(tmp_path / "model", TOOLKIT)
     with Endpoint(model) as endpoint:
