@@ -31,6 +31,8 @@ SCRIPT = """
         kind = request["kind"]
         if kind == "whole":
             return "whole", "text/plain"
+        if kind == "not bytes":
+            return iter([1.5, b"never sent"]), "text/plain"
         if kind == "before":
             def parts():
                 raise RuntimeError("no first part")
@@ -97,14 +99,21 @@ def test_each_part_reaches_the_client_as_the_script_yields_it(stack, tmp_path):
     connection.close()
 
 
-def test_an_error_before_the_first_part_is_the_ordinary_error_answer(stack):
-    connection, answer = _post(stack, {"kind": "before"})
+@pytest.mark.parametrize(
+    "kind, error",
+    [
+        ("before", "no first part"),
+        ("not bytes", "handler's iterator gave 1.5: each part must be bytes or str"),
+    ],
+)
+def test_an_error_before_the_first_part_is_the_ordinary_error_answer(stack, kind, error):
+    connection, answer = _post(stack, {"kind": kind})
     body = answer.read()
     connection.close()
     assert (answer.status, answer.getheader("Content-Type"), json.loads(body)) == (
         500,
         "application/json",
-        {"error": "no first part"},
+        {"error": error},
     )
     assert answer.getheader("Content-Length") == str(len(body))
 

@@ -91,41 +91,58 @@ def from_return_value(result: Any, accept: str, who: str, step: Step = next_item
         text = isinstance(body, (str, bytes, bytearray, memoryview, Iterator))
         content_type = (codecs.preferred_type(accept) or JSON) if text else JSON
     if isinstance(body, Iterator) and not isinstance(body, (str, bytes, bytearray, memoryview)):
-        return int(status), _parts(step(body), body, who, step), content_type
+        try:
+            first = step(body)
+            if first is not END:
+                first = _part(first, who)
+        except BaseException:
+            _close(body)
+            raise
+        return int(status), _parts(first, body, who, step), content_type
     return int(status), _body(body, result, who), content_type
 
 
 def _parts(first: Any, rest: Iterator[Any], who: str, step: Step) -> Iterator[bytes]:
-    """A script's parts as bytes, the first already taken; its iterator closed at the end, or when the client goes
-    away (a generator's `finally` runs then)."""
+    """A script's parts as bytes, the first already taken and converted; its iterator closed at the end, or when
+    the client goes away (a generator's `finally` runs then)."""
     try:
-        item = first
-        while item is not END:
+        if first is END:
+            return
+        yield first
+        while (item := step(rest)) is not END:
             yield _part(item, who)
-            item = step(rest)
     finally:
-        close = getattr(rest, "close", None)
-        if close is not None:
-            close()
+        _close(rest)
+
+
+def _close(parts: Iterator[Any]) -> None:
+    close = getattr(parts, "close", None)
+    if close is not None:
+        close()
+
+
+def _bytes(value: Any) -> bytes | None:
+    """bytes, str (as UTF-8), a bytearray or a memoryview as bytes; None for anything else."""
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode()
+    if isinstance(value, (bytearray, memoryview)):
+        return bytes(value)
+    return None
 
 
 def _part(item: Any, who: str) -> bytes:
-    if isinstance(item, bytes):
-        return item
-    if isinstance(item, str):
-        return item.encode()
-    if isinstance(item, (bytearray, memoryview)):
-        return bytes(item)
-    raise BadReturnValue(f"{who}'s iterator gave {_preview(item)}: each part must be bytes or str")
+    data = _bytes(item)
+    if data is None:
+        raise BadReturnValue(f"{who}'s iterator gave {_preview(item)}: each part must be bytes or str")
+    return data
 
 
 def _body(body: Any, result: Any, who: str) -> bytes:
-    if isinstance(body, bytes):
-        return body
-    if isinstance(body, str):
-        return body.encode()
-    if isinstance(body, (bytearray, memoryview)):
-        return bytes(body)
+    data = _bytes(body)
+    if data is not None:
+        return data
     if isinstance(body, (dict, list)):
         try:
             return json_bodies.encode(body)
