@@ -31,6 +31,8 @@ SCRIPT = """
         kind = request["kind"]
         if kind == "whole":
             return "whole", "text/plain"
+        if kind == "large":  # a part larger than one chunk's write, between small and empty ones
+            return iter([b"a", b"", b"x" * 100_000, "z"]), "text/plain"
         if kind == "not bytes":
             return iter([1.5, b"never sent"]), "text/plain"
         if kind == "before":
@@ -96,6 +98,13 @@ def test_each_part_reaches_the_client_as_the_script_yields_it(stack, tmp_path):
     connection.request("POST", "/invocations", '{"kind": "whole"}', {"Content-Type": "application/json"})
     again = connection.getresponse()
     assert (again.status, again.getheader("Content-Length"), again.read()) == (200, "5", b"whole")
+    connection.close()
+
+
+def test_parts_of_every_size_arrive_whole_and_in_order(stack):
+    connection, answer = _post(stack, {"kind": "large"})
+    assert (answer.status, answer.getheader("Transfer-Encoding")) == (200, "chunked")
+    assert answer.read() == b"a" + b"x" * 100_000 + b"z"
     connection.close()
 
 

@@ -58,9 +58,15 @@ def _joined(result: Any) -> bytes:
     try:
         return b"".join(result)
     finally:
-        close = getattr(result, "close", None)
-        if close is not None:
-            close()
+        close(result)
+
+
+def close(iterable: Any) -> None:
+    """Close an iterable that has a close() (PEP 3333's rule for an app's answer; a generator runs its `finally`
+    then, once started)."""
+    method = getattr(iterable, "close", None)
+    if method is not None:
+        method()
 
 
 def _no_write(data: bytes) -> None:

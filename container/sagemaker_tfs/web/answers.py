@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 from .. import codecs
 from ..shared import json_bodies
 from ..shared.media_types import JSON
+from ..shared.wsgi_call import close
 
 Answer = tuple[int, "bytes | Iterator[bytes]", str]  # status, body (whole, or its parts as made), content type
 Step = Callable[[Iterator[Any]], Any]  # the next item of a script's iterator, END after its last
@@ -90,13 +91,13 @@ def from_return_value(result: Any, accept: str, who: str, step: Step = next_item
         body, status = result, 200
         text = isinstance(body, (str, bytes, bytearray, memoryview, Iterator))
         content_type = (codecs.preferred_type(accept) or JSON) if text else JSON
-    if isinstance(body, Iterator) and not isinstance(body, (str, bytes, bytearray, memoryview)):
+    if isinstance(body, Iterator):  # (str, bytes and the like are iterables, not iterators)
         try:
             first = step(body)
             if first is not END:
                 first = _part(first, who)
         except BaseException:
-            _close(body)
+            close(body)
             raise
         return int(status), _parts(first, body, who, step), content_type
     return int(status), _body(body, result, who), content_type
@@ -112,13 +113,7 @@ def _parts(first: Any, rest: Iterator[Any], who: str, step: Step) -> Iterator[by
         while (item := step(rest)) is not END:
             yield _part(item, who)
     finally:
-        _close(rest)
-
-
-def _close(parts: Iterator[Any]) -> None:
-    close = getattr(parts, "close", None)
-    if close is not None:
-        close()
+        close(rest)
 
 
 def _bytes(value: Any) -> bytes | None:

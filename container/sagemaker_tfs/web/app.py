@@ -38,6 +38,7 @@ from ..errors import HandlerError
 from ..shared import json_bodies, logs
 from ..shared.headers import REQUEST_ID_HEADER, SERVER_TIMING_HEADER
 from ..shared.media_types import JSON
+from ..shared.wsgi_call import close
 from . import answers
 from .answers import Answer, AnsweringError, Headers, Reply
 from .metrics import AppMetrics, Timings
@@ -164,16 +165,12 @@ def _send(
         headers.append(("x-accel-buffering", "no"))
         start_response(falcon.code_to_http_status(status), headers)
         if head:
-            getattr(body, "close", _no_close)()  # (answers._parts: a generator, which runs the script's finally)
+            close(body)
             return []
         return _streamed(body, rid)
     headers.append(("content-length", str(len(body))))
     start_response(falcon.code_to_http_status(status), headers)
     return [] if head else [body]
-
-
-def _no_close() -> None:
-    pass
 
 
 def _streamed(parts: Iterator[bytes], rid: str) -> Iterator[bytes]:

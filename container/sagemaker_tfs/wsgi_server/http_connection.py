@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import socket
 import time
+from collections.abc import Iterator
 from typing import Any
 from urllib.parse import unquote_to_bytes, urlsplit
 
@@ -18,10 +19,11 @@ import httptools
 from gunicorn.workers import base
 
 from ..shared.headers import environ_key
-from ..shared.wsgi_call import CONSTANT_ENVIRON, answer
+from ..shared.wsgi_call import CONSTANT_ENVIRON, answer, close
 from ..web.request import request_id
 
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+CHUNK_COPIED = 65536  # a streamed part up to this size is copied into its chunk's one write
 
 
 class BadRequest(Exception):
@@ -193,9 +195,10 @@ class Connection:
 
 
 def call_app(worker: base.Worker, environ: dict, keep_alive: bool) -> tuple[bytes, Any, bool] | None:
-    """The worker's app called for one request: the answer's head, its body (bytes, or the app's iterable of a
-    streamed answer, sent chunked: the caller iterates and closes it), and whether the connection stays open (the
-    client's choice, unless the worker is stopping); None when the app failed (logged)."""
+    """The worker's app called for one request: the answer's head, its body (bytes, or for a streamed answer an
+    iterator of the bytes to write, in order, as the app makes them: the caller iterates and closes it), and whether
+    the connection stays open (the client's choice, unless the worker is stopping); None when the app failed
+    (logged)."""
     try:
         status, headers, body = answer(worker.wsgi, environ)
     except Exception:
@@ -213,12 +216,30 @@ def call_app(worker: base.Worker, environ: dict, keep_alive: bool) -> tuple[byte
             keep_alive = False
         else:
             lines.append("Transfer-Encoding: chunked\r\n")
+            body = _chunked(body)
     elif not has_length and not status.startswith(("1", "204", "304")):
         lines.append(f"Content-Length: {len(body)}\r\n")
     lines.append("\r\n" if keep_alive else "Connection: close\r\n\r\n")
     if environ["REQUEST_METHOD"] == "HEAD" and isinstance(body, bytes):
         body = b""
     return "".join(lines).encode("latin-1"), body, keep_alive
+
+
+def _chunked(parts: Any) -> Iterator[bytes]:
+    """A streamed answer's parts in HTTP/1.1's chunked coding: a chunk per part that has bytes, then the last chunk
+    once the parts have ended (an answer the app breaks off lacks it, so the client can tell). A large part is not
+    copied: its size line, the part and its end come one after another. Closed, it closes the parts."""
+    try:
+        for part in parts:
+            if len(part) > CHUNK_COPIED:
+                yield b"%x\r\n" % len(part)
+                yield part
+                yield b"\r\n"
+            elif part:
+                yield b"%x\r\n%b\r\n" % (len(part), part)
+        yield b"0\r\n\r\n"
+    finally:
+        close(parts)
 
 
 def base_environ(address: Any, server: Any) -> dict[str, Any]:

@@ -32,6 +32,7 @@ from typing import Any
 from gunicorn.workers import base
 
 from ..shared import cooperative
+from ..shared.wsgi_call import close
 from . import APP_KEEPALIVE_SECONDS
 from .http_connection import Connection, base_environ, call_app
 from .refusals import closing_error
@@ -39,7 +40,6 @@ from .refusals import closing_error
 READ_SIZE = 65536  # larger reads allocate (and fault in) a large buffer per call
 LARGE_BODY = 1 << 20  # after a body this large, the worker gives free memory back (_Malloc.trim)
 SWEEP_SECONDS = 0.25  # how often idle and slow connections are looked at (and gunicorn's heartbeat kept)
-CHUNK_COPIED = 65536  # a streamed part up to this size is copied into its chunk's one write
 PIPELINE_LIMIT = 8  # complete requests queued on one connection before its reading pauses
 LINGER_SECONDS = 5.0  # how long a refused request's remaining bytes are read and dropped (LoopWorker.linger)
 DRAIN_IDLE_SECONDS = APP_KEEPALIVE_SECONDS + 1.0  # a stopping worker's wait for its idle peers to close (drain)
@@ -266,7 +266,7 @@ class LoopWorker(base.Worker):
             if isinstance(body, bytes):
                 sent = self.send(client, head, body)
             else:
-                sent = self.stream(client, head, body, chunked=b"Transfer-Encoding: chunked" in head)
+                sent = self.stream(client, head, body)
             del body
             if large:
                 _malloc.trim()
@@ -302,31 +302,22 @@ class LoopWorker(base.Worker):
         client.linger_until = time.monotonic() + LINGER_SECONDS
         client.busy = False
 
-    def stream(self, client: Client, head: bytes, parts: Any, chunked: bool) -> bool:
-        """Write a streamed answer: its head, then each part as the app makes it (a chunk each, the last chunk after
-        the last part); False when the client is gone or the app failed after the head (its answer ends without
-        the last chunk, so that the client can tell it from a whole one; the app logged why). The parts are closed
-        in every case: a script's generator runs its `finally`."""
+    def stream(self, client: Client, head: bytes, pieces: Any) -> bool:
+        """Write a streamed answer: its head, then each piece as the app makes it (call_app frames them); False when
+        the client is gone or the app failed after the head (its answer ends there, without its last chunk, so that
+        the client can tell it from a whole one; the app logged why). The pieces are closed in every case: a
+        script's generator, once started, runs its `finally`."""
         try:
             if not self.send(client, head):
                 return False
-            for part in parts:
-                if part and not self._send_part(client, part, chunked):
+            for piece in pieces:
+                if not self.send(client, piece):
                     return False
-            return not chunked or self.send(client, b"0\r\n\r\n")
+            return True
         except Exception:  # noqa: BLE001 - the app's error after the head: logged by the app (web/app._streamed)
             return False
         finally:
-            close = getattr(parts, "close", None)
-            if close is not None:
-                close()
-
-    def _send_part(self, client: Client, part: bytes, chunked: bool) -> bool:
-        if not chunked:
-            return self.send(client, b"", part)
-        if len(part) <= CHUNK_COPIED:  # one write: the size line, the part and its end
-            return self.send(client, b"%x\r\n%b\r\n" % (len(part), part))
-        return self.send(client, b"%x\r\n" % len(part), part) and self.send(client, b"\r\n")
+            close(pieces)
 
     def send(self, client: Client, head: bytes, body: bytes = b"") -> bool:
         """Write an answer, waiting through the loop while the client does not take it; False when it is gone."""
