@@ -554,7 +554,24 @@ class Settings:
         "SAGEMAKER_LOCAL_RUNTIME_TIMEOUT_SECONDS",
         _int_between(1, 3600),
         60,
-        "the runtime API's wait for the container's answer (SageMaker's 60 s); then a `ModelError`",
+        "the runtime API's wait for the container's answer (SageMaker's 60 s); then a `ModelError`. A streamed "
+        "answer (`InvokeEndpointWithResponseStream`) has it for its first part and again between two parts; "
+        "then a `ModelStreamError` event",
+    )
+    local_runtime_stream_timeout_seconds: int = var(
+        "SAGEMAKER_LOCAL_RUNTIME_STREAM_TIMEOUT_SECONDS",
+        _int_between(1, 3600),
+        480,
+        "the longest `InvokeEndpointWithResponseStream` answer, from the call to its last part; then a "
+        "`ModelStreamError` event (`ModelInvocationTimeExceeded`). AWS publishes no figure: set what your endpoint "
+        "sees",
+    )
+    session_expiry_seconds: int = var(
+        "SAGEMAKER_SESSION_EXPIRY_SECONDS",
+        _int_between(1, 86400),
+        1200,
+        "how long a stateful session that a script opens with `context.open_session()` lasts unless it says (the "
+        "20 minutes AWS's own containers give)",
     )
     local_async_input_path: str | None = var(
         "SAGEMAKER_LOCAL_ASYNC_INPUT_PATH",

@@ -6,6 +6,7 @@ real model server."""
 
 from __future__ import annotations
 
+import calendar
 import contextlib
 import io
 import json
@@ -395,6 +396,58 @@ def test_the_answers_of_a_toolkit_script(make_app, tmp_path):
         rid(("content-type", JSON), ("content-length", "21")),
         b'{"error": "not that"}',
         [f"[WARNING] sagemaker_tfs.app: {R}: 415 not that"],
+    )
+
+
+TOOLKIT_SESSIONS = """\
+def model_fn(model_dir):
+    return {}
+
+
+def transform_fn(model, data, content_type, accept, context):
+    if data == "open":
+        session = context.open_session(60)
+        model[session] = 0
+        return session, "text/plain"
+    model[context.session_id] += 1
+    if data == "close":
+        context.close_session()
+    return str(model[context.session_id]), "text/plain"
+"""
+
+
+def test_a_toolkit_script_s_session_headers(make_app, tmp_path):
+    app = make_app(write_model_dir(tmp_path, TOOLKIT_SESSIONS))
+
+    def invoke(body: str, session: str) -> Exchange:
+        headers = {"Content-Type": "text/csv", "X-Amzn-SageMaker-Session-Id": session}
+        return exchange(app.app, app.log, "POST", "/invocations", body=body, headers=headers)
+
+    asked = time.time()
+    status, headers, session, log = invoke("open", "NEW_SESSION")
+    assert re.fullmatch(rb"%d-[0-9a-f]{32}" % os.getpid(), session)
+    expires = headers[2][1][-20:]
+    assert (status, headers, log) == (
+        "200 OK",
+        rid(
+            ("content-type", "text/plain"),
+            ("x-amzn-sagemaker-new-session-id", f"{session.decode()}; Expires={expires}"),
+            ("content-length", str(len(session))),
+        ),
+        [],
+    )
+    assert asked + 60 <= calendar.timegm(time.strptime(expires, "%Y-%m-%dT%H:%M:%SZ")) <= time.time() + 61
+    added = invoke("add", session.decode())
+    assert added == ("200 OK", rid(("content-type", "text/plain"), ("content-length", "1")), b"1", [])
+    assert invoke("close", session.decode()) == (
+        "200 OK",
+        rid(
+            ("content-type", "text/plain"),
+            ("x-amzn-sagemaker-closed-session-id", session.decode()),
+            ("content-length", "1"),
+        ),
+        b"2",
+        [],
     )
 
 

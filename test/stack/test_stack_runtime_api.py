@@ -443,8 +443,8 @@ def test_a_large_answer_comes_in_parts_that_a_line_reader_joins(stack):
     answer = clients.runtime_client(stack.port).invoke_endpoint_with_response_stream(
         EndpointName="local-endpoint", Body=rows, ContentType="text/csv", Accept="text/csv"
     )
-    parts = streamed(answer)
-    assert [len(part) for part in parts[:-1]] == [65536] * (len(parts) - 1)
+    parts = streamed(answer)  # as the container's answer arrives: not aligned with its writes, nor with lines
+    assert len(parts) > 1 and max(len(part) for part in parts) <= 65536
     assert b"".join(parts) == expected.body
     again = clients.runtime_client(stack.port).invoke_endpoint_with_response_stream(
         EndpointName="local-endpoint", Body=rows, ContentType="text/csv", Accept="text/csv"
@@ -482,7 +482,7 @@ def test_the_streaming_operation_s_errors_are_sagemaker_s(stack):
     )
     assert (session["Error"]["Code"], session["Error"]["Message"]) == (
         "ValidationError",
-        "SessionId is not supported by the local endpoint e: it has no stateful sessions",
+        "SessionId session-1 is not an open session of endpoint e: its container never opened it, or closed it",
     )
 
 

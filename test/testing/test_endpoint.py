@@ -3,9 +3,11 @@ shared), the same answers as the whole stack, and the pytest plugin's fixture.""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
+import processes
 import pytest
 from model_dirs import copy_model, write_code
 from paths import HALF_PLUS_THREE, HALF_PLUS_TWO
@@ -109,6 +111,46 @@ def test_a_streamed_answer_is_read_whole_in_process_and_through_the_stack(tmp_pa
     assert [(answer.status, answer.body, answer.headers["content-type"]) for answer in answers] == [
         (200, b"a\nb\nc\n", "text/plain")
     ] * 2
+
+
+ENDLESS = """
+    import json
+    import os
+    import time
+
+    def handler(data, context):
+        request = json.loads(data.read())
+
+        def parts():
+            try:
+                yield f"session {context.session_id}\\n"
+                deadline = time.monotonic() + 10
+                while not os.path.exists(request["flag"]) and time.monotonic() < deadline:
+                    time.sleep(0.01)
+                yield "flagged\\n" if os.path.exists(request["flag"]) else "never flagged\\n"
+                while True:
+                    time.sleep(0.05)
+                    yield "more\\n"
+            finally:
+                open(request["closed"], "w").close()
+
+        return parts(), "text/plain"
+"""
+
+
+def test_invoke_stream_gives_the_parts_as_they_come_and_leaving_it_closes_the_script_s_generator(tmp_path):
+    model = write_code(copy_model(HALF_PLUS_THREE, tmp_path, "model"), ENDLESS)
+    with Endpoint(model) as in_process, Endpoint(model, stack=True) as stack:
+        for name, endpoint in (("in-process", in_process), ("stack", stack)):
+            flag, closed = tmp_path / f"{name}-flag", tmp_path / f"{name}-closed"
+            request = json.dumps({"flag": str(flag), "closed": str(closed)})
+            with endpoint.invoke_stream(request, session_id="s-1") as stream:
+                assert (stream.status, stream.headers["content-type"]) == (200, "text/plain")
+                parts = iter(stream)
+                assert next(parts) == b"session s-1\n"  # the script waits for the flag: this part came without it
+                flag.touch()
+                assert next(parts) == b"flagged\n"
+            processes.wait_for(closed.exists, what=f"the generator closed ({name})")
 
 
 def test_a_toolkit_script_without_a_savedmodel(tmp_path):

@@ -595,6 +595,32 @@ def test_a_job_in_a_temporary_work_folder_names_no_removed_log(tmp_path):
     assert (tmp_path / "out" / "one.csv.out").read_text().split() == ["3.5"]
 
 
+STREAMING_SCRIPT = """
+def handler(data, context):
+    values = data.read().decode().split()
+    return (f"{float(value) * 2}\\n" for value in values), "text/csv"
+"""
+
+
+def test_a_script_s_streamed_answer_is_one_output(tmp_path):
+    data = tmp_path / "in"
+    data.mkdir()
+    (data / "values.csv").write_text("1\n2\n3\n")
+    script = tmp_path / "inference.py"
+    script.write_text(STREAMING_SCRIPT)
+    model = model_folder(tmp_path / "model-src", script)
+    description = transform(
+        str(model),
+        data=str(data),
+        output_path=str(tmp_path / "out"),
+        work_dir=str(tmp_path / "work"),
+        content_type="text/csv",
+        accept="text/csv",
+    )
+    assert description["TransformJobStatus"] == "Completed", description["LocalRun"]
+    assert (tmp_path / "out" / "values.csv.out").read_text() == "2.0\n4.0\n6.0\n"
+
+
 def test_a_model_that_cannot_start_fails_the_job_with_the_containers_message(tmp_path):
     data = tmp_path / "in"
     data.mkdir()

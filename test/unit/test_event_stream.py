@@ -3,10 +3,13 @@ EventStream, with the operation's own output shape, turns the messages back into
 
 from __future__ import annotations
 
+import json
+
 import botocore.session
 import pytest
 from botocore import parsers
 from botocore.eventstream import EventStream, EventStreamBuffer
+from botocore.exceptions import EventStreamError
 from sagemaker_tfs.runtime_api import event_stream
 
 
@@ -24,11 +27,14 @@ class _Raw:
         pass
 
 
-def _events(data: bytes, chunk: int) -> list[dict]:
+def _stream(data: bytes, chunk: int) -> EventStream:
     model = botocore.session.get_session().get_service_model("sagemaker-runtime")
     shape = model.operation_model("InvokeEndpointWithResponseStream").output_shape.members["Body"]
-    stream = EventStream(_Raw(data, chunk), shape, parsers.EventStreamJSONParser(), "InvokeEndpointWithResponseStream")
-    return list(stream)
+    return EventStream(_Raw(data, chunk), shape, parsers.EventStreamJSONParser(), "InvokeEndpointWithResponseStream")
+
+
+def _events(data: bytes, chunk: int) -> list[dict]:
+    return list(_stream(data, chunk))
 
 
 @pytest.mark.parametrize("size", [0, 1, 65536, 65537, 200_000])
@@ -36,8 +42,32 @@ def _events(data: bytes, chunk: int) -> list[dict]:
 def test_an_answer_in_payload_parts_is_read_back_whole_by_botocore(size, chunk):
     body = bytes(range(256)) * (size // 256) + bytes(size % 256)
     events = _events(b"".join(event_stream.payload_parts(body)), chunk)
-    assert [list(event) for event in events] == [["PayloadPart"]] * max(1, -(-size // event_stream.PART_SIZE))
+    assert [list(event) for event in events] == [["PayloadPart"]] * -(-size // event_stream.PART_SIZE)
     assert b"".join(event["PayloadPart"]["Bytes"] for event in events) == body
+
+
+@pytest.mark.parametrize(
+    "kind, members",
+    [
+        ("ModelStreamError", {"ErrorCode": "StreamBroken"}),
+        ("ModelStreamError", {"ErrorCode": "ModelInvocationTimeExceeded"}),
+        ("InternalStreamFailure", {}),
+    ],
+)
+def test_an_exception_event_after_parts_is_raised_by_botocore_s_iteration_with_its_members(kind, members):
+    data = b"".join(event_stream.payload_parts(b"first")) + event_stream.exception(kind, "it broke", **members)
+    iterator = iter(_stream(data, 5))
+    assert next(iterator) == {"PayloadPart": {"Bytes": b"first"}}
+    with pytest.raises(EventStreamError) as raised:
+        next(iterator)
+    assert raised.value.response["Error"] == {"Code": kind, "Message": "it broke"}
+    assert str(raised.value) == (
+        f"An error occurred ({kind}) when calling the InvokeEndpointWithResponseStream operation: it broke"
+    )
+    reader = EventStreamBuffer()  # botocore keeps Code and Message only: the members, as written
+    reader.add_data(event_stream.exception(kind, "it broke", **members))
+    [read] = list(reader)
+    assert json.loads(read.payload) == {"Message": "it broke", **members}
 
 
 def test_a_message_s_bytes_are_the_format_s():

@@ -15,9 +15,10 @@ from ..shared.cooperative import call_script, script_step
 from ..shared.handler_contract import Contract
 from ..shared.tfs_api import model_path
 from ..web import answers
-from ..web.answers import Answer
+from ..web.answers import Answer, Reply
 from ..web.bodies import Body, body_stream
 from ..web.metrics import Timings
+from ..web.sessions import NO_SESSION, request_session, with_session_headers
 from .context import CUSTOM_ATTRIBUTES_KEY, DEFAULT_ACCEPT, DEFAULT_CONTENT_TYPE, Context, tfs_attributes
 from .script import Handlers
 
@@ -35,7 +36,9 @@ class Invocations:
         client: ModelServerClient,
         default_model: str,
         timeout: float,
+        session_expiry: float = 1200.0,
     ):
+        self._session_expiry = session_expiry
         self._client = client
         self._default_model = default_model
         self._default_path = model_path(default_model)
@@ -57,10 +60,12 @@ class Invocations:
         else:  # script.contract() gives one or the other
             raise ValueError(f"{handlers.script}: neither handler nor input_handler and output_handler")
 
-    def answer(self, env: dict, rid: str, timings: Timings | None) -> Answer:
-        """The answer of the handler chain (POST); what it raises is answered by web/app.error_answer."""
+    def answer(self, env: dict, rid: str, timings: Timings | None) -> Answer | Reply:
+        """The answer of the handler chain (POST), with the session headers of what the script opened or closed;
+        what it raises is answered by web/app.error_answer."""
         context, server, path = self._context(env)
-        return self._invoke(body_stream(env), context, server, path, rid, timings)
+        answer = self._invoke(body_stream(env), context, server, path, rid, timings)
+        return with_session_headers(answer, context.session_state)
 
     def _context(self, env: dict) -> tuple[Context, ModelServer, str]:
         server = self._next_server()
@@ -80,6 +85,9 @@ class Invocations:
             int(length) if length else None,
             self._timeout,
         )
+        session = request_session(env, self._session_expiry)
+        if session is not NO_SESSION:
+            context.session_state = session
         return context, server, path
 
     def _target(self, attributes: str | None) -> tuple[str | None, str | None, str | None, str]:

@@ -183,7 +183,7 @@ class Invoke:
     def __init__(self, models: WorkerModels):
         self._models = models
 
-    def answer(self, env: dict, rid: str, timings: Timings | None, name: str) -> answers.Answer:
+    def answer(self, env: dict, rid: str, timings: Timings | None, name: str) -> answers.Answer | answers.Reply:
         log_target_model(env, rid)
         route = self._models.routes.get(name)
         if route is None:

@@ -202,11 +202,14 @@ def _single_model_routes(
             client,
             settings.default_invocations_accept,
             gpus.gpu_id(len(settings.cuda_devices)),
+            settings.session_expiry_seconds,
         )
     else:
         # serve finds a SavedModel for every contract but the toolkit's (model_tree.find_models)
         assert settings.default_model is not None
-        invocations = Invocations(handlers, servers, client, settings.default_model, timeout)
+        invocations = Invocations(
+            handlers, servers, client, settings.default_model, timeout, settings.session_expiry_seconds
+        )
     app.add_route("/ping", GET=Ping(servers, settings.default_model).answer)
     app.add_route("/invocations", POST=invocations.answer)
     if settings.local_runtime_api:  # its InvokeEndpoint (runtime_api/)

@@ -8,15 +8,20 @@ import concurrent.futures
 import http.client
 import io
 import threading
+import time
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ..config import PING_TIMEOUT_SECONDS
 from ..shared import cooperative
 from ..shared.headers import (
+    CLOSED_SESSION_ID_HEADER,
     CUSTOM_ATTRIBUTES_HEADER,
     INFERENCE_ID_HEADER,
+    NEW_SESSION_ID_HEADER,
     REQUEST_ID_HEADER,
+    SESSION_ID_HEADER,
     TARGET_MODEL_HEADER,
     environ_key,
 )
@@ -31,7 +36,11 @@ PASSED_ON = (
     TARGET_MODEL_HEADER,
     INFERENCE_ID_HEADER,
     REQUEST_ID_HEADER,
+    SESSION_ID_HEADER,
 )
+
+
+READ_SIZE = 65536  # the most bytes of a streamed answer read at once
 
 
 @dataclass(frozen=True)
@@ -40,6 +49,33 @@ class Answer:
     content_type: str | None
     custom_attributes: str | None  # the handler's X-Amzn-SageMaker-Custom-Attributes, if it set one
     body: bytes
+    new_session: str | None = None  # the session the script opened: "<id>; Expires=<UTC time>"
+    closed_session: str | None = None  # the session it closed
+
+
+def _answer(status: int, headers: Mapping[str, str], body: bytes) -> Answer:
+    """An Answer of the container's status, headers (by lower-case name) and body."""
+    return Answer(
+        status,
+        headers.get("content-type"),
+        headers.get(_CUSTOM_ATTRIBUTES),
+        body,
+        headers.get(_NEW_SESSION),
+        headers.get(_CLOSED_SESSION),
+    )
+
+
+_CUSTOM_ATTRIBUTES, _NEW_SESSION, _CLOSED_SESSION = (
+    name.lower() for name in (CUSTOM_ATTRIBUTES_HEADER, NEW_SESSION_ID_HEADER, CLOSED_SESSION_ID_HEADER)
+)
+
+
+class StreamTimedOut(TimeoutError):
+    """A streamed answer's next part did not come in time, or the whole answer ran over its limit."""
+
+
+class StreamBroken(ConnectionError):
+    """The container's connection was reset or closed before its streamed answer's end."""
 
 
 class Container:
@@ -61,9 +97,31 @@ class Container:
             raise ConnectionError(f"the container's answer was cut: {exc!r}") from None
         finally:
             connection.close()
-        return Answer(
-            response.status, response.getheader("Content-Type"), response.getheader(CUSTOM_ATTRIBUTES_HEADER), content
-        )
+        return _answer(response.status, _names(response), content)
+
+    def stream(
+        self, path: str, body: bytes, headers: dict[str, str], timeout: float, limit: float
+    ) -> tuple[Answer, Iterator[bytes] | None]:
+        """POST `path`: a 2xx answer's head (an empty body) and its body's pieces as they arrive, else the answer
+        whole and None. `timeout`: seconds for the answer's head, then between two pieces (TimeoutError before the
+        head, StreamTimedOut after it); `limit`: seconds for the whole answer; a connection cut before the answer's
+        end is StreamBroken. Closing the pieces closes the connection: the container then stops the answer."""
+        deadline = time.monotonic() + limit
+        connection = http.client.HTTPConnection(HOST, self.port, timeout=min(timeout, limit))
+        try:
+            connection.request("POST", path, body=body, headers=headers)
+            response = connection.getresponse()
+            if not 200 <= response.status < 300:
+                content = response.read()
+                connection.close()
+                return _answer(response.status, _names(response), content), None
+        except http.client.HTTPException as exc:
+            connection.close()
+            raise ConnectionError(f"the container's answer was cut: {exc!r}") from None
+        except BaseException:
+            connection.close()
+            raise
+        return _answer(response.status, _names(response), b""), _pieces(connection, response, timeout, deadline)
 
     def ready(self) -> bool:
         """Whether GET /ping answers 200 in SageMaker's 2 s."""
@@ -111,8 +169,36 @@ class InProcess(Container):
 
     def _answer(self, environ: dict[str, Any]) -> Answer:
         status, headers, body = whole_answer(self.app, environ)
-        names = {name.lower(): value for name, value in headers}
-        return Answer(int(status[:3]), names.get("content-type"), names.get(CUSTOM_ATTRIBUTES_HEADER.lower()), body)
+        return _answer(int(status[:3]), {name.lower(): value for name, value in headers}, body)
+
+
+def _names(response: http.client.HTTPResponse) -> dict[str, str]:
+    return {name.lower(): value for name, value in response.getheaders()}
+
+
+def _pieces(
+    connection: http.client.HTTPConnection, response: http.client.HTTPResponse, timeout: float, deadline: float
+) -> Iterator[bytes]:
+    """A streamed answer's body as it arrives: each read gives what one chunk brought (read1), without waiting for
+    more; the socket's timeout is the time left to the next piece."""
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise StreamTimedOut("the answer ran over its time")
+            assert connection.sock is not None  # (open while the answer is read)
+            connection.sock.settimeout(min(timeout, left))
+            try:
+                piece = response.read1(READ_SIZE)
+            except TimeoutError:
+                raise StreamTimedOut("no part came in time") from None
+            except (http.client.HTTPException, OSError) as exc:
+                raise StreamBroken(f"the container's answer was cut: {exc!r}") from None
+            if not piece:
+                return
+            yield piece
+    finally:
+        connection.close()
 
 
 # What every in-process request's environ holds (PEP 3333)

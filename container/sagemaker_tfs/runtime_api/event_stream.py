@@ -11,6 +11,8 @@ import struct
 import zlib
 from collections.abc import Sequence
 
+from ..shared import json_bodies
+
 MEDIA_TYPE = "application/vnd.amazon.eventstream"
 STRING = 7  # a header value's type: a UTF-8 string of at most 65,535 bytes
 MAX_HEADER_NAME = 255  # bytes
@@ -41,10 +43,18 @@ def _header(name: str, value: str) -> bytes:
     return struct.pack(">B", len(raw_name)) + raw_name + struct.pack(">BH", STRING, len(raw_value)) + raw_value
 
 
-def payload_parts(body: bytes) -> list[bytes]:
-    """The PayloadPart events of a container's answer, PART_SIZE bytes at most each (one for an empty answer)."""
-    pieces = [body[at : at + PART_SIZE] for at in range(0, len(body), PART_SIZE)] or [b""]
-    return [message(_EVENT, piece) for piece in pieces]
+def payload_parts(piece: bytes) -> list[bytes]:
+    """The PayloadPart events of a piece of a container's answer, PART_SIZE bytes at most each (none for an empty
+    piece)."""
+    return [message(_EVENT, piece[at : at + PART_SIZE]) for at in range(0, len(piece), PART_SIZE)]
+
+
+def exception(kind: str, message_text: str, **members: str) -> bytes:
+    """The event that ends a stream with an error of the operation's ResponseStream (ModelStreamError,
+    InternalStreamFailure): botocore raises it from the EventStream's iteration as an EventStreamError whose code
+    is `kind`, with `Message` and the other members (ModelStreamError's ErrorCode) in its response."""
+    headers = ((":message-type", "exception"), (":exception-type", kind), (":content-type", "application/json"))
+    return message(headers, json_bodies.encode({"Message": message_text, **members}))
 
 
 _EVENT = ((":message-type", "event"), (":event-type", "PayloadPart"), (":content-type", "application/octet-stream"))

@@ -4,7 +4,8 @@ with the headers SageMaker passes on; a 2xx answer is passed back with the produ
 SageMaker's ModelError (424) quoting the container's status and body.
 
 InvokeEndpointWithResponseStream (`/invocations-response-stream`) checks and calls alike, and answers the container's
-answer as an event stream of PayloadParts (event_stream.py), its content type in X-Amzn-SageMaker-Content-Type.
+answer as an event stream of PayloadParts (event_stream.py) as it arrives, its content type in
+X-Amzn-SageMaker-Content-Type. A SessionId must name a session the container opened (sessions.py).
 
 Where it runs: in the app's workers (`serve_in`: nginx sends the route to gunicorn, and the worker calls its own app
 in-process, container.InProcess), or down the direct route (stack/runtime_route.py); a multi-model target that the
@@ -15,24 +16,36 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import falcon
 
 from ..config import Settings
 from ..shared import runtime_dir
-from ..shared.headers import CUSTOM_ATTRIBUTES_HEADER, REQUEST_ID_HEADER, TARGET_MODEL_HEADER, environ_key
+from ..shared.headers import (
+    CLOSED_SESSION_ID_HEADER,
+    CUSTOM_ATTRIBUTES_HEADER,
+    NEW_SESSION_ID_HEADER,
+    REQUEST_ID_HEADER,
+    SESSION_ID_HEADER,
+    TARGET_MODEL_HEADER,
+    environ_key,
+)
 from ..shared.media_types import JSON
+from ..shared.wsgi_call import close
 from ..web.answers import Reply
 from ..web.app import WebApp
 from ..web.metrics import Timings
 from . import event_stream, members
-from .container import Answer, Container, InProcess, passed_on
+from .container import Answer, Container, InProcess, StreamBroken, StreamTimedOut, passed_on
 from .errors import RuntimeApiError, model_error, service_unavailable, validation
+from .sessions import Sessions
 from .target_models import LoadedTargets, LoadFailed, NotLoadedHere, Targets
 
 log = logging.getLogger("sagemaker_tfs.runtime_api")
+_T = TypeVar("_T")
 
 OPERATION = "InvokeEndpoint"
 ROUTE = "/endpoints/{endpoint}/invocations"
@@ -43,7 +56,6 @@ TARGET_VARIANT_HEADER = members.member(OPERATION, "TargetVariant").location_name
 UNSUPPORTED = {
     "TargetContainerHostname": "it serves one container, not a multi-container endpoint with direct invocation",
     "InferenceComponentName": "it has no inference components",
-    "SessionId": "it has no stateful sessions",
     "EnableExplanations": "it has no SageMaker Clarify explainer",
     "PrefixAwareId": "it has no prefix-aware routing",
 }
@@ -71,6 +83,8 @@ TIMED_OUT = (
     "metrics for each container, resolve the issue, and try again."
 )
 STREAM_TIMED_OUT = "Your model primary did not complete sending the inference response in the allotted time."
+STREAM_BROKEN = "Your model primary closed its connection before the end of the inference response."
+STREAM_FAILED = "The stream processing failed: {}. Try your request again."
 STREAM_ACCEPT_HEADER = members.member(STREAM_OPERATION, "Accept").location_name  # X-Amzn-SageMaker-Accept
 STREAM_CONTENT_TYPE_HEADER = "X-Amzn-SageMaker-Content-Type"  # the answer's ContentType member
 
@@ -105,6 +119,7 @@ class InvokeEndpoint:
         self.models = models
         self.limit = settings.local_runtime_max_payload_mb * MIB
         self.log_stream = log_stream_of(settings)
+        self.sessions = Sessions(Path(settings.runtime_dir))
         self._unsupported = _unsupported_keys(self.operation)
 
     def answer(self, env: dict, rid: str, timings: Timings | None, endpoint: str) -> Reply:
@@ -117,9 +132,17 @@ class InvokeEndpoint:
             return Reply(200, b"", JSON, [(HAND_OVER_HEADER, SERVE_HAND_OVER)])
         headers = passed_on(env)
         headers[REQUEST_ID_HEADER] = rid  # one id in the client's answer and in every log line of the stack
-        result = self._answered(path, body, headers, endpoint)
+        result = self._call(endpoint, lambda: self.container.call("POST", path, body, headers, self._timeout))
+        if not 200 <= result.status < 300:
+            raise self._refused(result, endpoint)
+        self.sessions.record(result)
+        own = self._own_headers(result)
+        if result.new_session is not None:
+            own.append((NEW_SESSION_ID_HEADER, result.new_session))
+        if result.closed_session is not None:
+            own.append((CLOSED_SESSION_ID_HEADER, result.closed_session))
         content_type = JSON if result.content_type is None else result.content_type
-        return Reply(200, result.body, content_type, self._own_headers(result))
+        return Reply(200, result.body, content_type, own)
 
     def _checked(self, env: dict, rid: str, endpoint: str) -> tuple[Callable[[str], str | None], bytes]:
         """The request's headers by name and its body, once the members, what is supported and the body's size
@@ -127,20 +150,25 @@ class InvokeEndpoint:
         req = falcon.Request(env)  # Falcon's parser of the headers and of Content-Length
         members.check(self.operation, endpoint, header := _sent(req))
         self._check_supported(req, header, endpoint)
+        session = header(SESSION_ID_HEADER)
+        if session is not None:
+            if self.models is not None:
+                raise validation(
+                    f"SessionId is not supported by the multi-model endpoint {endpoint} (SAGEMAKER_MULTI_MODEL=true): "
+                    "its sessions are kept by the worker that serves /invocations"
+                )
+            self.sessions.check(session, endpoint)
         return header, self._body(req, rid)
 
-    def _answered(self, path: str, body: bytes, headers: dict[str, str], endpoint: str) -> Answer:
-        """The container's 2xx answer, else the operation's error."""
-        result = self._call(path, body, headers, endpoint)
-        if not 200 <= result.status < 300:
-            # SageMaker routes no request to a container whose /ping fails: then the error is the endpoint's (asked
-            # only after an error answer, so that a request that succeeds pays for no /ping)
-            if not self.container.ready():
-                raise service_unavailable(
-                    f"The endpoint {endpoint} is not ready: its container does not answer GET /ping with 200"
-                )
-            raise model_error(result.status, result.body, self.log_stream(endpoint))
-        return result
+    def _refused(self, result: Answer, endpoint: str) -> RuntimeApiError:
+        """The error of a container's answer that is not a 2xx."""
+        # SageMaker routes no request to a container whose /ping fails: then the error is the endpoint's (asked
+        # only after an error answer, so that a request that succeeds pays for no /ping)
+        if not self.container.ready():
+            return service_unavailable(
+                f"The endpoint {endpoint} is not ready: its container does not answer GET /ping with 200"
+            )
+        return model_error(result.status, result.body, self.log_stream(endpoint))
 
     def _own_headers(self, result: Answer) -> list[tuple[str, str]]:
         """The production variant, and the custom attributes the container answered with."""
@@ -192,10 +220,14 @@ class InvokeEndpoint:
         except LoadFailed as exc:  # the registry's refusal, as the container's answer
             raise model_error(exc.status, exc.message.encode(), self.log_stream(endpoint)) from None
 
-    def _call(self, path: str, body: bytes, headers: dict[str, str], endpoint: str) -> Answer:
-        timeout = self.settings.local_runtime_timeout_seconds
+    @property
+    def _timeout(self) -> float:
+        return self.settings.local_runtime_timeout_seconds
+
+    def _call(self, endpoint: str, call: Callable[[], _T]) -> _T:
+        """`call` to the container; its timeout and a container that cannot be reached as the operation's errors."""
         try:
-            return self.container.call("POST", path, body, headers, timeout)
+            return call()
         except TimeoutError:
             raise self._timed_out(endpoint) from None
         except OSError as exc:
@@ -209,10 +241,13 @@ class InvokeEndpoint:
 
 
 class InvokeEndpointWithResponseStream(InvokeEndpoint):
-    """The answer as SageMaker streams it: the container's answer in PayloadPart events, each of
-    event_stream.PART_SIZE bytes at most, read by boto3's EventStream. The container's answer is read whole first
-    (its errors, a timeout included, are then the operation's own); a multi-model endpoint is refused, as in
-    SageMaker, where the operation has no TargetModel."""
+    """The answer as SageMaker streams it: the container's answer in PayloadPart events as its pieces arrive, each
+    event_stream.PART_SIZE bytes at most, read by boto3's EventStream. An error before the answer's head is the
+    operation's error; after it, the stream ends with an exception event: ModelStreamError when the container cuts
+    its answer (StreamBroken) or lets it run over its time (ModelInvocationTimeExceeded: the first part and each
+    next one within SAGEMAKER_LOCAL_RUNTIME_TIMEOUT_SECONDS, the whole within
+    SAGEMAKER_LOCAL_RUNTIME_STREAM_TIMEOUT_SECONDS), InternalStreamFailure for a failure of ours. A multi-model
+    endpoint is refused, as in SageMaker, where the operation has no TargetModel."""
 
     operation = STREAM_OPERATION
 
@@ -230,10 +265,46 @@ class InvokeEndpointWithResponseStream(InvokeEndpoint):
         if accept is not None:
             headers["Accept"] = accept
         headers[REQUEST_ID_HEADER] = rid
-        result = self._answered("/invocations", body, headers, endpoint)
-        content_type = JSON if result.content_type is None else result.content_type
-        own = [(STREAM_CONTENT_TYPE_HEADER, content_type), *self._own_headers(result)]
-        return Reply(200, b"".join(event_stream.payload_parts(result.body)), event_stream.MEDIA_TYPE, own)
+        limit = self.settings.local_runtime_stream_timeout_seconds
+        head, pieces = self._call(
+            endpoint, lambda: self.container.stream("/invocations", body, headers, self._timeout, limit)
+        )
+        if pieces is None:
+            raise self._refused(head, endpoint)
+        try:
+            self.sessions.record(head)
+        except BaseException:
+            close(pieces)
+            raise
+        content_type = JSON if head.content_type is None else head.content_type
+        own = [(STREAM_CONTENT_TYPE_HEADER, content_type), *self._own_headers(head)]
+        return Reply(200, self._events(pieces, rid, endpoint), event_stream.MEDIA_TYPE, own)
+
+    def _events(self, pieces: Iterator[bytes], rid: str, endpoint: str) -> Iterator[bytes]:
+        """The answer's pieces as PayloadParts, then, where it ends early, the exception event that says why."""
+        try:
+            for piece in pieces:
+                yield from event_stream.payload_parts(piece)
+        except StreamTimedOut as exc:
+            log.warning(
+                "request %s: %s %s: %s: the stream ends with a ModelStreamError", rid, self.operation, endpoint, exc
+            )
+            yield event_stream.exception("ModelStreamError", STREAM_TIMED_OUT, ErrorCode="ModelInvocationTimeExceeded")
+        except StreamBroken as exc:
+            log.warning(
+                "request %s: %s %s: %s: the stream ends with a ModelStreamError", rid, self.operation, endpoint, exc
+            )
+            yield event_stream.exception("ModelStreamError", STREAM_BROKEN, ErrorCode="StreamBroken")
+        except Exception as exc:
+            log.exception(
+                "request %s: %s %s: the stream failed: it ends with an InternalStreamFailure",
+                rid,
+                self.operation,
+                endpoint,
+            )
+            yield event_stream.exception("InternalStreamFailure", STREAM_FAILED.format(exc))
+        finally:
+            close(pieces)
 
     def _timed_out(self, endpoint: str) -> RuntimeApiError:
         return RuntimeApiError(424, "ModelStreamError", STREAM_TIMED_OUT, ErrorCode="ModelInvocationTimeExceeded")

@@ -10,6 +10,12 @@ CUSTOM_ATTRIBUTES_HEADER = "X-Amzn-SageMaker-Custom-Attributes"  # tfs-model-nam
 NAME_KEY, VERSION_KEY, METHOD_KEY = ATTRIBUTE_KEYS = ("tfs-model-name", "tfs-model-version", "tfs-method")
 TARGET_MODEL_HEADER = "X-Amzn-SageMaker-Target-Model"  # the multi-model archive a request is for (logged)
 INFERENCE_ID_HEADER = "X-Amzn-SageMaker-Inference-Id"  # the runtime API caller's id of an invocation (logged)
+# Stateful sessions (web/sessions.py): the client's session, NEW_SESSION to ask for one; in the answer, the one a
+# script opened ("<id>; Expires=<UTC time>") or closed
+SESSION_ID_HEADER = "X-Amzn-SageMaker-Session-Id"
+NEW_SESSION_ID_HEADER = "X-Amzn-SageMaker-New-Session-Id"
+CLOSED_SESSION_ID_HEADER = "X-Amzn-SageMaker-Closed-Session-Id"
+NEW_SESSION = "NEW_SESSION"
 SERVER_TIMING_HEADER = "Server-Timing"  # the stages' durations (SAGEMAKER_SERVER_TIMING): the app's, the direct route's
 
 UNPREFIXED_KEYS = ("CONTENT_TYPE", "CONTENT_LENGTH")  # the environ keys of headers without HTTP_

@@ -27,6 +27,8 @@ REGISTRY_SOCKET = "registry.sock"  # the multi-model registry in serve: each wor
 MODELS_SOCKET = "models.sock"  # the registry's /models API in serve: nginx
 RUNTIME_API_SOCKET = "runtime.sock"  # the local runtime API in serve: nginx
 DIRECT_LOG_SOCKET = "direct-log.sock"  # serve's direct-route metrics: nginx's access log of the direct route
+WORKER_SOCKET = "worker-{pid}.sock"  # each gunicorn worker's own: nginx, for the requests of the sessions it opened
+SESSIONS_FOLDER = "sessions"  # the local runtime API's open sessions, a file each (runtime_api/sessions.py)
 
 
 class RuntimeDirError(StartupError):
@@ -161,3 +163,14 @@ def ready_workers(runtime: Path) -> int:
         return len(os.listdir(runtime / APP_READY_FOLDER))
     except FileNotFoundError:
         return 0
+
+
+def worker_socket(runtime: Path, pid: int | str) -> Path:
+    """A gunicorn worker's own socket (`pid`: a number, or the nginx variable that holds it)."""
+    return runtime / WORKER_SOCKET.format(pid=pid)
+
+
+def remove_worker_sockets(runtime: Path) -> None:
+    """The sockets of an earlier run's workers, gone."""
+    for path in runtime.glob(WORKER_SOCKET.format(pid="*")):
+        remove(path)

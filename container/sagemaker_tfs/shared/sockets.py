@@ -4,8 +4,10 @@ listen on."""
 
 from __future__ import annotations
 
+import os
 import socket
 import struct
+from pathlib import Path
 from typing import Any
 
 HOST = "127.0.0.1"  # every port but the one SageMaker calls listens on loopback only
@@ -26,3 +28,14 @@ def send(sock: socket.socket, head: bytes, body: Any) -> None:
     """An HTTP message's head and body, on a blocking socket."""
     for part in message_parts(head, body):
         sock.sendall(part)
+
+
+def unix_listener(path: Path, backlog: int) -> socket.socket:
+    """A UNIX socket listening at `path` (whatever was there removed), which nginx's workers may connect to: they run
+    as another user when serve is root (stack/nginx.py), in a runtime folder that only they and we may enter."""
+    path.unlink(missing_ok=True)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    os.chmod(path, 0o666)
+    listener.listen(backlog)
+    return listener

@@ -17,7 +17,8 @@ from string import Template
 from ..config import Settings
 from ..errors import StartupError
 from ..shared import runtime_dir
-from ..shared.headers import REQUEST_ID_HEADER
+from ..shared.headers import REQUEST_ID_HEADER, SESSION_ID_HEADER
+from ..web import sessions
 from ..wsgi_server import APP_KEEPALIVE_SECONDS
 from . import direct_metrics, direct_route, runtime_route
 
@@ -79,7 +80,7 @@ def render(
         else "",
         runtime_api_http=runtime_route.log_maps(settings) if settings.local_runtime_api else "",
         runtime_api_location=_runtime_api_location(settings, direct, app_headers) if settings.local_runtime_api else "",
-        direct_http=_direct_http(settings, direct_model) if direct_model is not None else "",
+        direct_http=_direct_http(settings, direct_model) if direct_model is not None else _session_map(runtime),
         invocations=_invocations(app_headers, direct),
         direct_entry=DIRECT_ENTRY if direct else "",
         direct_locations=_direct_locations(settings, app_headers) if direct else "",
@@ -94,7 +95,7 @@ def _runtime_api_location(settings: Settings, direct: bool, app_headers: str) ->
     covers a target's load and the invocation, each bounded by SAGEMAKER_LOCAL_RUNTIME_TIMEOUT_SECONDS."""
     timeout = 2 * settings.local_runtime_timeout_seconds + 30
     serve = f"http://unix:{Path(settings.runtime_dir) / runtime_dir.RUNTIME_API_SOCKET}"
-    switch = textwrap.indent(_switch("sagemaker_runtime_direct"), "    ") if direct else ""
+    switch = textwrap.indent(_switch("sagemaker_runtime_direct") if direct else snippet("session-switch"), "    ")
     headers = textwrap.indent(app_headers, "    ")
     realtime = snippet(
         "runtime-api-realtime", timeout=timeout, direct_switch=switch, app_headers=headers, upstream="http://app"
@@ -153,7 +154,22 @@ def _direct_http(settings: Settings, model: str) -> str:
 
 
 def _invocations(app_headers: str, direct: bool) -> str:
-    return snippet("invocations", direct_switch=_switch("sagemaker_direct") if direct else "", app_headers=app_headers)
+    """/invocations: down the direct route (no script), else to the app's workers, a session's request to the worker
+    that opened it (_session_map; sessions are a script's)."""
+    switch = _switch("sagemaker_direct") if direct else snippet("session-switch")
+    return snippet("invocations", direct_switch=switch, app_headers=app_headers)
+
+
+def _session_map(runtime: Path) -> str:
+    """$sagemaker_session_worker: the socket of the worker whose pid begins the request's session id (web/sessions.py;
+    each worker listens on its own, gunicorn_settings.post_worker_init), empty for a request without one."""
+    return snippet(
+        "session-map",
+        session_header=direct_route.http_variable(SESSION_ID_HEADER),
+        pid_pattern=sessions.PID_PATTERN,
+        random_pattern=sessions.RANDOM_PATTERN,
+        worker_socket=runtime_dir.worker_socket(runtime, "$sagemaker_session_pid"),
+    )
 
 
 DIRECT_ENTRY = "        error_page 418 = @direct;\n"

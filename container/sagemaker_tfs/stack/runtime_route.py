@@ -17,7 +17,8 @@ from ..shared.headers import INFERENCE_ID_HEADER, TARGET_MODEL_HEADER
 from .direct_route import flag_map, http_variable, quoted
 
 OPERATION = realtime.OPERATION
-REFUSED = (*realtime.UNSUPPORTED, "TargetModel")  # refused when present (a single-model endpoint has no targets)
+# Present, these go to the app: refused there (a single-model endpoint has no targets), or a session it checks
+REFUSED = (*realtime.UNSUPPORTED, "TargetModel", "SessionId")
 ENDPOINT_VARIABLE = "$sagemaker_endpoint"  # the EndpointName, captured by the operation's location
 # In the direct route's locations: the operation's answer names the variant; a request the model servers refuse goes
 # to the app at its own path (the workers' InvokeEndpoint), /invocations' at /invocations

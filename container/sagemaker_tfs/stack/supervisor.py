@@ -283,6 +283,8 @@ class Stack:
 
         s.app_startup_error_file.unlink(missing_ok=True)
         runtime_dir.fresh_folder(self.runtime / runtime_dir.APP_READY_FOLDER)
+        runtime_dir.fresh_folder(self.runtime / runtime_dir.SESSIONS_FOLDER)
+        runtime_dir.remove_worker_sockets(self.runtime)
         runtime_dir.remove(self.runtime / "gunicorn.pid")
         # PYTHONUNBUFFERED: a script's print() reaches the log at once, as in the original's image (its Dockerfile
         # sets it), not when a worker's 8 kB buffer fills or the worker exits

@@ -21,7 +21,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -31,8 +31,8 @@ from ..config import Settings
 from ..errors import StartupError
 from ..serve import prepare
 from ..shared.free_ports import free_port, free_port_range
-from ..shared.headers import CUSTOM_ATTRIBUTES_HEADER, REQUEST_ID_HEADER, TARGET_MODEL_HEADER
-from ..shared.wsgi_call import CONSTANT_ENVIRON, whole_answer
+from ..shared.headers import CUSTOM_ATTRIBUTES_HEADER, REQUEST_ID_HEADER, SESSION_ID_HEADER, TARGET_MODEL_HEADER
+from ..shared.wsgi_call import CONSTANT_ENVIRON, answer, close, whole_answer
 from . import model_servers
 
 ENDPOINT_NAME = "test-endpoint"  # the name InvokeEndpoint is called with on a stack's runtime API
@@ -57,6 +57,39 @@ class Result:
     @property
     def content_type(self) -> str | None:
         return self.headers.get("content-type")
+
+
+class Stream:
+    """An answer as it is made: its status code and headers (names in lower case) at once, then its body's parts as
+    they come (iterate it). In-process, each part is what the script yielded; through the stack, what one read of the
+    chunked answer brought. A stream the script breaks raises its exception (in-process) or http.client's
+    IncompleteRead (stack) where it ends. Use as a context manager, or close() it: a generator left unfinished is
+    closed then, as when a client goes away."""
+
+    def __init__(self, status: int, headers: dict[str, str], parts: Iterator[bytes]):
+        self.status, self.headers, self._parts = status, headers, parts
+
+    def __iter__(self) -> Iterator[bytes]:
+        return self._parts
+
+    def close(self) -> None:
+        close(self._parts)
+
+    def __enter__(self) -> Stream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _non_empty(parts: Any) -> Iterator[bytes]:
+    """An app's iterable body, its empty pieces left out; closed at its end or when the caller closes this."""
+    try:
+        for part in parts:
+            if part:
+                yield part
+    finally:
+        close(parts)
 
 
 class _ThreadLines(logging.Handler):
@@ -132,14 +165,13 @@ class Endpoint:
         custom_attributes: str | None = None,
         target_model: str | None = None,
         request_id: str | None = None,
+        session_id: str | None = None,
     ) -> Result:
         """POST /invocations, as SageMaker's InvokeEndpoint sends it; `target_model` (multi-model endpoints) goes
-        through the local runtime API's InvokeEndpoint, which loads the model on first use."""
-        headers = {"Content-Type": content_type, REQUEST_ID_HEADER: request_id or str(uuid.uuid4())}
-        if accept is not None:
-            headers["Accept"] = accept
-        if custom_attributes is not None:
-            headers[CUSTOM_ATTRIBUTES_HEADER] = custom_attributes
+        through the local runtime API's InvokeEndpoint, which loads the model on first use. `session_id`: the
+        X-Amzn-SageMaker-Session-Id header, "NEW_SESSION" or a session's id (the answer's
+        x-amzn-sagemaker-new-session-id header gives it)."""
+        headers = _invocation_headers(content_type, accept, custom_attributes, request_id, session_id)
         path = "/invocations"
         if target_model is not None:
             if self._serve is None:
@@ -147,6 +179,29 @@ class Endpoint:
             headers[TARGET_MODEL_HEADER] = target_model
             path = f"/endpoints/{ENDPOINT_NAME}/invocations"
         return self.request("POST", path, body.encode() if isinstance(body, str) else body, headers)
+
+    def invoke_stream(
+        self,
+        body: bytes | str,
+        content_type: str = "application/json",
+        accept: str | None = None,
+        custom_attributes: str | None = None,
+        request_id: str | None = None,
+        session_id: str | None = None,
+    ) -> Stream:
+        """POST /invocations as invoke() does, the answer's parts given as they come (a streamed answer, README:
+        "Answers that stream"); a whole answer is one part."""
+        headers = _invocation_headers(content_type, accept, custom_attributes, request_id, session_id)
+        data = body.encode() if isinstance(body, str) else body
+        if self._serve is not None:
+            return self._serve.stream("/invocations", data, headers)
+        assert self._app is not None
+        status, answer_headers, parts = answer(self._app, _environ("POST", "/invocations", data, headers))
+        return Stream(
+            int(status[:3]),
+            {k.lower(): v for k, v in answer_headers},
+            _non_empty([parts] if isinstance(parts, bytes) else parts),
+        )
 
     def ping(self) -> Result:
         return self.request("GET", "/ping", b"", {})
@@ -156,27 +211,12 @@ class Endpoint:
         if self._serve is not None:
             return self._serve.request(method, path, body, headers)
         assert self._app is not None
-        environ = {
-            **CONSTANT_ENVIRON,
-            "REQUEST_METHOD": method,
-            "PATH_INFO": path,
-            "QUERY_STRING": "",
-            "SERVER_NAME": "127.0.0.1",
-            "SERVER_PORT": "8080",
-            "SERVER_PROTOCOL": "HTTP/1.1",
-            "REMOTE_ADDR": "127.0.0.1",
-            "CONTENT_LENGTH": str(len(body)),
-            "wsgi.input": io.BytesIO(body),
-        }
-        for name, value in headers.items():
-            key = name.upper().replace("-", "_")
-            environ[key if key == "CONTENT_TYPE" else "HTTP_" + key] = value
         lines = self._lines.watch()
         try:
-            status, answer_headers, answer = whole_answer(self._app, environ)
+            status, answer_headers, whole = whole_answer(self._app, _environ(method, path, body, headers))
         finally:
             self._lines.unwatch()
-        return Result(int(status.split()[0]), {k.lower(): v for k, v in answer_headers}, answer, lines)
+        return Result(int(status.split()[0]), {k.lower(): v for k, v in answer_headers}, whole, lines)
 
     def close(self) -> None:
         """Release the app (its connections, its script's modules) or stop the stack; the model servers stay for
@@ -197,6 +237,45 @@ class Endpoint:
         self, kind: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
     ) -> None:
         self.close()
+
+
+def _invocation_headers(
+    content_type: str,
+    accept: str | None,
+    custom_attributes: str | None,
+    request_id: str | None,
+    session_id: str | None,
+) -> dict[str, str]:
+    """The headers of an invocation as SageMaker sends them."""
+    headers = {"Content-Type": content_type, REQUEST_ID_HEADER: request_id or str(uuid.uuid4())}
+    for name, value in (
+        ("Accept", accept),
+        (CUSTOM_ATTRIBUTES_HEADER, custom_attributes),
+        (SESSION_ID_HEADER, session_id),
+    ):
+        if value is not None:
+            headers[name] = value
+    return headers
+
+
+def _environ(method: str, path: str, body: bytes, headers: Mapping[str, str]) -> dict[str, Any]:
+    """A request's WSGI environ, as the app's workers make it of what nginx sends."""
+    environ = {
+        **CONSTANT_ENVIRON,
+        "REQUEST_METHOD": method,
+        "PATH_INFO": path,
+        "QUERY_STRING": "",
+        "SERVER_NAME": "127.0.0.1",
+        "SERVER_PORT": "8080",
+        "SERVER_PROTOCOL": "HTTP/1.1",
+        "REMOTE_ADDR": "127.0.0.1",
+        "CONTENT_LENGTH": str(len(body)),
+        "wsgi.input": io.BytesIO(body),
+    }
+    for name, value in headers.items():
+        key = name.upper().replace("-", "_")
+        environ[key if key == "CONTENT_TYPE" else "HTTP_" + key] = value
+    return environ
 
 
 class _Serve:
@@ -244,6 +323,25 @@ class _Serve:
         rid = answer.getheader(REQUEST_ID_HEADER) or headers.get(REQUEST_ID_HEADER)
         lines = [line for line in self.lines[start:] if rid and rid in line]
         return Result(answer.status, {k.lower(): v for k, v in answer.getheaders()}, data, lines)
+
+    def stream(self, path: str, body: bytes, headers: Mapping[str, str]) -> Stream:
+        """A POST on a connection of its own, its answer read as it comes."""
+        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=self._connection.timeout)
+        try:
+            connection.request("POST", path, body, dict(headers))
+            response = connection.getresponse()
+        except BaseException:
+            connection.close()
+            raise
+
+        def parts() -> Iterator[bytes]:
+            try:
+                while piece := response.read1(65536):
+                    yield piece
+            finally:
+                connection.close()
+
+        return Stream(response.status, {k.lower(): v for k, v in response.getheaders()}, parts())
 
     def stop(self) -> None:
         if self.proc.poll() is None:

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..shared.headers import UNPREFIXED_KEYS
+from ..web.sessions import NO_SESSION, RequestSession
 
 
 def header_name(environ_key: str) -> str:
@@ -45,12 +46,29 @@ class Context:
     """What a toolkit function knows about the model and its request, and how it sets the answer's status and
     content type (overriding those of its return value)."""
 
-    def __init__(self, system_properties: dict[str, Any], model_name: str, environ: Mapping[str, Any] | None = None):
+    def __init__(
+        self,
+        system_properties: dict[str, Any],
+        model_name: str,
+        environ: Mapping[str, Any] | None = None,
+        session_state: RequestSession = NO_SESSION,
+    ):
         self.system_properties = system_properties
         self.model_name = model_name
         self.request_processor = [RequestProcessor(environ)]
         self.response_status: tuple[int, str] | None = None
         self.response_content_type: str | None = None
+        self.session_state = session_state  # the request's stateful session (web/sessions.py), as the handlers' has
+
+    @property
+    def session_id(self) -> str | None:
+        return self.session_state.id
+
+    def open_session(self, expires_in: float | None = None) -> str:
+        return self.session_state.open(expires_in)
+
+    def close_session(self) -> None:
+        self.session_state.close()
 
     def get_request_header(self, idx: int, key: str) -> str | None:
         return self.request_processor[idx].get_request_header(key)

@@ -16,6 +16,7 @@ from ..shared.cooperative import script_step
 from ..web import answers
 from ..web.bodies import body_stream
 from ..web.metrics import Timings
+from ..web.sessions import request_session, with_session_headers
 from .context import Context
 from .functions import ToolkitFunctions
 from .lifecycle import Loaded, StartupFailure, log, start
@@ -47,8 +48,9 @@ def input_data(body: bytes, content_type: str) -> str | bytearray:
 class ToolkitInvocations:
     """The /invocations resource of one worker, shared by its threads: each request gets its own Context."""
 
-    def __init__(self, loaded: Loaded, default_accept: str):
+    def __init__(self, loaded: Loaded, default_accept: str, session_expiry: float = 1200.0):
         self._loaded = loaded
+        self._session_expiry = session_expiry
         self._default_accept = default_accept
         self._step = script_step(answers.END)  # an output_fn or transform_fn may return an iterator (answers.py)
         functions = loaded.functions
@@ -64,19 +66,20 @@ class ToolkitInvocations:
             else "the default output_fn"
         )
 
-    def answer(self, env: dict, rid: str, timings: Timings | None) -> answers.Answer:
+    def answer(self, env: dict, rid: str, timings: Timings | None) -> answers.Answer | answers.Reply:
         content_type = env.get("CONTENT_TYPE") or media_types.JSON
         accept = env.get("HTTP_ACCEPT")
         if not accept or accept == ANY:
             accept = self._default_accept
         data = input_data(body_stream(env).read(), content_type)
         loaded = self._loaded
-        context = Context(loaded.system_properties, loaded.model_name, env)
+        context = Context(loaded.system_properties, loaded.model_name, env, request_session(env, self._session_expiry))
         result = self._call(context, data, content_type, accept)
         status, body, response_type = answers.from_return_value(result, accept, self._who, self._step)
         if context.response_status is not None:
             status = context.response_status[0]
-        return status, body, context.response_content_type or response_type
+        answer = status, body, context.response_content_type or response_type
+        return with_session_headers(answer, context.session_state)
 
     def _call(self, context: Context, data: Any, content_type: str, accept: str) -> Any:
         loaded = self._loaded
@@ -96,6 +99,7 @@ def start_invocations(
     client: ModelServerClient,
     default_accept: str,
     gpu_id: int | None,
+    session_expiry: float = 1200.0,
 ) -> ToolkitInvocations:
     """A toolkit script's /invocations, after its start-up functions ran in this worker with `model_dir` (the default
     model_fn gives the model server's `model_name`, when there are model servers) and the worker's `gpu_id`
@@ -104,7 +108,7 @@ def start_invocations(
     log.info("%s: gpu_id %s (worker slot %d)", functions.script, gpu_id, gpus.worker_slot())
     loaded = start(functions, str(Path(model_dir).resolve()), model_name, gpu_id, served)
     try:
-        return ToolkitInvocations(loaded, default_accept)
+        return ToolkitInvocations(loaded, default_accept, session_expiry)
     except ImportError as exc:
         raise StartupFailure(
             f"{functions.script}: the default input_fn and output_fn need numpy, which is not "

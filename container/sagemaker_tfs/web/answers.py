@@ -22,10 +22,10 @@ Headers = Sequence[tuple[str, str]]  # (name, value) pairs, in the order they ar
 
 class Reply(NamedTuple):
     """An answer with headers of its own, sent after the content type (one named Content-Type replaces it; the
-    Content-Length is always the body's)."""
+    Content-Length is always the body's, none for parts)."""
 
     status: int
-    body: bytes
+    body: bytes | Iterator[bytes]
     content_type: str
     headers: Headers
 

@@ -82,26 +82,34 @@ def post_fork(server: _Any, worker: _Any) -> None:
 
 
 def post_worker_init(worker: _Any) -> None:
-    """The worker has created the app: its heartbeat is gunicorn's again, and it says so in the runtime folder,
-    where serve's start-up check looks (a check that never queues behind client requests, as a /ping would)."""
+    """The worker has created the app: its heartbeat is gunicorn's again; it listens on a socket of its own too,
+    where nginx sends the requests of the sessions it opens (web/sessions.py); and it says it is ready in the runtime
+    folder, where serve's start-up check looks (a check that never queues behind client requests, as a /ping
+    would)."""
     from ..config import Settings
-    from ..shared.runtime_dir import mark_worker_ready
+    from ..shared.runtime_dir import mark_worker_ready, worker_socket
+    from ..shared.sockets import unix_listener
 
     worker.sagemaker_app_created.set()
-    mark_worker_ready(_Path(Settings.from_env().runtime_dir), worker.pid)
+    runtime = _Path(Settings.from_env().runtime_dir)
+    worker.sockets.append(unix_listener(worker_socket(runtime, worker.pid), worker.cfg.backlog))
+    mark_worker_ready(runtime, worker.pid)
 
 
 def child_exit(server: _Any, worker: _Any) -> None:
-    """With SAGEMAKER_METRICS, a worker that exits while gunicorn keeps running (gunicorn starts another) counts as
-    a restart, in this master's file of the metrics folder (shared/metrics_files.py). During a stop, gunicorn has closed
-    its listeners already."""
+    """The worker's own socket is removed. With SAGEMAKER_METRICS, a worker that exits while gunicorn keeps running
+    (gunicorn starts another) counts as a restart, in this master's file of the metrics folder
+    (shared/metrics_files.py). During a stop, gunicorn has closed its listeners already."""
     global _worker_restarts
-    if not server.LISTENERS:
-        return
     from ..config import Settings
-    from ..shared.metrics_files import GUNICORN_FILE, folder, write_json
+    from ..shared.runtime_dir import remove, worker_socket
 
     settings = Settings.from_env()
+    remove(worker_socket(_Path(settings.runtime_dir), worker.pid))
+    if not server.LISTENERS:
+        return
+    from ..shared.metrics_files import GUNICORN_FILE, folder, write_json
+
     if settings.metrics:
         _worker_restarts += 1
         write_json(
