@@ -101,7 +101,14 @@ def _runtime_api_location(settings: Settings, direct: bool, app_headers: str) ->
         "runtime-api-realtime", timeout=timeout, direct_switch=switch, app_headers=headers, upstream="http://app"
     )
     hand_over = snippet("runtime-api-serve", upstream=serve, timeout=timeout) if settings.multi_model else ""
-    return snippet("runtime-api-location", upstream=serve, timeout=timeout, realtime_location=realtime) + hand_over
+    location = snippet(
+        "runtime-api-location",
+        upstream=serve,
+        timeout=timeout,
+        realtime_location=realtime,
+        stream_buffers=STREAM_BUFFERS,
+    )
+    return location + hand_over
 
 
 def _switch(variable: str) -> str:
@@ -155,9 +162,20 @@ def _direct_http(settings: Settings, model: str) -> str:
 
 def _invocations(app_headers: str, direct: bool) -> str:
     """/invocations: down the direct route (no script), else to the app's workers, a session's request to the worker
-    that opened it (_session_map; sessions are a script's)."""
-    switch = _switch("sagemaker_direct") if direct else snippet("session-switch")
-    return snippet("invocations", direct_switch=switch, app_headers=app_headers)
+    that opened it (_session_map; sessions and streamed answers are a script's)."""
+    if direct:
+        return snippet(
+            "invocations", direct_switch=_switch("sagemaker_direct"), app_headers=app_headers, stream_buffers=""
+        )
+    return snippet(
+        "invocations", direct_switch=snippet("session-switch"), app_headers=app_headers, stream_buffers=STREAM_BUFFERS
+    )
+
+
+# A streamed answer (X-Accel-Buffering: no) passes through nginx's first buffer alone: at its default 4 KiB, nginx
+# writes a large part 4 KiB at a time, at half the rate of the same bytes whole (BENCHMARKS). The others must be as
+# large (nginx's rule on its busy buffers). Only where an answer may stream: the direct route keeps the default.
+STREAM_BUFFERS = "            proxy_buffer_size 64k;\n            proxy_buffers 8 64k;\n"
 
 
 def _session_map(runtime: Path) -> str:
