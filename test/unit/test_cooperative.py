@@ -9,6 +9,7 @@ import logging
 import socket
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import Future
 
 from sagemaker_tfs.shared import cooperative
@@ -71,6 +72,48 @@ def test_a_function_that_always_blocks_stays_in_threads():
         run_tasks(hub, lambda: cooperative.call_script(sleeps_2_ms))[0] for _ in range(cooperative.TRUSTED_CALLS + 2)
     ]
     assert all(map(in_script_thread, ran))
+
+
+def test_a_function_is_trusted_only_after_its_quick_calls_in_a_row():
+    hub = cooperative.Hub(4)
+    calls = 0
+
+    def sometimes_slow() -> str:
+        nonlocal calls
+        calls += 1
+        if calls % cooperative.TRUSTED_CALLS == 0:  # each run of quick calls one short of trust
+            time.sleep(0.002)
+        return where_it_ran()
+
+    ran = [
+        run_tasks(hub, lambda: cooperative.call_script(sometimes_slow))[0] for _ in range(3 * cooperative.TRUSTED_CALLS)
+    ]
+    assert all(map(in_script_thread, ran)), ran
+
+
+def waits_between_its_parts() -> Iterator[str]:
+    yield where_it_ran()
+    time.sleep(0.002)
+    yield where_it_ran()
+
+
+def test_a_generator_that_waits_between_its_parts_stays_in_threads_when_many_of_its_streams_start_together():
+    hub = cooperative.Hub(4 * cooperative.TRUSTED_CALLS)
+    step = cooperative.script_step(END)
+
+    def stream() -> list[str]:
+        parts, names = waits_between_its_parts(), []
+        while (name := step(parts)) is not END:
+            names.append(name)
+        return names
+
+    first = run_tasks(hub, stream)  # one of its steps seen slow in a thread
+    together = run_tasks(hub, *[stream] * (2 * cooperative.TRUSTED_CALLS))  # more quick first steps than TRUSTED_CALLS
+    assert [len(names) for names in [*first, *together]] == [2] * (1 + 2 * cooperative.TRUSTED_CALLS)
+    assert all(in_script_thread(name) for names in [*first, *together] for name in names)
+
+
+END = object()
 
 
 class Trusted:

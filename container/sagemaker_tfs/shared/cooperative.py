@@ -26,6 +26,7 @@ blocks 5 ms at 32 connections 0.90x of the same wait in the model server against
 
 from __future__ import annotations
 
+import _thread
 import collections
 import contextvars
 import heapq
@@ -36,6 +37,7 @@ import queue
 import resource
 import select
 import threading
+import weakref
 from collections.abc import Callable
 from concurrent.futures import Future
 from time import perf_counter
@@ -51,6 +53,7 @@ log = logging.getLogger("sagemaker_tfs.app")
 READ, WRITE = getattr(select, "EPOLLIN", 1), getattr(select, "EPOLLOUT", 4)
 HOLD_LIMIT = 0.001  # seconds a script function may hold the loop's thread before it is suspected of blocking
 TRUSTED_CALLS = 16  # quick calls in a thread after which a function runs inline
+SCRIPT_THREADS_AT_ONCE = 64  # script threads started together when a call finds none idle (Hub._more_threads)
 WATCHED_CALLS = 8  # calls of a suspected function watched before it is cleared (it was preempted, not blocked)
 IDLE_GREENLETS = 256  # request greenlets kept parked for the next requests
 
@@ -101,10 +104,15 @@ def call_script(fn: Callable, *args: Any) -> Any:
     return fn(*args) if current is None else current.call_script(fn, args)
 
 
+_STEPS: weakref.WeakSet[Callable] = weakref.WeakSet()  # script_step's functions
+
+
 def script_step(end: object) -> Callable[[Any], Any]:
     """The next item of an iterator a script returned (`end` after its last), taken as a script function is called:
     a generator's code runs then, and may block. Each generator function is judged apart (one step function per
-    code object), so that one that blocks sends only its own steps to threads."""
+    code object), so that one that blocks sends only its own steps to threads. A step slow in a thread keeps them
+    there for good: a generator's steps alternate, quick ones (its first, its end) and the waits between its parts,
+    and streams that start together would give TRUSTED_CALLS quick first steps before any wait had ended."""
     steps: dict[Any, Callable[[Any], Any]] = {}
 
     def step(parts: Any) -> Any:
@@ -117,6 +125,7 @@ def script_step(end: object) -> Callable[[Any], Any]:
 
             fn.__qualname__ = str(getattr(key, "co_qualname", None) or getattr(key, "__qualname__", "an iterator"))
             steps[key] = fn
+            _STEPS.add(fn)
         return call_script(fn, parts)
 
     return step
@@ -369,25 +378,38 @@ class Hub:
         current = getcurrent()
         try:
             self._idle_threads.pop()
-        except IndexError:  # none waits: one more, up to the limit (else the call waits for one)
-            if self._thread_count < self._thread_limit:
-                self._thread_count += 1
-                name = f"script_{self._thread_count}"
-                threading.Thread(target=self._serve_calls, name=name, daemon=True).start()
+        except IndexError:  # none waits: more, up to the limit (else the call waits for one)
+            self._more_threads()
         self._calls.put((current, fn, args, contextvars.copy_context()))
         ok, result, took = self._suspend(current)
         if not ok:
             raise result
-        if took < HOLD_LIMIT and fn not in self._blocking:
+        if took >= HOLD_LIMIT:  # trusted only after TRUSTED_CALLS quick calls in a row
+            self._quick.pop(fn, None)
+            if fn in _STEPS:  # a generator that waits between its parts: in threads for good (script_step)
+                self._blocking.add(fn)
+        elif fn not in self._blocking:
             quick = self._quick[fn] = self._quick.get(fn, 0) + 1
             if quick >= TRUSTED_CALLS:
                 del self._quick[fn]
                 self._inline.add(fn)
         return result
 
-    def _serve_calls(self) -> None:
+    def _more_threads(self) -> None:
+        """SCRIPT_THREADS_AT_ONCE more script threads (up to the limit), one for the call that found none idle.
+        Started one by one as calls came, 64 streams starting together had their first parts 50 to 100 ms late: each
+        new thread's first turn for the GIL came between the loop's turns (BENCHMARKS). Not threading.Thread.start,
+        which waits until the thread runs."""
+        more = min(SCRIPT_THREADS_AT_ONCE, self._thread_limit - self._thread_count)
+        for number in range(self._thread_count + 1, self._thread_count + more + 1):
+            _thread.start_new_thread(self._serve_calls, (f"script_{number}",))
+        self._thread_count += more
+        self._idle_threads.extend([None] * (more - 1))
+
+    def _serve_calls(self, name: str) -> None:
         """A script thread: calls one after another, each outcome handed to the loop, which resumes the call's
         greenlet with it: (True, the value, seconds taken) or (False, the exception, seconds taken)."""
+        threading.current_thread().name = name  # (threading's stand-in for a thread it did not start)
         calls, idle, wake = self._calls, self._idle_threads, self.wake
         while True:
             waiter, fn, args, context = calls.get()
