@@ -46,6 +46,12 @@ def _transform(args: list[str], prog: str = f"{PROG} transform") -> int:
     return main(args, prog)
 
 
+def _tune(args: list[str]) -> int:
+    from .tune.cli import main
+
+    return main(args, f"{PROG} tune")
+
+
 def _package_model(args: list[str], prog: str = f"{PROG} package-model") -> int:
     from .packaging import main
 
@@ -62,6 +68,7 @@ COMMANDS = {
     "model-server": Command("run the embedded model server, a stand-in for tensorflow_model_server", _model_server),
     "transform": Command("run a SageMaker Batch Transform job locally", _transform),
     "package-model": Command("build a model.tar.gz in the layout the container serves, or check one", _package_model),
+    "tune": Command("measure settings on this machine and recommend the fastest (tune endpoint)", _tune),
 }
 
 

@@ -1,0 +1,45 @@
+"""One setting tried: its closed-loop ramp, its open-loop check, and the score the search climbs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .load import Measurement
+from .settings_space import Candidate
+
+
+@dataclass
+class Trial:
+    number: int  # 1, 2, ... in the order tried; 1 is the defaults
+    candidate: Candidate
+    description: str
+    environment: dict[str, str]
+    levels: list[Measurement] = field(default_factory=list)  # closed loop, by concurrency
+    open_loop: Measurement | None = None
+    bound_ms: float = 0.0
+    error: str | None = None  # why it has no score (did not start, answered non-2xx)
+    start_seconds: float = 0.0  # until /ping answered
+    seconds: float = 0.0  # all of it, start and stop included
+
+    def held(self, measurement: Measurement) -> bool:
+        return measurement.errors == 0 and measurement.requests > 0 and measurement.p99_ms <= self.bound_ms
+
+    @property
+    def best(self) -> Measurement | None:
+        """The closed-loop run with the most requests/s whose p99 held the bound (and no errors)."""
+        held = [m for m in self.levels if self.held(m)]
+        return max(held, key=lambda m: m.rate) if held else None
+
+    @property
+    def score(self) -> float:
+        """Requests/s at the bound: what the search maximises (0: none held it)."""
+        best = self.best
+        return 0.0 if best is None or self.error else best.rate
+
+    @property
+    def open_loop_held(self) -> bool:
+        return self.open_loop is None or self.held(self.open_loop)
+
+    def rank(self) -> tuple[bool, bool, float]:
+        """Better is larger: a score at all, then the open loop holding the bound too, then the score."""
+        return (self.score > 0, self.open_loop_held, self.score)

@@ -1,0 +1,78 @@
+"""CPU and memory of a stack's processes, read from /proc, by group: nginx, gunicorn (master and workers), the
+model servers, and serve itself. Every process of a stack is in the session its `serve` started (transform's
+containers start it in a new session), and each names itself (docs/operations.md, "Processes by name")."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+GROUPS = ("nginx", "gunicorn", "model servers", "serve")
+_TICK = os.sysconf("SC_CLK_TCK")
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def _group(pid: int) -> str:
+    try:
+        title = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return "serve"
+    if title.startswith("nginx"):
+        return "nginx"
+    if title.startswith("gunicorn"):
+        return "gunicorn"
+    if title.startswith(("tfs-model-server", "tensorflow_model_server")) or "tensorflow_model_server" in title:
+        return "model servers"
+    return "serve"
+
+
+def _stat(pid: int | str) -> list[str] | None:
+    """/proc/PID/stat's fields from the state on (index k is field k+3 of proc(5)), or None when gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return None
+
+
+def cpu_seconds(pid: int | str) -> float:
+    """User + system CPU seconds of a process so far, its threads included (0 when gone)."""
+    fields = _stat(pid)
+    return 0.0 if fields is None else (int(fields[11]) + int(fields[12])) / _TICK
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """CPU seconds so far and resident bytes now, per group, at one moment."""
+
+    cpu: dict[str, float]
+    rss: dict[str, int]
+
+
+def snapshot(session: int) -> Snapshot:
+    cpu = dict.fromkeys(GROUPS, 0.0)
+    rss = dict.fromkeys(GROUPS, 0)
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        fields = _stat(entry.name)
+        if fields is None or int(fields[3]) != session:  # field 6: the session
+            continue
+        group = _group(int(entry.name))
+        cpu[group] += (int(fields[11]) + int(fields[12])) / _TICK
+        rss[group] += int(fields[21]) * _PAGE  # field 24: resident pages
+    return Snapshot(cpu, rss)
+
+
+@dataclass(frozen=True)
+class GroupUsage:
+    """Over one measurement: each group's CPU in cores (1.0 = one core busy) and resident MB at its end."""
+
+    cores: dict[str, float]
+    rss_mb: dict[str, float]
+
+
+def between(before: Snapshot, after: Snapshot, seconds: float) -> GroupUsage:
+    # A process that exited in between takes its CPU with it: the groups' totals never go back.
+    cores = {g: max(0.0, after.cpu[g] - before.cpu[g]) / seconds if seconds > 0 else 0.0 for g in GROUPS}
+    return GroupUsage(cores, {g: after.rss[g] / 1e6 for g in GROUPS})
