@@ -4,13 +4,16 @@ EventStream, with the operation's own output shape, turns the messages back into
 from __future__ import annotations
 
 import json
+import logging
 
 import botocore.session
 import pytest
 from botocore import parsers
 from botocore.eventstream import EventStream, EventStreamBuffer
 from botocore.exceptions import EventStreamError
-from sagemaker_tfs.runtime_api import event_stream
+from sagemaker_tfs.config import Settings
+from sagemaker_tfs.runtime_api import event_stream, realtime
+from sagemaker_tfs.runtime_api.container import StreamBroken, StreamTimedOut
 
 
 class _Raw:
@@ -93,3 +96,41 @@ def test_a_message_s_bytes_are_the_format_s():
 def test_what_the_format_cannot_hold_is_a_value_error(headers, payload, why):
     with pytest.raises(ValueError, match=why.replace("(", r"\(")):
         event_stream.message(headers, payload)
+
+
+def _pieces(*items):
+    """A container's answer as the runtime API reads it: pieces, then what ended it (an exception to raise)."""
+    for item in items:
+        if isinstance(item, BaseException):
+            raise item
+        yield item
+
+
+@pytest.mark.parametrize(
+    "ending, code, message",
+    [
+        (StreamBroken("cut"), "ModelStreamError", realtime.STREAM_BROKEN),
+        (StreamTimedOut("late"), "ModelStreamError", realtime.STREAM_TIMED_OUT),
+        (
+            RuntimeError("a bug of ours"),
+            "InternalStreamFailure",
+            "The stream processing failed: a bug of ours. Try your request again.",
+        ),
+    ],
+)
+def test_a_stream_that_ends_early_ends_with_the_event_that_says_why_logged_with_the_request_id(
+    ending, code, message, caplog, tmp_path
+):
+    operation = realtime.InvokeEndpointWithResponseStream(
+        Settings.from_env({"SAGEMAKER_RUNTIME_DIR": str(tmp_path)}), None, None
+    )
+    pieces = _pieces(b"first", ending)
+    with caplog.at_level(logging.WARNING, "sagemaker_tfs.runtime_api"):
+        data = b"".join(operation._events(pieces, "rid-1", "e"))
+    iterator = iter(_stream(data, 7))
+    assert next(iterator) == {"PayloadPart": {"Bytes": b"first"}}
+    with pytest.raises(EventStreamError) as raised:
+        next(iterator)
+    assert raised.value.response["Error"] == {"Code": code, "Message": message}
+    assert [record.getMessage().split(":")[0] for record in caplog.records] == ["request rid-1"]
+    assert pieces.gi_frame is None  # the pieces closed: the container's connection with them
