@@ -1,7 +1,8 @@
 """The app's gunicorn worker class (wsgi_server/loop.py, an event loop) on raw sockets, byte for byte: keep-alive,
-pipelining, chunked bodies, 100-continue, refusals as JSON, header names it drops, a handler that blocks without
-holding up other connections (the loop runs a handler in threads until it has been quick), `context.session`, and
-SIGTERM letting a request in flight finish. The app behind it is the real one, calling the real model server."""
+pipelining, chunked bodies, 100-continue, refusals as JSON, header names it drops, a streamed answer (chunked, or
+raw for HTTP/1.0), a handler that blocks without holding up other connections (the loop runs a handler in threads
+until it has been quick), `context.session`, and SIGTERM letting a request in flight finish. The app behind it is
+the real one, calling the real model server."""
 
 from __future__ import annotations
 
@@ -44,6 +45,8 @@ def handler(data, context):
         context.session.get("http://example.com/")
     if body == b"request-id":
         return context.custom_attributes or "none", "text/plain"
+    if body == b"stream":
+        return iter([b"one ", "two"]), "text/plain"
     answer = context.session.post(context.rest_uri, data=body)
     return answer.content, "application/json"
 """
@@ -161,6 +164,32 @@ def test_http_1_0_closes_after_the_answer(app):
         status, headers, body = reader.answer()
         assert (status, headers["connection"], json.loads(body)) == (200, "close", PREDICTIONS)
         assert reader.closed()
+
+
+def _until(sock: socket.socket, end: bytes | None) -> bytes:
+    """What the socket gives until `end` (None: until the peer closes)."""
+    data = b""
+    while end is None or not data.endswith(end):
+        piece = sock.recv(65536)
+        if not piece:
+            break
+        data += piece
+    return data
+
+
+def test_a_streamed_answer_is_chunked_for_http_1_1_and_sent_raw_then_closed_for_http_1_0(app):
+    with socket.create_connection(("127.0.0.1", app.port)) as sock:
+        sock.sendall(post(b"stream"))
+        head, _, body = _until(sock, b"0\r\n\r\n").partition(b"\r\n\r\n")
+        assert b"\r\ntransfer-encoding: chunked" in head.lower() and b"content-length" not in head.lower()
+        assert body == b"4\r\none \r\n3\r\ntwo\r\n0\r\n\r\n"
+    with socket.create_connection(("127.0.0.1", app.port)) as sock:
+        sock.sendall(post(b"stream").replace(b"HTTP/1.1", b"HTTP/1.0", 1))
+        head, _, body = _until(sock, None).partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200 OK\r\n")  # (the version the server speaks)
+        assert b"transfer-encoding" not in head.lower() and b"content-length" not in head.lower()
+        assert b"\r\nconnection: close" in head.lower()
+        assert body == b"one two"
 
 
 def test_a_malformed_request_gets_a_json_400_and_the_connection_closes(app):

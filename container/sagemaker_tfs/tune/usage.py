@@ -1,6 +1,6 @@
 """CPU and memory of a stack's processes, read from /proc, by group: nginx, gunicorn (master and workers), the
-model servers, and serve itself. Every process of a stack is in the session its `serve` started (transform's
-containers start it in a new session), and each names itself (docs/operations.md, "Processes by name")."""
+model servers, and serve itself (with its reaper). A stack's processes are `serve` and the processes below it, and
+each names itself (docs/operations.md, "Processes by name")."""
 
 from __future__ import annotations
 
@@ -49,16 +49,27 @@ class Snapshot:
     rss: dict[str, int]
 
 
-def snapshot(session: int) -> Snapshot:
+def snapshot(root: int) -> Snapshot:
+    """The groups' readings now, over `root` (a stack's serve) and every process below it, or in its session."""
+    stats = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and (fields := _stat(entry.name)) is not None:
+            stats[int(entry.name)] = fields
+    children: dict[int, list[int]] = {}
+    for pid, fields in stats.items():
+        children.setdefault(int(fields[1]), []).append(pid)  # field 4: the parent
+    found, queue = set(), [root]
+    while queue:  # serve's children start sessions of their own: the tree, not the session, holds them all
+        pid = queue.pop()
+        if pid in stats and pid not in found:
+            found.add(pid)
+            queue += children.get(pid, [])
+    found.update(pid for pid, fields in stats.items() if int(fields[3]) == root)  # field 6: the session
     cpu = dict.fromkeys(GROUPS, 0.0)
     rss = dict.fromkeys(GROUPS, 0)
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        fields = _stat(entry.name)
-        if fields is None or int(fields[3]) != session:  # field 6: the session
-            continue
-        group = _group(int(entry.name))
+    for pid in found:
+        fields = stats[pid]
+        group = _group(pid)
         cpu[group] += (int(fields[11]) + int(fields[12])) / _TICK
         rss[group] += int(fields[21]) * _PAGE  # field 24: resident pages
     return Snapshot(cpu, rss)
