@@ -184,3 +184,16 @@ def test_the_generators_against_a_bare_nginx(tmp_path: Path, generator: str):
     assert closed.generator_cpu > 0
     assert opened.errors == 0 and opened.requests == len(poisson_schedule(200, 1.0, seed=5))
     assert opened.offered_rate == 200 and opened.p99_ms > 0
+
+
+def test_a_frozen_dimension_stays_at_its_default():
+    search = HillClimb(dimensions(8), seed=2)
+    default = search.ask()
+    assert default is not None
+    search.freeze({"gunicorn_workers", "gunicorn_threads"})
+    search.tell(default, 10.0)
+    for _ in range(25):
+        candidate = search.ask()
+        assert candidate is not None
+        assert candidate["gunicorn_workers"] == 8 and candidate["gunicorn_threads"] == 1
+        search.tell(candidate, _objective(candidate))

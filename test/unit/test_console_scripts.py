@@ -18,8 +18,8 @@ from sagemaker_tfs import cli
 DEPRECATED = "{0}: deprecated: use `sagemaker-tfs {0}` (`{0}` is removed in the next release)\n"
 UNKNOWN = (
     "usage: sagemaker-tfs [-h] [--version] COMMAND [ARGUMENTS ...]\n"
-    "sagemaker-tfs: error: unknown command {!r}: choose from serve, model-server, transform, package-model "
-    "(sagemaker-tfs --help)\n"
+    "sagemaker-tfs: error: unknown command {!r}: choose from serve, model-server, transform, package-model, "
+    "tune (sagemaker-tfs --help)\n"
 )
 
 
@@ -47,6 +47,7 @@ def test_the_help_lists_each_subcommand_in_one_line():
         "  model-server    run the embedded model server, a stand-in for tensorflow_model_server",
         "  transform       run a SageMaker Batch Transform job locally",
         "  package-model   build a model.tar.gz in the layout the container serves, or check one",
+        "  tune            measure settings on this machine and recommend the fastest (tune endpoint)",
     ]
     assert lines[-1] == (
         "A command's own help: sagemaker-tfs COMMAND --help. `serve` and `tfs-model-server` are "
@@ -113,7 +114,7 @@ def test_no_subcommand_exits_2():
     assert result.stderr == (
         "usage: sagemaker-tfs [-h] [--version] COMMAND [ARGUMENTS ...]\n"
         "sagemaker-tfs: error: a command is required: serve, model-server, transform, "
-        "package-model\n"
+        "package-model, tune\n"
     )
 
 

@@ -7,8 +7,9 @@ For each setting it tries, it starts the real stack (`serve`, on free loopback p
 the payloads at increasing concurrency (closed loop) until p99 passes the bound or throughput stops growing, then
 once at a fixed Poisson arrival rate (open loop) at a fraction of the best rate, and stops the stack. A seeded hill
 climb (search.py) picks the settings, starting at the defaults, while the budget (wall clock, starts included)
-fits one more. Exit status: 0 a winner found, 1 no setting held the bound, 2 invalid arguments, model or payload,
-or a budget too small, 130 interrupted.
+fits one more and a recheck: a winner other than the defaults is measured again against them, in alternating
+rounds, and must still beat them beyond noise. Exit status: 0 a winner found, 1 no setting held the bound,
+2 invalid arguments, model or payload, or a budget too small, 130 interrupted.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ SATURATED_GAIN = 1.03  # a level that adds less than 3% req/s twice in a row: mo
 STOP_RESERVE_S = 3.0  # a stack's SIGTERM drain, kept out of the last level's time
 MIN_BUDGET_S = 15.0  # a stack start and a few levels at the shortest step
 WINNER_MARGIN = 0.03  # the defaults stay the answer unless beaten by more than measurement noise
+RECHECK_ROUNDS = 3  # the winner against the defaults, alternating, at the end
 
 
 class TuneError(Exception):
@@ -132,6 +134,8 @@ class Tuner:
         self.estimate = 0.0  # the longest trial so far: what the next one is expected to take
         self.progress = Progress()
         self.ceiling: Measurement | None = None
+        self.recheck: str | None = None  # what the recheck found, for the report
+        self.notes: list[str] = []
 
     def remaining(self) -> float:
         return self.deadline - time.monotonic()
@@ -145,6 +149,23 @@ class Tuner:
             f"{time.monotonic() - self.started:,.0f} s of {self.args.budget:,.0f} s  best {best_text}"
         )
 
+    def draw_recheck(self, winner: Trial, doing: str) -> None:
+        self.progress(
+            f"tune: recheck of #{winner.number} against the defaults: {doing}  "
+            f"{time.monotonic() - self.started:,.0f} s of {self.args.budget:,.0f} s"
+        )
+
+    @staticmethod
+    def _gunicorn_idle(trial: Trial) -> bool:
+        """Whether gunicorn used (almost) no CPU at the defaults' best rate: the requests bypass it."""
+        best = trial.best
+        return best is not None and best.groups is not None and best.groups.cores["gunicorn"] < 0.02
+
+    @staticmethod
+    def _servers(candidate: Candidate) -> int:
+        """The processes that serve requests in parallel: enough connections to give each one its first."""
+        return int(candidate["gunicorn_workers"]) + int(candidate["tfs_instance_count"])
+
     def measure_ceiling(self) -> None:
         """The generator alone against a bare nginx: the most it can drive on this machine."""
         port = free_port()
@@ -153,7 +174,7 @@ class Tuner:
 
     def run(self) -> None:
         while True:
-            if self.trials and self.remaining() < self.estimate:
+            if self.trials and self.remaining() < self.estimate + self.recheck_estimate():
                 break
             candidate = self.search.ask()
             if candidate is None:
@@ -166,6 +187,12 @@ class Tuner:
                 )
             self.trials.append(trial)
             self.estimate = max(self.estimate, trial.seconds)
+            if len(self.trials) == 1 and self._gunicorn_idle(trial):
+                self.search.freeze({"gunicorn_workers", "gunicorn_threads"})
+                self.notes.append(
+                    "gunicorn did no work with the defaults (nginx sends these requests straight to the model "
+                    "servers): its workers and threads were not tuned"
+                )
             self.search.tell(candidate, trial.score)
         self.progress.clear()
 
@@ -216,10 +243,9 @@ class Tuner:
         probe(HOST, port, self.payloads, times=3)  # a non-2xx answer stops here
         # Warm-up, not counted: every worker's and model server's first requests (connections, TensorFlow's first
         # run of the graph) would otherwise land in the first level's p99, and with the defaults, in the bound.
-        workers = int(trial.candidate["gunicorn_workers"]) * int(trial.candidate["tfs_instance_count"])
         if self.remaining() > 2 * self.step + 1.0 + STOP_RESERVE_S:
             self.draw(trial, "warming up")
-            self.generator.run(HOST, port, max(2, workers), 1.0)
+            self.generator.run(HOST, port, max(2, self._servers(trial.candidate)), 1.0)
         batch = int(trial.candidate["tfs_max_batch_size"]) if trial.candidate["tfs_enable_batching"] else 0
         best_rate, flat = 0.0, 0
         for concurrency in CONCURRENCY:
@@ -251,6 +277,63 @@ class Tuner:
             trial.open_loop = open_loop(HOST, port, self.payloads, rate, self.step, self.args.seed)
             trial.open_loop.groups = usage.between(before, usage.snapshot(session), time.monotonic() - began)
 
+    def recheck_estimate(self) -> float:
+        """The time a recheck takes: two stack starts and its rounds."""
+        start = max((t.start_seconds for t in self.trials), default=0.0)
+        return 2 * start + 2 + 2 * RECHECK_ROUNDS * self.step + STOP_RESERVE_S
+
+    def rechecked(self, winner: Trial) -> Trial:
+        """The winner, or the defaults when, measured again against each other in alternating rounds (each at its
+        own best concurrency, both stacks up), the winner's median rate under the bound is not ahead by more than
+        the margin: one lucky run of a setting must not make the recommendation."""
+        default = self.trials[0]
+        if winner is default or default.best is None:  # (defaults over the bound: nothing to recheck against)
+            return winner
+        if self.remaining() < self.recheck_estimate():
+            self.recheck = "not rechecked against the defaults: the budget ran out"
+            return winner
+        rates: dict[int, list[float]] = {default.number: [], winner.number: []}
+        stacks = []
+        try:
+            for trial in (default, winner):
+                self.draw_recheck(winner, f"starting #{trial.number}'s stack")
+                stacks.append(
+                    start_stack(
+                        self.model_dir,
+                        trial.environment,
+                        int(trial.candidate["tfs_instance_count"]),
+                        self.workdir / f"recheck-{trial.number}",
+                        startup_timeout=max(1.0, min(300.0, self.remaining())),
+                    )
+                )
+            pairs = list(zip((default, winner), stacks, strict=True))
+            for trial, stack in pairs:  # as before each setting's ramp
+                self.generator.run(HOST, stack.ports[0], max(2, self._servers(trial.candidate)), 1.0)
+            for round_ in range(RECHECK_ROUNDS):
+                for trial, stack in pairs if round_ % 2 == 0 else pairs[::-1]:
+                    best = trial.best
+                    assert best is not None and best.concurrency is not None  # (both have a score)
+                    self.draw_recheck(winner, f"round {round_ + 1} of {RECHECK_ROUNDS}, #{trial.number}")
+                    measured = self.generator.run(HOST, stack.ports[0], best.concurrency, self.step)
+                    rates[trial.number].append(measured.rate if trial.held(measured) else 0.0)
+        except (ContainerError, LoadError) as exc:
+            self.recheck = f"not rechecked against the defaults: {str(exc).splitlines()[0]}"
+            return winner
+        finally:
+            self.progress.clear()
+            for stack in stacks:
+                stop_stack(stack)
+        ours, theirs = (sorted(rates[t.number])[RECHECK_ROUNDS // 2] for t in (winner, default))
+        text = (
+            f"rechecked in {RECHECK_ROUNDS} alternating rounds, median req/s under the bound: #{winner.number} "
+            f"{ours:,.0f}, the defaults {theirs:,.0f}"
+        )
+        if not ours > theirs * (1 + WINNER_MARGIN):
+            self.recheck = text + ": not ahead beyond noise, the defaults stay"
+            return default
+        self.recheck = text
+        return winner
+
     def winner(self) -> Trial | None:
         scored = [t for t in self.trials if t.score > 0]
         if not scored:
@@ -263,7 +346,7 @@ class Tuner:
             and best.score < default.score * (1 + WINNER_MARGIN)
         ):
             return default  # within noise of the defaults: changing nothing is the better advice
-        return best
+        return self.rechecked(best)
 
 
 def _no_download(url: str) -> bytes:
@@ -334,6 +417,8 @@ def _finish(tuner: Tuner, args: argparse.Namespace, out: Path, say: Callable[[st
         elapsed_s=time.monotonic() - tuner.started,
         seed=args.seed,
         ceiling=tuner.ceiling,
+        recheck=tuner.recheck,
+        notes=tuner.notes,
         warnings=warnings,
     )
     page = write_report(out, context, tuner.trials, winner)
@@ -346,6 +431,8 @@ def _finish(tuner: Tuner, args: argparse.Namespace, out: Path, say: Callable[[st
             f"{ceiling.rate:,.0f} req/s using {ceiling.generator_cpu:.2f} cores"
             + (f"; at the winner's best run it used {best_cpu:.2f} cores" if best_cpu is not None else "")
         )
+    for note in [*tuner.notes, *([tuner.recheck] if tuner.recheck else [])]:
+        say(note)
     for warning in warnings:
         print(f"warning: {warning}", file=sys.stderr)
     if winner is None:

@@ -9,7 +9,7 @@ import html
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,8 @@ class Context:
     seed: int
     ceiling: Measurement | None  # the generator against a bare nginx
     warnings: list[str]
+    recheck: str | None = None  # the winner measured again against the defaults
+    notes: list[str] = field(default_factory=list)  # what the tune decided from its measurements
 
 
 def _ms(value: float) -> str:
@@ -230,6 +232,8 @@ def render_html(context: Context, trials: Sequence[Trial], winner: Trial | None)
         )
     else:
         verdict = f"<p><b>No setting held p99 under {_ms(context.bound_ms)} ms.</b></p>"
+    for note in [*context.notes, *([context.recheck] if context.recheck else [])]:
+        verdict += f"<p>{html.escape(note[:1].upper() + note[1:])}.</p>"
     ceiling = context.ceiling
     generator = f"<p>Load generator: {html.escape(context.generator)}"
     if ceiling is not None:

@@ -30,6 +30,11 @@ class HillClimb:
         self.best_score = float("-inf")
         self._pending: list[Candidate] = [default_candidate(space)]
         self._asked: Candidate | None = None
+        self.frozen: set[str] = set()  # dimensions measured not to matter: left at their defaults
+
+    def freeze(self, fields: set[str]) -> None:
+        """Stop varying these dimensions (call before tell(), so that the next neighbours leave them out)."""
+        self.frozen |= fields
 
     def ask(self) -> Candidate | None:
         while True:
@@ -55,6 +60,8 @@ class HillClimb:
     def _neighbours(self, centre: Candidate) -> list[Candidate]:
         found = []
         for dimension in centre.active(self.space):
+            if dimension.field in self.frozen:
+                continue
             index = dimension.values.index(centre[dimension.field])
             for step in (-1, 1):
                 if 0 <= index + step < len(dimension.values):
@@ -80,7 +87,8 @@ class HillClimb:
         if self.best is None:
             return None
         for _ in range(JUMP_TRIES):
-            chosen = self.random.sample(self.space, 2)
+            free = [d for d in self.space if d.field not in self.frozen]
+            chosen = self.random.sample(free, min(2, len(free)))
             candidate = self.best.replace(**{d.field: self.random.choice(d.values) for d in chosen})
             if candidate.canonical(self.space) not in self.tried:
                 return candidate
