@@ -35,6 +35,8 @@ SLOW = [
         "image",
         "gunicorn_app",
         "transform/test_transform_stack.py",
+        "tune/test_tune_endpoint.py",
+        "tune/test_tune_transform.py",
         "model_server/test_model_server_cli.py",
         "model_server/test_model_server_reload.py",
         "model_server/test_model_server_limits.py",

@@ -68,7 +68,7 @@ COMMANDS = {
     "model-server": Command("run the embedded model server, a stand-in for tensorflow_model_server", _model_server),
     "transform": Command("run a SageMaker Batch Transform job locally", _transform),
     "package-model": Command("build a model.tar.gz in the layout the container serves, or check one", _package_model),
-    "tune": Command("measure settings on this machine and recommend the fastest (tune endpoint)", _tune),
+    "tune": Command("measure settings on this machine and recommend the fastest (endpoint, transform)", _tune),
 }
 
 

@@ -13,8 +13,6 @@ import paths
 import pytest
 from sagemaker_tfs.config import VARIABLES
 
-pytestmark = pytest.mark.slow  # starts whole stacks (CONTRIBUTING, "Slow and fast")
-
 NAMES = {variable.name for variable in VARIABLES.values()}
 PAYLOAD = paths.REPO / "model_examples" / "half_plus_three" / "samples" / "instances.json"
 

@@ -47,7 +47,7 @@ def test_the_help_lists_each_subcommand_in_one_line():
         "  model-server    run the embedded model server, a stand-in for tensorflow_model_server",
         "  transform       run a SageMaker Batch Transform job locally",
         "  package-model   build a model.tar.gz in the layout the container serves, or check one",
-        "  tune            measure settings on this machine and recommend the fastest (tune endpoint)",
+        "  tune            measure settings on this machine and recommend the fastest (endpoint, transform)",
     ]
     assert lines[-1] == (
         "A command's own help: sagemaker-tfs COMMAND --help. `serve` and `tfs-model-server` are "

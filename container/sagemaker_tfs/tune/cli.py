@@ -1,10 +1,14 @@
-"""`sagemaker-tfs tune MODE ...`: MODE is `endpoint` (real-time hosting); each mode's module is imported when run."""
+"""`sagemaker-tfs tune MODE ...`: MODE is `endpoint` (real-time hosting) or `transform` (Batch Transform jobs); each
+mode's module is imported when run."""
 
 from __future__ import annotations
 
 import sys
 
-MODES = {"endpoint": "the container settings with the most requests/s under a p99 bound (CreateModel's Environment)"}
+MODES = {
+    "endpoint": "the container settings with the most requests/s under a p99 bound (CreateModel's Environment)",
+    "transform": "the job's fields and container settings with the most records/s (CreateTransformJob's request)",
+}
 
 
 def usage(prog: str) -> str:
@@ -23,5 +27,9 @@ def main(args: list[str], prog: str = "sagemaker-tfs tune") -> int:
         from .endpoint import main as endpoint
 
         return endpoint(rest, f"{prog} endpoint")
+    if mode == "transform":
+        from .transform_command import main as transform
+
+        return transform(rest, f"{prog} transform")
     sys.stderr.write(f"{usage(prog)}\n{prog}: error: unknown mode {mode!r}: choose from {', '.join(MODES)}\n")
     return 2

@@ -32,7 +32,7 @@ from ..transform.containers import ContainerError, is_endpoint, prepare_model
 from . import usage
 from .load import ClosedLoop, LoadError, Measurement, Payloads, bare_nginx, open_loop, probe
 from .report import Context, render_table, write_environment, write_report
-from .search import HillClimb
+from .search import HillClimb, freeze_idle_gunicorn
 from .settings_space import Candidate, dimensions
 from .stack import start_stack, stop_stack
 from .trial import Trial
@@ -76,9 +76,7 @@ def parser(prog: str = "sagemaker-tfs tune endpoint") -> argparse.ArgumentParser
         help=f"the p99 latency bound in ms (default: {BOUND_FACTOR:g}x the defaults' p99 at concurrency 1, at least "
         f"{BOUND_FLOOR_MS:g} ms)",
     )
-    p.add_argument("--budget", type=parse_duration, default=600.0, help="wall clock for the whole tune (default: 10m)")
-    p.add_argument("--out", default="tune-endpoint", help="folder for the winner and the report (default: %(default)s)")
-    p.add_argument("--seed", type=int, default=0, help="the search's and the open loop's seed (default: 0)")
+    add_run_arguments(p, "tune-endpoint", "the search's and the open loop's seed")
     p.add_argument(
         "--step-seconds",
         type=float,
@@ -91,6 +89,13 @@ def parser(prog: str = "sagemaker-tfs tune endpoint") -> argparse.ArgumentParser
         help="the closed-loop load generator (default: wrk, else h2load for one payload, else python)",
     )
     return p
+
+
+def add_run_arguments(p: argparse.ArgumentParser, out: str, seed: str) -> None:
+    """--budget, --out and --seed, alike in every mode."""
+    p.add_argument("--budget", type=parse_duration, default=600.0, help="wall clock for the whole tune (default: 10m)")
+    p.add_argument("--out", default=out, help="folder for the winner and the report (default: %(default)s)")
+    p.add_argument("--seed", type=int, default=0, help=f"{seed} (default: 0)")
 
 
 class Progress:
@@ -156,12 +161,6 @@ class Tuner:
         )
 
     @staticmethod
-    def _gunicorn_idle(trial: Trial) -> bool:
-        """Whether gunicorn used (almost) no CPU at the defaults' best rate: the requests bypass it."""
-        best = trial.best
-        return best is not None and best.groups is not None and best.groups.cores["gunicorn"] < 0.02
-
-    @staticmethod
     def _servers(candidate: Candidate) -> int:
         """The processes that serve requests in parallel: enough connections to give each one its first."""
         return int(candidate["gunicorn_workers"]) + int(candidate["tfs_instance_count"])
@@ -187,12 +186,9 @@ class Tuner:
                 )
             self.trials.append(trial)
             self.estimate = max(self.estimate, trial.seconds)
-            if len(self.trials) == 1 and self._gunicorn_idle(trial):
-                self.search.freeze({"gunicorn_workers", "gunicorn_threads"})
-                self.notes.append(
-                    "gunicorn did no work with the defaults (nginx sends these requests straight to the model "
-                    "servers): its workers and threads were not tuned"
-                )
+            groups = trial.best.groups if trial.best else None  # at the defaults' best rate
+            if len(self.trials) == 1 and (note := freeze_idle_gunicorn(self.search, groups)):
+                self.notes.append(note)
             self.search.tell(candidate, trial.score)
         self.progress.clear()
 
@@ -452,7 +448,14 @@ def _finish(tuner: Tuner, args: argparse.Namespace, out: Path, say: Callable[[st
 
 
 def main(argv: list[str] | None = None, prog: str = "sagemaker-tfs tune endpoint") -> int:
-    args = parser(prog).parse_args(argv)
+    return run_mode(tune, parser(prog).parse_args(argv), prog)
+
+
+Tune = Callable[[argparse.Namespace, Callable[[str], None]], int]
+
+
+def run_mode(tune: Tune, args: argparse.Namespace, prog: str) -> int:
+    """A mode's tune, its TuneError one message with exit status 2 (every mode's errors read alike)."""
     try:
         return tune(args, print)
     except TuneError as exc:

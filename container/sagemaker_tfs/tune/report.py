@@ -15,6 +15,7 @@ from typing import Any
 
 from .load import Measurement
 from .trial import Trial
+from .usage import GroupUsage
 
 SHOWN_GROUPS = ("nginx", "gunicorn", "model servers")  # serve itself idles while the others work
 
@@ -43,14 +44,15 @@ def _ms(value: float) -> str:
     return f"{value:.2f}" if value < 10 else f"{value:.1f}" if value < 100 else f"{value:.0f}"
 
 
-def _rate(value: float) -> str:
+def rate_cell(value: float) -> str:
     return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
 
 
-def _usage(m: Measurement | None, group: str) -> str:
-    if m is None or m.groups is None:
+def usage_cell(groups: GroupUsage | None, group: str) -> str:
+    """A group's CPU (cores busy) and resident memory, as one table cell."""
+    if groups is None:
         return "-"
-    return f"{m.groups.cores[group]:.2f}c/{m.groups.rss_mb[group]:.0f}MB"
+    return f"{groups.cores[group]:.2f}c/{groups.rss_mb[group]:.0f}MB"
 
 
 def table_rows(trials: Sequence[Trial], winner: Trial | None) -> list[list[str]]:
@@ -67,14 +69,14 @@ def table_rows(trials: Sequence[Trial], winner: Trial | None) -> list[list[str]]
         shown = best or (trial.levels[0] if trial.levels else None)
         opened = trial.open_loop
         row += [
-            _rate(trial.score),
+            rate_cell(trial.score),
             str(shown.concurrency) if shown else "-",
             _ms(shown.p50_ms) if shown else "-",
             _ms(shown.p90_ms) if shown else "-",
             _ms(shown.p99_ms) if shown else "-",
-            f"{_ms(opened.p99_ms)} @ {_rate(opened.offered_rate or 0)}" if opened else "-",
+            f"{_ms(opened.p99_ms)} @ {rate_cell(opened.offered_rate or 0)}" if opened else "-",
             f"{shown.generator_cpu:.2f}c" if shown else "-",
-            *(_usage(shown, g) for g in SHOWN_GROUPS),
+            *(usage_cell(shown.groups if shown else None, g) for g in SHOWN_GROUPS),
         ]
         if best is None:
             row.append("p99 over the bound at every concurrency")
@@ -87,7 +89,11 @@ def table_rows(trials: Sequence[Trial], winner: Trial | None) -> list[list[str]]
 
 
 def render_table(trials: Sequence[Trial], winner: Trial | None) -> str:
-    rows = table_rows(trials, winner)
+    return text_table(table_rows(trials, winner))
+
+
+def text_table(rows: list[list[str]]) -> str:
+    """Rows (the header first) as aligned columns; a row may be longer than the header (its notes)."""
     width = max(len(r) for r in rows)
     widths = [max(len(r[i]) for r in rows if i < len(r)) for i in range(width)]
     return "\n".join("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(r)).rstrip() for r in rows)
@@ -128,13 +134,32 @@ def write_results(out: Path, context: Context, trials: Sequence[Trial], winner: 
     (out / "results.json").write_text(json.dumps(document, indent=2) + "\n")
 
 
+def html_rows(rows: list[list[str]]) -> str:
+    """The table's rows as HTML (the header in <th>), the winner's (numbered with a `*`) of class "winner"."""
+    return "".join(
+        "<tr"
+        + (' class="winner"' if r[0].endswith("*") else "")
+        + ">"
+        + "".join(f"<{'th' if i == 0 else 'td'}>{html.escape(c)}</{'th' if i == 0 else 'td'}>" for c in r)
+        + "</tr>\n"
+        for i, r in enumerate(rows)
+    )
+
+
+STYLE = """<style>
+body { font-family: sans-serif; margin: 2em; color: #222; }
+table { border-collapse: collapse; font-size: 13px; } td, th { border: 1px solid #ccc; padding: 3px 6px; }
+tr.winner td { font-weight: bold; background: #fff6d5; } .warning { color: #a35200; }
+</style>"""
+
+
 # -- the page ----------------------------------------------------------------------------------------------------
 
 _COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
 _W, _H, _LEFT, _RIGHT, _TOP, _BOTTOM = 760, 440, 64, 150, 20, 48
 
 
-def _ticks(top: float, count: int = 5) -> list[float]:
+def ticks(top: float, count: int = 5) -> list[float]:
     if top <= 0:
         return [0.0]
     raw = top / count
@@ -162,9 +187,9 @@ def svg(trials: Sequence[Trial], winner: Trial | None, bound_ms: float) -> str:
         'font-family="sans-serif" font-size="11">',
         f'<rect x="{_LEFT}" y="{_TOP}" width="{plot_w}" height="{plot_h}" fill="none" stroke="#999"/>',
     ]
-    for tick in _ticks(x_top):
-        parts.append(f'<text x="{x(tick):.1f}" y="{_H - _BOTTOM + 14}" text-anchor="middle">{_rate(tick)}</text>')
-    for tick in _ticks(y_top):
+    for tick in ticks(x_top):
+        parts.append(f'<text x="{x(tick):.1f}" y="{_H - _BOTTOM + 14}" text-anchor="middle">{rate_cell(tick)}</text>')
+    for tick in ticks(y_top):
         parts.append(f'<text x="{_LEFT - 6}" y="{y(tick) + 4:.1f}" text-anchor="end">{_ms(tick)}</text>')
         parts.append(f'<line x1="{_LEFT}" x2="{_LEFT + plot_w}" y1="{y(tick):.1f}" y2="{y(tick):.1f}" stroke="#eee"/>')
     parts += [
@@ -187,7 +212,7 @@ def svg(trials: Sequence[Trial], winner: Trial | None, bound_ms: float) -> str:
             for m in levels:
                 parts.append(
                     f'<circle cx="{x(m.rate):.1f}" cy="{y(m.p99_ms):.1f}" r="{4 if won else 2.5}" fill="{colour}">'
-                    f"<title>#{trial.number} c={m.concurrency}: {_rate(m.rate)} req/s, p99 {_ms(m.p99_ms)} ms"
+                    f"<title>#{trial.number} c={m.concurrency}: {rate_cell(m.rate)} req/s, p99 {_ms(m.p99_ms)} ms"
                     "</title></circle>"
                 )
         if trial.open_loop is not None:
@@ -195,7 +220,7 @@ def svg(trials: Sequence[Trial], winner: Trial | None, bound_ms: float) -> str:
             parts.append(
                 f'<rect x="{x(m.rate) - 4:.1f}" y="{y(m.p99_ms) - 4:.1f}" width="8" height="8" fill="white" '
                 f'stroke="{colour}" stroke-width="1.5"><title>#{trial.number} open loop at '
-                f"{_rate(m.offered_rate or 0)} req/s: p99 {_ms(m.p99_ms)} ms</title></rect>"
+                f"{rate_cell(m.offered_rate or 0)} req/s: p99 {_ms(m.p99_ms)} ms</title></rect>"
             )
         best = trial.best
         if won and best is not None:
@@ -215,19 +240,11 @@ def svg(trials: Sequence[Trial], winner: Trial | None, bound_ms: float) -> str:
 
 
 def render_html(context: Context, trials: Sequence[Trial], winner: Trial | None) -> str:
-    rows = table_rows(trials, winner)
-    cells = "".join(
-        "<tr"
-        + (' class="winner"' if r[0].endswith("*") else "")
-        + ">"
-        + "".join(f"<{'th' if i == 0 else 'td'}>{html.escape(c)}</{'th' if i == 0 else 'td'}>" for c in r)
-        + "</tr>\n"
-        for i, r in enumerate(rows)
-    )
+    cells = html_rows(table_rows(trials, winner))
     if winner is not None:
         verdict = (
             f"<p><b>Winner: #{winner.number}</b> ({html.escape(winner.description)}): "
-            f"{_rate(winner.score)} requests/s with p99 under {_ms(context.bound_ms)} ms. Its Environment:</p>"
+            f"{rate_cell(winner.score)} requests/s with p99 under {_ms(context.bound_ms)} ms. Its Environment:</p>"
             f"<pre>{html.escape(json.dumps(winner.environment, indent=2, sort_keys=True))}</pre>"
         )
     else:
@@ -238,18 +255,14 @@ def render_html(context: Context, trials: Sequence[Trial], winner: Trial | None)
     generator = f"<p>Load generator: {html.escape(context.generator)}"
     if ceiling is not None:
         generator += (
-            f"; alone against a bare nginx (one worker) at c={ceiling.concurrency} it drove {_rate(ceiling.rate)} "
+            f"; alone against a bare nginx (one worker) at c={ceiling.concurrency} it drove {rate_cell(ceiling.rate)} "
             f"requests/s using {ceiling.generator_cpu:.2f} cores"
         )
     generator += ". Open loop: Python, Poisson arrivals (seeded), at a fraction of each setting's best rate.</p>"
     warnings = "".join(f'<p class="warning">{html.escape(w)}</p>' for w in context.warnings)
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>sagemaker-tfs tune: {html.escape(context.model)}</title>
-<style>
-body {{ font-family: sans-serif; margin: 2em; color: #222; }}
-table {{ border-collapse: collapse; font-size: 13px; }} td, th {{ border: 1px solid #ccc; padding: 3px 6px; }}
-tr.winner td {{ font-weight: bold; background: #fff6d5; }} .warning {{ color: #a35200; }}
-</style></head><body>
+{STYLE}</head><body>
 <h1>sagemaker-tfs tune endpoint</h1>
 <p>Model {html.escape(context.model)}, payload {html.escape(context.payload)}; measured on this machine:
 {context.cores} cores, {context.memory_gb:.1f} GB; p99 bound {_ms(context.bound_ms)} ms

@@ -14,8 +14,10 @@ import random
 from collections.abc import Iterator
 
 from .settings_space import Candidate, Dimension, default_candidate
+from .usage import GroupUsage
 
 JUMP_TRIES = 200  # random jumps tried before the space counts as exhausted
+GUNICORN_IDLE_CORES = 0.02  # gunicorn's CPU with the defaults below which its settings cannot matter
 
 
 class HillClimb:
@@ -93,3 +95,16 @@ class HillClimb:
             if candidate.canonical(self.space) not in self.tried:
                 return candidate
         return None
+
+
+def freeze_idle_gunicorn(search: HillClimb, groups: GroupUsage | None) -> str | None:
+    """Leave gunicorn's workers and threads at their defaults when gunicorn used (almost) no CPU with the defaults:
+    the requests bypass it (a model without a handler script), so its settings cannot matter and would only spend
+    the budget. The note that says so, or None."""
+    if groups is None or groups.cores["gunicorn"] >= GUNICORN_IDLE_CORES:
+        return None
+    search.freeze({"gunicorn_workers", "gunicorn_threads"})
+    return (
+        "gunicorn did no work with the defaults (nginx sends these requests straight to the model servers): its "
+        "workers and threads were not tuned"
+    )
