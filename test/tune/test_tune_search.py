@@ -144,6 +144,20 @@ def _measured(concurrency: int, rate: float, p99: float) -> Measurement:
     return Measurement("wrk", 1.0, int(rate), 0, p99 / 2, p99 / 1.5, p99, 0.3, concurrency=concurrency, groups=usage)
 
 
+def test_an_open_loop_that_held_ranks_first_and_one_not_counted_is_not_taken_for_one_that_held():
+    space = dimensions(2)
+    candidate = default_candidate(space)
+
+    def trial(rate: float, opened_p99: float, behind_ms: float) -> Trial:
+        opened = Measurement("python", 1.0, int(rate), 0, 1, 1, opened_p99, 0.3, offered_rate=rate, behind_ms=behind_ms)
+        return Trial(1, candidate, "t", {}, [_measured(1, rate, 1)], opened, 3)
+
+    held, missed, not_counted = trial(500, 2, 0), trial(900, 8, 0), trial(700, 8, 2.5)  # bound 3 ms
+    assert (held.open_loop_held, missed.open_loop_held, not_counted.open_loop_held) == (True, False, False)
+    ranked = sorted([not_counted, missed, held], key=Trial.rank, reverse=True)
+    assert ranked == [held, missed, not_counted]  # then by rate: the unknown is not preferred to the faster
+
+
 def test_the_report_draws_the_bound_and_marks_the_winner(tmp_path: Path):
     space = dimensions(2)
     default = default_candidate(space)

@@ -80,7 +80,7 @@ def table_rows(trials: Sequence[Trial], winner: Trial | None) -> list[list[str]]
         ]
         if best is None:
             row.append("p99 over the bound at every concurrency")
-        elif not trial.open_loop_held:
+        elif opened and not trial.open_loop_behind and not trial.open_loop_held:
             row.append("open-loop p99 over the bound")
         if opened and trial.open_loop_behind:
             row.append(f"open loop not counted: the generator sent {_ms(opened.behind_ms)} ms late (p99)")

@@ -44,7 +44,10 @@ class Trial:
 
     @property
     def open_loop_held(self) -> bool:
-        return self.open_loop is None or self.open_loop_behind or self.held(self.open_loop)
+        """Whether the open loop was measured and held the bound. One not measured (no time left, or its generator
+        behind) is not known to hold: counted as holding, it ranked above every setting whose open loop was measured
+        and missed, so that on image_classifier the generator's lag picked the winner (docs/tuning.md)."""
+        return self.open_loop is not None and not self.open_loop_behind and self.held(self.open_loop)
 
     def rank(self) -> tuple[bool, bool, float]:
         """Better is larger: a score at all, then the open loop holding the bound too, then the score."""
