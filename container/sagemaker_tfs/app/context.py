@@ -12,7 +12,7 @@ from ..shared.media_types import JSON
 from ..shared.model_names import MODEL_NAME
 from ..shared.sockets import HOST
 from ..shared.tfs_api import METHODS
-from ..web.sessions import NO_SESSION, RequestSession
+from ..web.sessions import SessionAccess
 
 DEFAULT_CONTENT_TYPE = DEFAULT_ACCEPT = JSON
 CUSTOM_ATTRIBUTES_KEY = environ_key(CUSTOM_ATTRIBUTES_HEADER)
@@ -74,26 +74,9 @@ class ContextFields(NamedTuple):
         )
 
 
-class Context(ContextFields):
+class Context(ContextFields, SessionAccess):
     """The Context a handler gets: the original's fields (a tuple of them, as scripts may unpack it), and the
-    request's stateful session (sessions.py), an attribute set only on a request that names one."""
-
-    session_state: RequestSession = NO_SESSION
-
-    @property
-    def session_id(self) -> str | None:
-        """The request's X-Amzn-SageMaker-Session-Id: "NEW_SESSION" when the client asks for a session, the id of
-        one this worker opened, else None."""
-        return self.session_state.id
-
-    def open_session(self, expires_in: float | None = None) -> str:
-        """On a NEW_SESSION request: a new session's id, lasting `expires_in` seconds (default
-        SAGEMAKER_SESSION_EXPIRY_SECONDS), which the answer gives the client; its requests reach this process."""
-        return self.session_state.open(expires_in)
-
-    def close_session(self) -> None:
-        """The request's session ends; the answer tells the client."""
-        self.session_state.close()
+    request's stateful session (web/sessions.py), its `session_state` set only on a request that names one."""
 
 
 # As the original: every `tfs-<key>=<value>` pair anywhere in the header, up to the next comma. The value is

@@ -108,20 +108,19 @@ class Container:
         end is StreamBroken. Closing the pieces closes the connection: the container then stops the answer."""
         deadline = time.monotonic() + limit
         connection = http.client.HTTPConnection(HOST, self.port, timeout=min(timeout, limit))
+        handed_over = False  # to the pieces, which close it
         try:
             connection.request("POST", path, body=body, headers=headers)
             response = connection.getresponse()
             if not 200 <= response.status < 300:
-                content = response.read()
-                connection.close()
-                return _answer(response.status, _names(response), content), None
+                return _answer(response.status, _names(response), response.read()), None
+            handed_over = True
+            return _answer(response.status, _names(response), b""), _pieces(connection, response, timeout, deadline)
         except http.client.HTTPException as exc:
-            connection.close()
             raise ConnectionError(f"the container's answer was cut: {exc!r}") from None
-        except BaseException:
-            connection.close()
-            raise
-        return _answer(response.status, _names(response), b""), _pieces(connection, response, timeout, deadline)
+        finally:
+            if not handed_over:
+                connection.close()
 
     def ready(self) -> bool:
         """Whether GET /ping answers 200 in SageMaker's 2 s."""

@@ -85,6 +85,10 @@ TIMED_OUT = (
 STREAM_TIMED_OUT = "Your model primary did not complete sending the inference response in the allotted time."
 STREAM_BROKEN = "Your model primary closed its connection before the end of the inference response."
 STREAM_FAILED = "The stream processing failed: {}. Try your request again."
+_STREAM_ERRORS = {  # how a stream ended early -> its ModelStreamError's Message and ErrorCode
+    StreamTimedOut: (STREAM_TIMED_OUT, "ModelInvocationTimeExceeded"),
+    StreamBroken: (STREAM_BROKEN, "StreamBroken"),
+}
 STREAM_ACCEPT_HEADER = members.member(STREAM_OPERATION, "Accept").location_name  # X-Amzn-SageMaker-Accept
 STREAM_CONTENT_TYPE_HEADER = "X-Amzn-SageMaker-Content-Type"  # the answer's ContentType member
 
@@ -285,16 +289,12 @@ class InvokeEndpointWithResponseStream(InvokeEndpoint):
         try:
             for piece in pieces:
                 yield from event_stream.payload_parts(piece)
-        except StreamTimedOut as exc:
+        except (StreamTimedOut, StreamBroken) as exc:
             log.warning(
                 "request %s: %s %s: %s: the stream ends with a ModelStreamError", rid, self.operation, endpoint, exc
             )
-            yield event_stream.exception("ModelStreamError", STREAM_TIMED_OUT, ErrorCode="ModelInvocationTimeExceeded")
-        except StreamBroken as exc:
-            log.warning(
-                "request %s: %s %s: %s: the stream ends with a ModelStreamError", rid, self.operation, endpoint, exc
-            )
-            yield event_stream.exception("ModelStreamError", STREAM_BROKEN, ErrorCode="StreamBroken")
+            message, code = _STREAM_ERRORS[type(exc)]
+            yield event_stream.exception("ModelStreamError", message, ErrorCode=code)
         except Exception as exc:
             log.exception(
                 "request %s: %s %s: the stream failed: it ends with an InternalStreamFailure",
@@ -307,4 +307,5 @@ class InvokeEndpointWithResponseStream(InvokeEndpoint):
             close(pieces)
 
     def _timed_out(self, endpoint: str) -> RuntimeApiError:
-        return RuntimeApiError(424, "ModelStreamError", STREAM_TIMED_OUT, ErrorCode="ModelInvocationTimeExceeded")
+        message, code = _STREAM_ERRORS[StreamTimedOut]
+        return RuntimeApiError(424, "ModelStreamError", message, ErrorCode=code)

@@ -10,6 +10,8 @@ import struct
 from pathlib import Path
 from typing import Any
 
+from . import runtime_dir
+
 HOST = "127.0.0.1"  # every port but the one SageMaker calls listens on loopback only
 
 
@@ -33,7 +35,7 @@ def send(sock: socket.socket, head: bytes, body: Any) -> None:
 def unix_listener(path: Path, backlog: int) -> socket.socket:
     """A UNIX socket listening at `path` (whatever was there removed), which nginx's workers may connect to: they run
     as another user when serve is root (stack/nginx.py), in a runtime folder that only they and we may enter."""
-    path.unlink(missing_ok=True)
+    runtime_dir.remove(path)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(str(path))
     os.chmod(path, 0o666)

@@ -163,13 +163,9 @@ def _direct_http(settings: Settings, model: str) -> str:
 def _invocations(app_headers: str, direct: bool) -> str:
     """/invocations: down the direct route (no script), else to the app's workers, a session's request to the worker
     that opened it (_session_map; sessions and streamed answers are a script's)."""
-    if direct:
-        return snippet(
-            "invocations", direct_switch=_switch("sagemaker_direct"), app_headers=app_headers, stream_buffers=""
-        )
-    return snippet(
-        "invocations", direct_switch=snippet("session-switch"), app_headers=app_headers, stream_buffers=STREAM_BUFFERS
-    )
+    switch = _switch("sagemaker_direct") if direct else snippet("session-switch")
+    buffers = "" if direct else STREAM_BUFFERS
+    return snippet("invocations", direct_switch=switch, app_headers=app_headers, stream_buffers=buffers)
 
 
 # A streamed answer (X-Accel-Buffering: no) passes through nginx's first buffer alone: at its default 4 KiB, nginx

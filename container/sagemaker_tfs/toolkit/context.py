@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..shared.headers import UNPREFIXED_KEYS
-from ..web.sessions import NO_SESSION, RequestSession
+from ..web.sessions import NO_SESSION, RequestSession, SessionAccess
 
 
 def header_name(environ_key: str) -> str:
@@ -42,7 +42,7 @@ class RequestProcessor:
         return next((value for key, value in self.get_request_properties().items() if key.lower() == wanted), None)
 
 
-class Context:
+class Context(SessionAccess):
     """What a toolkit function knows about the model and its request, and how it sets the answer's status and
     content type (overriding those of its return value)."""
 
@@ -59,16 +59,6 @@ class Context:
         self.response_status: tuple[int, str] | None = None
         self.response_content_type: str | None = None
         self.session_state = session_state  # the request's stateful session (web/sessions.py), as the handlers' has
-
-    @property
-    def session_id(self) -> str | None:
-        return self.session_state.id
-
-    def open_session(self, expires_in: float | None = None) -> str:
-        return self.session_state.open(expires_in)
-
-    def close_session(self) -> None:
-        self.session_state.close()
 
     def get_request_header(self, idx: int, key: str) -> str | None:
         return self.request_processor[idx].get_request_header(key)

@@ -78,6 +78,28 @@ class RequestSession:
 NO_SESSION = RequestSession(None, 1.0)  # a request without the header: it can neither open nor close one
 
 
+class SessionAccess:
+    """A script's context's view of its request's session (the handlers' Context and the toolkit's): `session_state`
+    is the request's, NO_SESSION unless it names one."""
+
+    session_state: RequestSession = NO_SESSION
+
+    @property
+    def session_id(self) -> str | None:
+        """The request's X-Amzn-SageMaker-Session-Id: "NEW_SESSION" when the client asks for a session, the id of
+        one this worker opened, else None."""
+        return self.session_state.id
+
+    def open_session(self, expires_in: float | None = None) -> str:
+        """On a NEW_SESSION request: a new session's id, lasting `expires_in` seconds (default
+        SAGEMAKER_SESSION_EXPIRY_SECONDS), which the answer gives the client; its requests reach this process."""
+        return self.session_state.open(expires_in)
+
+    def close_session(self) -> None:
+        """The request's session ends; the answer tells the client."""
+        self.session_state.close()
+
+
 def request_session(environ: dict, expiry: float) -> RequestSession:
     """The session of a request (its WSGI environ); NO_SESSION, shared, for the many without the header."""
     session_id = environ.get(SESSION_KEY)

@@ -4,7 +4,6 @@ wait long (a model load, a model's answer) never hold a gunicorn worker or its t
 
 from __future__ import annotations
 
-import os
 import socket
 import socketserver
 import threading
@@ -13,7 +12,7 @@ from pathlib import Path
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler
 
-from ..shared import runtime_dir
+from ..shared.sockets import unix_listener
 from ..shared.wsgi_call import WsgiApp
 
 READ_TIMEOUT = 10.0  # seconds a read of a request may wait (nginx sends a request whole, at once)
@@ -39,9 +38,9 @@ class UnixAppServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     request_queue_size = socket.SOMAXCONN
 
     def __init__(self, path: Path, app: WsgiApp, name: str):
-        runtime_dir.remove(path)
-        super().__init__(str(path), _Handler)
-        os.chmod(path, 0o666)  # nginx's workers connect, as another user when serve is root (see stack/nginx.py)
+        super().__init__(str(path), _Handler, bind_and_activate=False)
+        self.socket.close()  # socketserver's own, unbound: ours is made as every socket nginx connects to
+        self.socket = unix_listener(path, self.request_queue_size)
         self.name = name
         self.get_app = lambda: app
         self.base_environ = {
