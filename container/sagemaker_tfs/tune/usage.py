@@ -8,6 +8,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..stack.processes import process, processes
+
 GROUPS = ("nginx", "gunicorn", "model servers", "serve")
 _TICK = os.sysconf("SC_CLK_TCK")
 _PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -27,18 +29,10 @@ def _group(pid: int) -> str:
     return "serve"
 
 
-def _stat(pid: int | str) -> list[str] | None:
-    """/proc/PID/stat's fields from the state on (index k is field k+3 of proc(5)), or None when gone."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    except OSError:
-        return None
-
-
 def cpu_seconds(pid: int | str) -> float:
     """User + system CPU seconds of a process so far, its threads included (0 when gone)."""
-    fields = _stat(pid)
-    return 0.0 if fields is None else (int(fields[11]) + int(fields[12])) / _TICK
+    found = process(pid)
+    return 0.0 if found is None else found.cpu_ticks / _TICK
 
 
 @dataclass(frozen=True)
@@ -51,27 +45,23 @@ class Snapshot:
 
 def snapshot(root: int) -> Snapshot:
     """The groups' readings now, over `root` (a stack's serve) and every process below it, or in its session."""
-    stats = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and (fields := _stat(entry.name)) is not None:
-            stats[int(entry.name)] = fields
+    stats = {found.pid: found for found in processes()}
     children: dict[int, list[int]] = {}
-    for pid, fields in stats.items():
-        children.setdefault(int(fields[1]), []).append(pid)  # field 4: the parent
-    found, queue = set(), [root]
+    for found in stats.values():
+        children.setdefault(found.parent, []).append(found.pid)
+    tree, queue = set(), [root]
     while queue:  # serve's children start sessions of their own: the tree, not the session, holds them all
         pid = queue.pop()
-        if pid in stats and pid not in found:
-            found.add(pid)
+        if pid in stats and pid not in tree:
+            tree.add(pid)
             queue += children.get(pid, [])
-    found.update(pid for pid, fields in stats.items() if int(fields[3]) == root)  # field 6: the session
+    tree.update(found.pid for found in stats.values() if found.session == root)
     cpu = dict.fromkeys(GROUPS, 0.0)
     rss = dict.fromkeys(GROUPS, 0)
-    for pid in found:
-        fields = stats[pid]
+    for pid in tree:
         group = _group(pid)
-        cpu[group] += (int(fields[11]) + int(fields[12])) / _TICK
-        rss[group] += int(fields[21]) * _PAGE  # field 24: resident pages
+        cpu[group] += stats[pid].cpu_ticks / _TICK
+        rss[group] += stats[pid].resident_pages * _PAGE
     return Snapshot(cpu, rss)
 
 
