@@ -243,6 +243,42 @@ class Container:
         shutil.rmtree(self.runtime_dir, ignore_errors=True)
 
 
+def launch_stack(
+    command: str,
+    model_dir: Path,
+    env: Mapping[str, str],
+    index: int,
+    ports: tuple[int, int, int],
+    log_path: Path,
+    prefix: str,
+) -> Container:
+    """`serve` (`command`) started, not yet ready, on `ports` (nginx's, then the model servers' range, low and high),
+    in a session of its own, its output in log_path and its runtime folder new (named with `prefix`); OSError when
+    it cannot be started."""
+    port, low, high = ports
+    # nginx workers (not root) connect to sockets in the runtime folder: it must be reachable by them,
+    # which a work folder under a private temporary folder is not
+    runtime_dir = Path(tempfile.mkdtemp(prefix=prefix))
+    runtime_dir.chmod(0o755)
+    settings = Settings.env_of(
+        model_dir=str(model_dir), bind_port=port, safe_port_range=(low, high), runtime_dir=str(runtime_dir)
+    )
+    try:
+        with open(log_path, "wb") as log_file:
+            process = subprocess.Popen(
+                [command],
+                env={**os.environ, **env, **settings},
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,  # its processes are the session's: killpg stops them all
+            )
+    except OSError:
+        shutil.rmtree(runtime_dir, ignore_errors=True)
+        raise
+    return Container(index, f"http://127.0.0.1:{port}", process, log_path, runtime_dir, ports)
+
+
 def start_containers(
     model_dir: Path, count: int, env: Mapping[str, str], workdir: Path, startup_timeout: float
 ) -> list[Container]:
@@ -256,27 +292,7 @@ def start_containers(
         port = _free_ports(1, taken)[0]
         low, high = _free_ports(2, taken)  # one model server: its gRPC and REST ports
         log_path = workdir / f"container-{index}.log"
-        # nginx workers (not root) connect to sockets in the runtime folder: it must be reachable by them,
-        # which a work folder under a private temporary folder is not
-        runtime_dir = Path(tempfile.mkdtemp(prefix=f"transform-stack-{index}-"))
-        runtime_dir.chmod(0o755)
-        settings = Settings.env_of(
-            model_dir=str(model_dir), bind_port=port, safe_port_range=(low, high), runtime_dir=str(runtime_dir)
-        )
-        try:
-            with open(log_path, "wb") as log_file:
-                process = subprocess.Popen(
-                    [command],
-                    env={**os.environ, **env, **settings},
-                    stdout=log_file,
-                    stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL,
-                    start_new_session=True,
-                )
-        except OSError:
-            shutil.rmtree(runtime_dir, ignore_errors=True)
-            raise
-        return Container(index, f"http://127.0.0.1:{port}", process, log_path, runtime_dir, (port, low, high))
+        return launch_stack(command, model_dir, env, index, (port, low, high), log_path, f"transform-stack-{index}-")
 
     try:
         for index in range(count):
