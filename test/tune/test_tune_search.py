@@ -18,6 +18,7 @@ from sagemaker_tfs.tune.load import (
     Measurement,
     Payloads,
     bare_nginx,
+    h2load_problem,
     open_loop,
     percentile,
     poisson_schedule,
@@ -186,6 +187,8 @@ def test_the_report_draws_the_bound_and_marks_the_winner(tmp_path: Path):
 def test_the_generators_against_a_bare_nginx(tmp_path: Path, generator: str):
     if generator != "python" and not shutil.which(generator):
         pytest.skip(f"{generator} is not installed")
+    if generator == "h2load" and (problem := h2load_problem()) is not None:
+        pytest.skip(problem)
     payload = tmp_path / "body.json"
     payload.write_text('{"instances": [1.0]}')
     payloads = Payloads.read(payload, "application/json", None)
@@ -198,6 +201,22 @@ def test_the_generators_against_a_bare_nginx(tmp_path: Path, generator: str):
     assert closed.generator_cpu > 0
     assert opened.errors == 0 and opened.requests == len(poisson_schedule(200, 1.0, seed=5))
     assert opened.offered_rate == 200 and opened.p99_ms > 0
+
+
+def test_an_h2load_that_may_not_end_a_timed_run_is_refused(tmp_path: Path):
+    assert h2load_problem("h2load nghttp2/1.69.0") is None and h2load_problem("h2load nghttp2/2.1.0") is None
+    assert h2load_problem("h2load nghttp2/1.52.0") == (
+        "h2load 1.52 may never end a timed run (fixed in nghttp2 1.69): use wrk or python, or a newer h2load"
+    )
+    assert (
+        h2load_problem("h2load: unknown") == "Unable to read h2load's version from 'h2load: unknown': use wrk or python"
+    )
+    if shutil.which("h2load") and (problem := h2load_problem()) is not None:  # Debian 12's 1.52: named, refused
+        payload = tmp_path / "body.json"
+        payload.write_text("{}")
+        with pytest.raises(LoadError) as refused:
+            ClosedLoop(Payloads.read(payload, "application/json", None), tmp_path, "h2load")
+        assert str(refused.value) == problem
 
 
 def test_a_frozen_dimension_stays_at_its_default():

@@ -86,7 +86,7 @@ def parser(prog: str = "sagemaker-tfs tune endpoint") -> argparse.ArgumentParser
         "--generator",
         choices=("auto", "wrk", "h2load", "python"),
         default="auto",
-        help="the closed-loop load generator (default: wrk, else h2load for one payload, else python)",
+        help="the closed-loop load generator (default: wrk, else h2load 1.69 or later for one payload, else python)",
     )
     return p
 

@@ -2,12 +2,12 @@
 sending its next request when the answer comes) and open loop (requests at Poisson arrival times, whatever the
 answers do; a closed loop understates p99, since a slow answer also delays the requests behind it).
 
-Closed loop: wrk where installed (a Lua script sends the payloads in turn), else h2load (one payload: it cannot
-rotate bodies; its per-request log gives the percentiles), else asyncio in this process. Open loop: asyncio in
-this process (neither wrk nor h2load sends at a fixed arrival rate); each latency counts from the request's
-scheduled time, so a generator that falls behind shows as latency rather than hiding it. Each measurement carries
-the generator's own CPU: a compiled generator's from its rusage when it exits (os.wait4), the Python one's from
-/proc/self/stat.
+Closed loop: wrk where installed (a Lua script sends the payloads in turn), else h2load 1.69 or later (one
+payload: it cannot rotate bodies; its per-request log gives the percentiles), else asyncio in this process.
+Open loop: asyncio in this process (neither wrk nor h2load sends at a fixed arrival rate); each latency counts
+from the request's scheduled time, so a generator that falls behind shows as latency rather than hiding it. Each
+measurement carries the generator's own CPU: a compiled generator's from its rusage when it exits (os.wait4), the
+Python one's from /proc/self/stat.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import os
 import random
+import re
 import shutil
 import socket
 import subprocess
@@ -27,6 +28,10 @@ from pathlib import Path
 
 from . import usage
 
+# Before nghttp2 1.69, a timed h2load run (-D) may never exit: a connection that the server closed (nginx does after
+# keepalive_requests, 1,000 by default) and that is being remade when the time is up is never stopped
+# (nghttp2 commit 6813f88c, "h2load does not stop early with -D option"). Debian 12 ships 1.52.
+H2LOAD_FIXED = (1, 69)
 MAX_OPEN_CONNECTIONS = 512  # the open loop's connections at most: past that, it queues (and the latency shows it)
 
 
@@ -352,6 +357,23 @@ def wrk_closed(url: str, script: Path, concurrency: int, seconds: float) -> Meas
     )
 
 
+def h2load_problem(version_line: str | None = None) -> str | None:
+    """Why the installed h2load (or the one whose `h2load --version` line is given) cannot run a timed step; None
+    when it can."""
+    if version_line is None:
+        version_line = subprocess.run(["h2load", "--version"], capture_output=True, text=True, check=False).stdout
+    found = re.search(r"nghttp2/(\d+)\.(\d+)", version_line)
+    if found is None:
+        return f"Unable to read h2load's version from {version_line.strip()!r}: use wrk or python"
+    if (int(found[1]), int(found[2])) >= H2LOAD_FIXED:
+        return None
+    fixed = ".".join(map(str, H2LOAD_FIXED))
+    return (
+        f"h2load {found[1]}.{found[2]} may never end a timed run (fixed in nghttp2 {fixed}): "
+        "use wrk or python, or a newer h2load"
+    )
+
+
 def h2load_closed(url: str, payloads: Payloads, concurrency: int, seconds: float, folder: Path) -> Measurement:
     """h2load over HTTP/1.1, one payload; the percentiles from its per-request log (it prints none itself)."""
     log = folder / "h2load.log"
@@ -395,7 +417,7 @@ class ClosedLoop:
         if choice == "auto":
             if shutil.which("wrk"):
                 choice = "wrk"
-            elif shutil.which("h2load") and len(payloads.files) == 1:
+            elif shutil.which("h2load") and len(payloads.files) == 1 and h2load_problem() is None:
                 choice = "h2load"
             else:
                 choice = "python"
@@ -403,6 +425,8 @@ class ClosedLoop:
             raise LoadError(f"{choice} is not installed (apt-get install {choice})")
         elif choice == "h2load" and len(payloads.files) > 1:
             raise LoadError("h2load sends one body: give one payload file, or use wrk or python")
+        elif choice == "h2load" and (problem := h2load_problem()) is not None:
+            raise LoadError(problem)
         self.name = choice
         self._script = wrk_script(payloads, folder) if choice == "wrk" else None
 
