@@ -26,7 +26,7 @@ from sagemaker_tfs.tune.load import (
 from sagemaker_tfs.tune.report import Context, render_html, render_table, write_environment
 from sagemaker_tfs.tune.search import HillClimb
 from sagemaker_tfs.tune.settings_space import BATCH_PARAMETERS, Candidate, Dimension, default_candidate, dimensions
-from sagemaker_tfs.tune.trial import Trial
+from sagemaker_tfs.tune.trial import Trial, leader
 from sagemaker_tfs.tune.usage import GROUPS, GroupUsage
 
 NAMES = {variable.name for variable in VARIABLES.values()}
@@ -145,18 +145,34 @@ def _measured(concurrency: int, rate: float, p99: float) -> Measurement:
     return Measurement("wrk", 1.0, int(rate), 0, p99 / 2, p99 / 1.5, p99, 0.3, concurrency=concurrency, groups=usage)
 
 
-def test_an_open_loop_that_held_ranks_first_and_one_not_counted_is_not_taken_for_one_that_held():
-    space = dimensions(2)
-    candidate = default_candidate(space)
-
-    def trial(rate: float, opened_p99: float, behind_ms: float) -> Trial:
+def _trial(number: int, rate: float, opened_p99: float | None, behind_ms: float = 0, bound: float = 3) -> Trial:
+    """A setting measured at one level (p99 1 ms) and, unless opened_p99 is None, in the open loop."""
+    opened = None
+    if opened_p99 is not None:
         opened = Measurement("python", 1.0, int(rate), 0, 1, 1, opened_p99, 0.3, offered_rate=rate, behind_ms=behind_ms)
-        return Trial(1, candidate, "t", {}, [_measured(1, rate, 1)], opened, 3)
+    return Trial(number, default_candidate(dimensions(2)), "t", {}, [_measured(1, rate, 1)], opened, bound)
 
-    held, missed, not_counted = trial(500, 2, 0), trial(900, 8, 0), trial(700, 8, 2.5)  # bound 3 ms
+
+def test_an_open_loop_that_held_ranks_first_and_one_not_counted_is_not_taken_for_one_that_held():
+    default, held, missed, not_counted = _trial(1, 400, 2), _trial(2, 500, 2), _trial(3, 900, 8), _trial(4, 700, 8, 2.5)
     assert (held.open_loop_held, missed.open_loop_held, not_counted.open_loop_held) == (True, False, False)
-    ranked = sorted([not_counted, missed, held], key=Trial.rank, reverse=True)
-    assert ranked == [held, missed, not_counted]  # then by rate: the unknown is not preferred to the faster
+    assert leader([default, not_counted, missed, held], 0.03) is held
+    assert leader([default, not_counted, missed], 0.03) is default  # the unknown is not preferred to the faster
+    assert leader([default, not_counted], 0.03) is default
+    assert leader([_trial(1, 400, 8), not_counted, _trial(3, 410, 8)], 0.03).number == 4  # (not 3: within 3%)
+
+
+def test_when_the_defaults_miss_the_bound_in_the_open_loop_it_sorts_nothing():
+    # image_classifier's run on 2 cores: only a batching setting, slower, held a 55 ms bound in the open loop
+    defaults, batching, workers = (
+        _trial(n, rate, p99, bound=55) for n, rate, p99 in ((1, 713, 180), (2, 684, 40), (3, 982, 180))
+    )
+    assert batching.open_loop_held and not defaults.open_loop_held and not workers.open_loop_held
+    assert leader([defaults, batching, workers], 0.03) is workers
+    assert leader([defaults, batching], 0.03) is defaults  # by rate alone
+    assert leader([_trial(1, 713, None, bound=55), batching, workers], 0.03) is workers  # (not measured: not held)
+    held = _trial(1, 713, 40, bound=55)  # the defaults held: the open loop counts, and they are the fastest that held
+    assert leader([held, batching, workers], 0.03) is held
 
 
 def test_the_report_draws_the_bound_and_marks_the_winner(tmp_path: Path):

@@ -35,7 +35,7 @@ from .report import Context, render_table, write_environment, write_report
 from .search import HillClimb, freeze_idle_gunicorn
 from .settings_space import Candidate, dimensions
 from .stack import start_stack, stop_stack
-from .trial import Trial
+from .trial import Trial, leader
 
 HOST = "127.0.0.1"
 CONCURRENCY = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -331,18 +331,8 @@ class Tuner:
         return winner
 
     def winner(self) -> Trial | None:
-        scored = [t for t in self.trials if t.score > 0]
-        if not scored:
-            return None
-        best = max(scored, key=Trial.rank)  # the first of equals: the defaults, tried first, win a tie
-        default = self.trials[0]
-        if (
-            best is not default
-            and default.rank()[:2] == best.rank()[:2]
-            and best.score < default.score * (1 + WINNER_MARGIN)
-        ):
-            return default  # within noise of the defaults: changing nothing is the better advice
-        return self.rechecked(best)
+        best = leader(self.trials, WINNER_MARGIN)
+        return None if best is None else self.rechecked(best)
 
 
 def _no_download(url: str) -> bytes:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from .load import Measurement
@@ -49,6 +50,24 @@ class Trial:
         and missed, so that on image_classifier the generator's lag picked the winner (docs/tuning.md)."""
         return self.open_loop is not None and not self.open_loop_behind and self.held(self.open_loop)
 
-    def rank(self) -> tuple[bool, bool, float]:
-        """Better is larger: a score at all, then the open loop holding the bound too, then the score."""
-        return (self.score > 0, self.open_loop_held, self.score)
+
+def leader(trials: Sequence[Trial], margin: float) -> Trial | None:
+    """The best setting before its recheck (trials[0] is the defaults): the most requests/s under the bound, a
+    setting whose open loop held it first; the defaults when the best is within `margin` of them (changing nothing
+    is the better advice). When the defaults' own open loop did not hold, the open loop sorts nothing: under a bound
+    the defaults miss there too, it would favour whichever setting's rate was too low to queue (on image_classifier a
+    batching setting 4% slower than the defaults over one 38% faster)."""
+    scored = [t for t in trials if t.score > 0]
+    if not scored:
+        return None
+    default = trials[0]
+    judged = default.open_loop_held
+
+    def rank(trial: Trial) -> tuple[bool, float]:
+        return (trial.open_loop_held or not judged, trial.score)
+
+    best = max(scored, key=rank)  # the first of equals: the defaults, tried first, win a tie
+    if best is not default and default.score > 0 and rank(default)[0] == rank(best)[0]:
+        if best.score < default.score * (1 + margin):
+            return default
+    return best
