@@ -1,5 +1,7 @@
 """The test matrix (CONTRIBUTING, "The test matrix"): the quick suite against the installed wheel, on every CPython
-the package claims (`tests-3.10` to `tests-3.13`), and on the lowest versions pyproject.toml allows (`lowest`).
+the package claims (`tests-3.10` to `tests-3.13`) but the one the main suite has just run on (`.venv`'s: the whole
+suite, from the tree; another session of it would add minutes to CI and test nothing more), and on the lowest
+versions pyproject.toml allows (`lowest`).
 
 Each session builds the wheel from a copy of the sources, installs it with its extras into a fresh virtual
 environment (uv: its installs take seconds where pip takes minutes), checks that `sagemaker_tfs` is imported from
@@ -47,6 +49,23 @@ def _pyenv_interpreters() -> None:
 
 
 _pyenv_interpreters()
+
+
+def _main_suite_python() -> str | None:
+    """The CPython of `.venv`, which scripts/test.sh runs the whole suite on; None without one."""
+    try:
+        found = subprocess.run(
+            [str(ROOT / ".venv" / "bin" / "python"), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return found.stdout.strip()
+
+
+MATRIX = tuple(version for version in PYTHONS if version != _main_suite_python())
 EXTRAS = "model-server,s3,test,examples"
 SOURCES = ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "LICENSE", "NOTICE", "CHANGELOG.md", "container")
 QUICK = "not slow"  # the tests that start no whole stack
@@ -107,7 +126,7 @@ def _run_suite(session: nox.Session, marks: str) -> None:
     )
 
 
-@nox.session(python=PYTHONS)
+@nox.session(python=MATRIX)
 def tests(session: nox.Session) -> None:
     """The quick suite and the embedded model server's tests against the wheel installed with its extras, on this
     Python."""
