@@ -11,7 +11,7 @@ from xml.etree import ElementTree
 import pytest
 from sagemaker_tfs.config import VARIABLES
 from sagemaker_tfs.shared.free_ports import free_port
-from sagemaker_tfs.tune.endpoint import parse_duration
+from sagemaker_tfs.tune.endpoint import Tuner, parse_duration
 from sagemaker_tfs.tune.load import (
     ClosedLoop,
     LoadError,
@@ -246,3 +246,15 @@ def test_a_frozen_dimension_stays_at_its_default():
         assert candidate is not None
         assert candidate["gunicorn_workers"] == 8 and candidate["gunicorn_threads"] == 1
         search.tell(candidate, _objective(candidate))
+
+
+def test_a_setting_s_load_leaves_a_recheck_its_time(tmp_path: Path):
+    payload = tmp_path / "body.json"
+    payload.write_text("{}")
+    args = argparse.Namespace(budget=100.0, seed=0, step_seconds=2.0, generator="python", p99_ms=None)
+    tuner = Tuner(tmp_path, Payloads.read(payload, "application/json", None), args, tmp_path)
+    assert tuner.left() == pytest.approx(tuner.remaining(), abs=0.5)  # the defaults: nothing to recheck yet
+    tuner.trials.append(_trial(1, 500, 1))
+    tuner.trials[0].start_seconds = 6.0
+    assert tuner.recheck_estimate() > 2 * 6.0 + 6 * 2.0  # two starts, three rounds of two steps
+    assert tuner.remaining() - tuner.left() == pytest.approx(tuner.recheck_estimate(), abs=0.5)

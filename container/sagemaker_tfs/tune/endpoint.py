@@ -145,6 +145,11 @@ class Tuner:
     def remaining(self) -> float:
         return self.deadline - time.monotonic()
 
+    def left(self) -> float:
+        """The time a setting's load may use: the budget left, less a recheck's once the defaults are measured (a
+        ramp that ran into it once left a winner unrechecked)."""
+        return self.remaining() - (self.recheck_estimate() if self.trials else 0.0)
+
     def draw(self, trial: Trial, doing: str) -> None:
         count = f"~{len(self.trials) + int(max(0.0, self.remaining()) // self.estimate)}" if self.estimate else "?"
         best = max(self.trials, key=lambda t: t.score, default=None)
@@ -239,13 +244,13 @@ class Tuner:
         probe(HOST, port, self.payloads, times=3)  # a non-2xx answer stops here
         # Warm-up, not counted: every worker's and model server's first requests (connections, TensorFlow's first
         # run of the graph) would otherwise land in the first level's p99, and with the defaults, in the bound.
-        if self.remaining() > 2 * self.step + 1.0 + STOP_RESERVE_S:
+        if self.left() > 2 * self.step + 1.0 + STOP_RESERVE_S:
             self.draw(trial, "warming up")
             self.generator.run(HOST, port, max(2, self._servers(trial.candidate)), 1.0)
         batch = int(trial.candidate["tfs_max_batch_size"]) if trial.candidate["tfs_enable_batching"] else 0
         best_rate, flat = 0.0, 0
         for concurrency in CONCURRENCY:
-            if self.remaining() < self.step + 1.0 + STOP_RESERVE_S:
+            if self.left() < self.step + 1.0 + STOP_RESERVE_S:
                 break
             self.draw(trial, f"c={concurrency}")
             before, began = usage.snapshot(session), time.monotonic()
@@ -266,7 +271,7 @@ class Tuner:
             if flat >= 2:
                 break
         best = trial.best
-        if best is not None and self.remaining() >= self.step + 1.0 + STOP_RESERVE_S:
+        if best is not None and self.left() >= self.step + 1.0 + STOP_RESERVE_S:
             self.draw(trial, "open loop")
             rate = OPEN_LOOP_FRACTION * best.rate
             before, began = usage.snapshot(session), time.monotonic()
