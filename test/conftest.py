@@ -6,9 +6,7 @@ module below, so that `scripts/test.sh -m "not slow"` runs the rest in under a m
 
 from __future__ import annotations
 
-import atexit
 import os
-import shutil
 import tempfile
 from pathlib import Path
 
@@ -23,8 +21,7 @@ HERE = Path(__file__).parent
 # Every folder a test's settings leave to their default is the test session's own: the default runtime folder is
 # under $XDG_RUNTIME_DIR (runtime_dir.default_path), which the machine's own serve (scripts/serve-example.sh) uses
 # too, and leaves its lock file in. One private folder per test process, removed at its exit.
-os.environ["XDG_RUNTIME_DIR"] = tempfile.mkdtemp(prefix=paths.TEST_RUNTIME_PREFIX)
-atexit.register(shutil.rmtree, os.environ["XDG_RUNTIME_DIR"], ignore_errors=True)
+os.environ["XDG_RUNTIME_DIR"] = str(processes.remove_at_exit(Path(tempfile.mkdtemp(prefix=paths.TEST_RUNTIME_PREFIX))))
 SLOW = [
     HERE / name
     for name in (

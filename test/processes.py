@@ -3,7 +3,9 @@ or a log line, the processes of a tree or session and their memory."""
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -115,6 +117,24 @@ def wait_for_log(source, *lines: str, count: int = 1, since: int = 0, timeout: f
         time.sleep(0.05)
 
 
+_MADE: list[Path] = []  # temporary files and folders of this process's background processes
+
+
+@atexit.register
+def _remove_made() -> None:
+    for path in _MADE:
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+
+
+def remove_at_exit(path: Path) -> Path:
+    """`path`, removed when this process exits, not before: tests read logs and runtime folders after a stop."""
+    _MADE.append(path)
+    return path
+
+
 class Background:
     """A command running in the background, its stdout and stderr going to a log file.
 
@@ -132,7 +152,9 @@ class Background:
         self.env = {**os.environ, **(env or {})}
         self.cwd = cwd
         self.stop_timeout = stop_timeout
-        self.log_path = Path(tempfile.mkstemp(prefix="bg-", suffix=".log")[1])
+        descriptor, name = tempfile.mkstemp(prefix="bg-", suffix=".log")
+        os.close(descriptor)
+        self.log_path = remove_at_exit(Path(name))
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> Background:

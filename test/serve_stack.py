@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import atexit
 import os
-import shutil
 import signal
 import tempfile
 from pathlib import Path
@@ -12,16 +10,8 @@ from pathlib import Path
 from clients import http_status
 from paths import VENV_BIN
 from ports import free_port, free_port_range
-from processes import Background, descendants, session_members
+from processes import Background, descendants, remove_at_exit, session_members
 from sagemaker_tfs.config import Settings
-
-_RUNTIME_DIRS: list[Path] = []  # made by this process's stacks: removed when it exits (tests read them after a stop)
-
-
-@atexit.register
-def _remove_runtime_dirs() -> None:
-    for folder in _RUNTIME_DIRS:
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 class Stack(Background):
@@ -42,8 +32,7 @@ class Stack(Background):
         self.port = free_port()
         low, high = free_port_range(2 * instances)
         self.model_server_ports = list(range(low, high + 1))
-        self.runtime_dir = Path(tempfile.mkdtemp(prefix="stack-"))
-        _RUNTIME_DIRS.append(self.runtime_dir)
+        self.runtime_dir = remove_at_exit(Path(tempfile.mkdtemp(prefix="stack-")))
         self.url = f"http://127.0.0.1:{self.port}"
         settings = Settings.env_of(
             model_dir=str(model_dir),
