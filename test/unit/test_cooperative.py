@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextvars
 import logging
 import socket
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -150,10 +151,18 @@ def test_an_inline_function_that_holds_the_loop_without_blocking_stays_inline(ca
     main = threading.current_thread().name
     function = Trusted(hub)
     function.then = computes_2_ms
-    with caplog.at_level(logging.WARNING, "sagemaker_tfs.app"):
-        ran = [
-            run_tasks(hub, lambda: cooperative.call_script(function))[0] for _ in range(cooperative.WATCHED_CALLS + 3)
-        ]
+    # Another thread of this process (xdist's channel) that waits for the GIL makes this one hand it over and wait
+    # to take it back: a voluntary switch, as a blocking call makes. A long switch interval keeps it from asking.
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1.0)
+    try:
+        with caplog.at_level(logging.WARNING, "sagemaker_tfs.app"):
+            ran = [
+                run_tasks(hub, lambda: cooperative.call_script(function))[0]
+                for _ in range(cooperative.WATCHED_CALLS + 3)
+            ]
+    finally:
+        sys.setswitchinterval(interval)
     assert ran == [main] * len(ran) and "blocked the worker's loop" not in caplog.text
 
 
