@@ -11,7 +11,7 @@ from xml.etree import ElementTree
 import pytest
 from sagemaker_tfs.config import VARIABLES
 from sagemaker_tfs.shared.free_ports import free_port
-from sagemaker_tfs.tune.endpoint import Tuner, parse_duration
+from sagemaker_tfs.tune.endpoint import Tuner, parse_duration, recheck_verdict
 from sagemaker_tfs.tune.load import (
     ClosedLoop,
     LoadError,
@@ -258,3 +258,15 @@ def test_a_setting_s_load_leaves_a_recheck_its_time(tmp_path: Path):
     tuner.trials[0].start_seconds = 6.0
     assert tuner.recheck_estimate() > 2 * 6.0 + 6 * 2.0  # two starts, three rounds of two steps
     assert tuner.remaining() - tuner.left() == pytest.approx(tuner.recheck_estimate(), abs=0.5)
+
+
+def test_the_recheck_keeps_a_winner_only_ahead_of_the_defaults_beyond_noise():
+    assert recheck_verdict(5, [6300.0, 6298.4, 5000.0], [5532.0, 5600.0, 5400.0], "req/s under the bound", 0) == (
+        True,
+        "rechecked in 3 alternating rounds, median req/s under the bound: #5 6,298, the defaults 5,532",
+    )
+    assert recheck_verdict(2, [101.0, 103.0, 99.0], [100.0, 100.0, 100.0], "records/s", 1) == (
+        False,
+        "rechecked in 3 alternating rounds, median records/s: #2 101.0, the defaults 100.0: not ahead beyond noise, "
+        "the defaults stay",
+    )

@@ -91,6 +91,19 @@ def parser(prog: str = "sagemaker-tfs tune endpoint") -> argparse.ArgumentParser
     return p
 
 
+def recheck_verdict(number: int, ours: list[float], theirs: list[float], unit: str, digits: int) -> tuple[bool, str]:
+    """Whether setting #number's median over the recheck's alternating rounds beats the defaults' by more than the
+    margin, and the line that says so (every mode's recheck ends here)."""
+    ours_median, theirs_median = (sorted(rounds)[len(rounds) // 2] for rounds in (ours, theirs))
+    text = (
+        f"rechecked in {len(ours)} alternating rounds, median {unit}: #{number} {ours_median:,.{digits}f}, "
+        f"the defaults {theirs_median:,.{digits}f}"
+    )
+    if ours_median > theirs_median * (1 + WINNER_MARGIN):
+        return True, text
+    return False, text + ": not ahead beyond noise, the defaults stay"
+
+
 def add_run_arguments(p: argparse.ArgumentParser, out: str, seed: str) -> None:
     """--budget, --out and --seed, alike in every mode."""
     p.add_argument("--budget", type=parse_duration, default=600.0, help="wall clock for the whole tune (default: 10m)")
@@ -324,16 +337,10 @@ class Tuner:
             self.progress.clear()
             for stack in stacks:
                 stop_stack(stack)
-        ours, theirs = (sorted(rates[t.number])[RECHECK_ROUNDS // 2] for t in (winner, default))
-        text = (
-            f"rechecked in {RECHECK_ROUNDS} alternating rounds, median req/s under the bound: #{winner.number} "
-            f"{ours:,.0f}, the defaults {theirs:,.0f}"
+        ahead, self.recheck = recheck_verdict(
+            winner.number, rates[winner.number], rates[default.number], "req/s under the bound", 0
         )
-        if not ours > theirs * (1 + WINNER_MARGIN):
-            self.recheck = text + ": not ahead beyond noise, the defaults stay"
-            return default
-        self.recheck = text
-        return winner
+        return winner if ahead else default
 
     def winner(self) -> Trial | None:
         best = leader(self.trials, WINNER_MARGIN)

@@ -17,7 +17,7 @@ from typing import Any
 from ..transform.containers import ContainerError
 from ..transform.job import TransformJob, ValidationError
 from ..transform.pipeline import Stats
-from .endpoint import RECHECK_ROUNDS, WINNER_MARGIN, Progress, TuneError
+from .endpoint import RECHECK_ROUNDS, WINNER_MARGIN, Progress, TuneError, recheck_verdict
 from .search import HillClimb, freeze_idle_gunicorn
 from .settings_space import Candidate, Dimension, Value
 from .transform_job import JobFailed, JobRunner, JobTrial, job_fields
@@ -196,15 +196,10 @@ class TransformTuner:
             return winner
         finally:
             self.progress.clear()
-        ours, theirs = (sorted(rates[t.number])[RECHECK_ROUNDS // 2] for t in (winner, default))
-        self.recheck = (
-            f"rechecked in {RECHECK_ROUNDS} alternating rounds, median records/s: #{winner.number} {ours:,.1f}, "
-            f"the defaults {theirs:,.1f}"
+        ahead, self.recheck = recheck_verdict(
+            winner.number, rates[winner.number], rates[default.number], "records/s", 1
         )
-        if not ours > theirs * (1 + WINNER_MARGIN):
-            self.recheck += ": not ahead beyond noise, the defaults stay"
-            return default
-        return winner
+        return winner if ahead else default
 
 
 def run_tuner(tuner: TransformTuner) -> JobTrial:

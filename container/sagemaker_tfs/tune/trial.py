@@ -67,7 +67,6 @@ def leader(trials: Sequence[Trial], margin: float) -> Trial | None:
         return (trial.open_loop_held or not judged, trial.score)
 
     best = max(scored, key=rank)  # the first of equals: the defaults, tried first, win a tie
-    if best is not default and default.score > 0 and rank(default)[0] == rank(best)[0]:
-        if best.score < default.score * (1 + margin):
-            return default
+    if best is not default and rank(default)[0] == rank(best)[0] and best.score < default.score * (1 + margin):
+        return default
     return best
